@@ -1,0 +1,11 @@
+/* wb.h - the workbench core: one include for everything public.
+ *
+ *   text --tokenizer--> ids --session--> logits --sampler--> id --detok--> text
+ */
+#ifndef WB_H
+#define WB_H
+#include "wb_base.h"
+#include "wb_tokenizer.h"
+#include "wb_model.h"
+#include "wb_train.h"
+#endif

@@ -1,0 +1,103 @@
+/* wb_tokenizer.h - byte-level BPE tokenizer compatible with Hugging Face tokenizer.json.
+ *
+ * Ids are the 0-based ids of tokenizer.json. Encoding must give ids identical to the Hugging Face
+ * `tokenizers` library for every input (model type BPE, ByteLevel pre-tokenizer and decoder,
+ * added/special tokens matched before pre-tokenization).
+ */
+#ifndef WB_TOKENIZER_H
+#define WB_TOKENIZER_H
+
+#include "wb_base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct wb_tokenizer wb_tokenizer;
+
+/* Load tokenizer.json from a file. Errors name the path and the JSON field at fault. */
+wb_status wb_tokenizer_load(const char *path, wb_tokenizer **out, wb_err *err);
+
+/* Same from a buffer (need not be NUL-terminated); `name` is used in error messages. */
+wb_status wb_tokenizer_load_json(const char *json, size_t len, const char *name,
+                                 wb_tokenizer **out, wb_err *err);
+
+void wb_tokenizer_free(wb_tokenizer *tok);
+
+/* Total number of ids (model vocabulary plus added tokens not in it). */
+int32_t wb_tokenizer_vocab_size(const wb_tokenizer *tok);
+
+/* Encode `len` bytes of text (any bytes, invalid UTF-8 included). On success *ids is a
+ * wb_free()-able array of *n_ids ids (non-NULL even when *n_ids == 0). */
+wb_status wb_tokenizer_encode(const wb_tokenizer *tok, const char *text, size_t len,
+                              int32_t **ids, size_t *n_ids, wb_err *err);
+
+/* Decode ids to the exact bytes they stand for (byte-exact, may be invalid UTF-8 for partial
+ * sequences). *text is wb_free()-able and NUL-terminated; *len excludes the NUL.
+ * An id out of range is WB_ERR_RANGE naming the id and its index. */
+wb_status wb_tokenizer_decode(const wb_tokenizer *tok, const int32_t *ids, size_t n_ids,
+                              char **text, size_t *len, wb_err *err);
+
+/* The bytes one token stands for (e.g. " how"); NULL if id is out of range. Not NUL-terminated
+ * in general: use *len. Valid while the tokenizer lives. */
+const char *wb_tokenizer_token_bytes(const wb_tokenizer *tok, int32_t id, size_t *len);
+
+/* The token's string as written in tokenizer.json's vocab (e.g. "Ġhow"); NULL if out of range. */
+const char *wb_tokenizer_token_str(const wb_tokenizer *tok, int32_t id);
+
+/* Id of the token whose bytes are exactly `bytes` (e.g. " how"), or -1 if none. */
+int32_t wb_tokenizer_id_of_bytes(const wb_tokenizer *tok, const char *bytes, size_t len);
+
+/* Id of the token whose vocab string is exactly `str` (e.g. "Ġhow" or "<|endoftext|>"), or -1. */
+int32_t wb_tokenizer_id_of_str(const wb_tokenizer *tok, const char *str);
+
+/* Whether id is an added token marked "special" (e.g. <|endoftext|>). */
+int wb_tokenizer_is_special(const wb_tokenizer *tok, int32_t id);
+
+/* Id of "<|endoftext|>" if present, else -1. */
+int32_t wb_tokenizer_eos_id(const wb_tokenizer *tok);
+
+/* Write the tokenizer as a Hugging Face tokenizer.json (atomic: temp file then rename). */
+wb_status wb_tokenizer_save(const wb_tokenizer *tok, const char *path, wb_err *err);
+
+/* ---- incremental decoding for streaming -------------------------------------------------- */
+
+/* Accumulates token bytes and releases only complete UTF-8 characters, so a streamed piece never
+ * ends in the middle of a character. Invalid byte sequences are released as U+FFFD (as the
+ * Hugging Face ByteLevel decoder does with errors="replace") once they are known to be invalid. */
+typedef struct wb_detok wb_detok;
+
+wb_status wb_detok_new(const wb_tokenizer *tok, wb_detok **out, wb_err *err);
+void wb_detok_free(wb_detok *d);
+
+/* Feed one id. *piece/*len receive the newly complete text (possibly empty); the pointer stays
+ * valid until the next call on d. */
+wb_status wb_detok_push(wb_detok *d, int32_t id, const char **piece, size_t *len, wb_err *err);
+
+/* End of stream: release whatever is held (incomplete tail as U+FFFD). */
+void wb_detok_flush(wb_detok *d, const char **piece, size_t *len);
+
+void wb_detok_reset(wb_detok *d);
+
+/* ---- training ----------------------------------------------------------------------------- */
+
+typedef struct wb_bpe_train_params {
+    int32_t vocab_size;          /* total ids incl. 256 byte symbols and special tokens (2048) */
+    const char *const *special_tokens; /* e.g. {"<|endoftext|>"}; split the text, never merged */
+    int n_special_tokens;
+    int64_t min_pair_count;      /* stop early when the best pair is rarer than this (default 2) */
+    wb_abort_fn abort_fn;        /* optional */
+    void *abort_data;
+} wb_bpe_train_params;
+
+wb_bpe_train_params wb_bpe_train_default_params(void);
+
+/* Learn byte-level BPE merges from `text` (GPT-2 pre-tokenization, 256 byte symbols, merges by
+ * pair count with deterministic tie-breaking) and build a tokenizer. */
+wb_status wb_bpe_train(const char *text, size_t len, const wb_bpe_train_params *params,
+                       wb_tokenizer **out, wb_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
