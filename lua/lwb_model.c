@@ -1,0 +1,365 @@
+/* lwb_model.c - wb.Model (wb.load) and wb.Session (a KV cache over one sequence). */
+#include "lwb.h"
+
+#include <string.h>
+
+#define MODEL "wb.Model"
+#define SESSION "wb.Session"
+
+/* User values of a Model userdata. */
+enum { MODEL_UV_TOKENIZER = 1, MODEL_UV_CONFIG = 2, MODEL_NUV = 2 };
+
+/* wb_model first: lwb.h promises other binding files that layout. */
+typedef struct Model {
+    wb_model *m;    /* NULL once closed */
+    int open;       /* m != NULL, as an int that a borrowed Tokenizer can watch */
+    int n_sessions; /* open users (sessions, streams): the model cannot be closed under them */
+} Model;
+
+typedef struct Session {
+    wb_session *s; /* NULL once closed */
+    Model *owner;  /* kept alive by the session's user value */
+} Session;
+
+/* ---- model ---------------------------------------------------------------------------------- */
+
+static Model *checkmodelud(lua_State *L, int idx) { return luaL_checkudata(L, idx, MODEL); }
+
+static wb_model *checkmodel(lua_State *L, int idx) {
+    Model *m = checkmodelud(L, idx);
+    if (!m->m) luaL_error(L, "attempt to use a closed Model");
+    return m->m;
+}
+
+wb_model *lwb_check_model(lua_State *L, int idx) { return checkmodel(L, idx); }
+
+int *lwb_model_users(lua_State *L, int idx) { return &checkmodelud(L, idx)->n_sessions; }
+
+static int l_load(lua_State *L) {
+    char buf[4096];
+    const char *dir = lua_isnoneornil(L, 1) ? lwb_default_model_dir(buf, sizeof buf)
+                                            : luaL_checkstring(L, 1);
+    Model *m = lua_newuserdatauv(L, sizeof *m, MODEL_NUV);
+    m->m = NULL;
+    m->open = 0;
+    m->n_sessions = 0;
+    luaL_setmetatable(L, MODEL);
+    int mi = lua_gettop(L);
+    wb_err err = {0};
+    if (wb_model_load(dir, &m->m, &err) != WB_OK) return lwb_raise(L, &err);
+    m->open = 1;
+    wb_model_set_abort(m->m, lwb_abort_fn, NULL);
+
+    lwb_push_borrowed_tokenizer(L, wb_model_tokenizer(m->m), mi, &m->open);
+    lua_setiuservalue(L, mi, MODEL_UV_TOKENIZER);
+    const char *cfg = wb_model_config_json(m->m);
+    lwb_push_json(L, cfg, strlen(cfg), "config.json");
+    lua_setiuservalue(L, mi, MODEL_UV_CONFIG);
+    return 1;
+}
+
+static int model_gc(lua_State *L) {
+    Model *m = checkmodelud(L, 1);
+    /* Sessions hold the model through their user value, so the collector finalizes them first;
+     * an explicit close under live sessions is refused in model_close. */
+    if (m->m) wb_model_free(m->m);
+    m->m = NULL;
+    m->open = 0;
+    return 0;
+}
+
+static int model_close(lua_State *L) {
+    Model *m = checkmodelud(L, 1);
+    if (m->m && m->n_sessions > 0)
+        return luaL_error(L, "cannot close a Model with %d open Session(s) or stream(s)", m->n_sessions);
+    return model_gc(L);
+}
+
+static int model_num_parameters(lua_State *L) {
+    lua_pushinteger(L, (lua_Integer)wb_model_num_parameters(checkmodel(L, 1)));
+    return 1;
+}
+
+/* Push a table of n Vecs of V floats from logits [n, V]. */
+static void push_rows(lua_State *L, const float *logits, int n, int32_t V) {
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        float *row = lwb_push_vec(L, (size_t)V);
+        memcpy(row, logits + (size_t)i * V, (size_t)V * sizeof(float));
+        lua_rawseti(L, -2, i + 1);
+    }
+}
+
+static int model_logits(lua_State *L) {
+    wb_model *m = checkmodel(L, 1);
+    const wb_config *cfg = wb_model_config(m);
+    lwb_check_options(L, 3, (const char *const[]){"all", NULL});
+    int all = lwb_opt_bool(L, 3, "all", 0);
+    size_t n;
+    int32_t *ids = lwb_check_ids(L, 2, cfg->vocab_size, &n);
+    luaL_argcheck(L, n >= 1, 2, "need at least one token id");
+    if (n > (size_t)cfg->n_ctx)
+        luaL_argerror(L, 2, lua_pushfstring(L, "%d ids exceed the context of %d", (int)n,
+                                            (int)cfg->n_ctx));
+    size_t V = (size_t)cfg->vocab_size;
+    wb_err err = {0};
+    if (!all) {
+        float *out = lwb_push_vec(L, V);
+        if (wb_model_forward(m, ids, (int)n, out, 0, &err) != WB_OK) return lwb_raise(L, &err);
+        return 1;
+    }
+    float *buf = lua_newuserdatauv(L, n * V * sizeof(float), 0);
+    if (wb_model_forward(m, ids, (int)n, buf, 1, &err) != WB_OK) return lwb_raise(L, &err);
+    push_rows(L, buf, (int)n, cfg->vocab_size);
+    return 1;
+}
+
+static int model_session(lua_State *L) {
+    Model *mu = checkmodelud(L, 1);
+    wb_model *m = checkmodel(L, 1);
+    lwb_check_options(L, 2, (const char *const[]){"n_ctx", NULL});
+    lua_Integer n_ctx = lwb_opt_integer(L, 2, "n_ctx", 0);
+    luaL_argcheck(L, n_ctx >= 0 && n_ctx <= INT32_MAX, 2, "n_ctx must be non-negative");
+    Session *s = lua_newuserdatauv(L, sizeof *s, 1);
+    s->s = NULL;
+    s->owner = NULL;
+    luaL_setmetatable(L, SESSION);
+    lua_pushvalue(L, 1);
+    lua_setiuservalue(L, -2, 1);
+    wb_err err = {0};
+    if (wb_session_new(m, (int)n_ctx, &s->s, &err) != WB_OK) return lwb_raise(L, &err);
+    s->owner = mu;
+    mu->n_sessions++;
+    return 1;
+}
+
+static int model_index(lua_State *L) {
+    Model *mu = checkmodelud(L, 1);
+    if (lua_type(L, 2) == LUA_TSTRING) {
+        const char *key = lua_tostring(L, 2);
+        if (strcmp(key, "tokenizer") == 0 || strcmp(key, "config") == 0 ||
+            strcmp(key, "dir") == 0) {
+            if (!mu->m) return luaL_error(L, "attempt to use a closed Model");
+            if (key[0] == 't') lua_getiuservalue(L, 1, MODEL_UV_TOKENIZER);
+            else if (key[0] == 'c') lua_getiuservalue(L, 1, MODEL_UV_CONFIG);
+            else lua_pushstring(L, wb_model_dir(mu->m));
+            return 1;
+        }
+    }
+    lua_pushvalue(L, 2);
+    lua_rawget(L, lua_upvalueindex(1));
+    return 1;
+}
+
+static int model_tostring(lua_State *L) {
+    Model *mu = checkmodelud(L, 1);
+    if (!mu->m) {
+        lua_pushliteral(L, "Model (closed)");
+        return 1;
+    }
+    const wb_config *c = wb_model_config(mu->m);
+    lua_pushfstring(L, "Model %s (%I parameters, %d layers, %d heads, n_embd %d, vocab %d, "
+                       "n_ctx %d)",
+                    wb_model_dir(mu->m), (LUAI_UACINT)wb_model_num_parameters(mu->m),
+                    (int)c->n_layer, (int)c->n_head, (int)c->n_embd, (int)c->vocab_size,
+                    (int)c->n_ctx);
+    return 1;
+}
+
+/* ---- session -------------------------------------------------------------------------------- */
+
+static Session *checksessionud(lua_State *L, int idx) { return luaL_checkudata(L, idx, SESSION); }
+
+static wb_session *checksession(lua_State *L, int idx) {
+    Session *s = checksessionud(L, idx);
+    if (!s->s) luaL_error(L, "attempt to use a closed Session");
+    return s->s;
+}
+
+static int session_gc(lua_State *L) {
+    Session *s = checksessionud(L, 1);
+    if (s->s) {
+        wb_session_free(s->s);
+        s->s = NULL;
+        if (s->owner) s->owner->n_sessions--;
+        s->owner = NULL;
+    }
+    return 0;
+}
+
+static int32_t session_vocab(wb_session *s) {
+    return wb_model_config(wb_session_model(s))->vocab_size;
+}
+
+static int session_prefill(lua_State *L) {
+    wb_session *s = checksession(L, 1);
+    lwb_check_options(L, 3, (const char *const[]){"all", NULL});
+    int all = lwb_opt_bool(L, 3, "all", 0);
+    int32_t V = session_vocab(s);
+    size_t n;
+    int32_t *ids = lwb_check_ids(L, 2, V, &n);
+    luaL_argcheck(L, n >= 1, 2, "need at least one token id");
+    int room = wb_session_n_ctx(s) - wb_session_pos(s);
+    if (n > (size_t)room)
+        luaL_argerror(L, 2, lua_pushfstring(L, "%d ids do not fit: position %d of %d", (int)n,
+                                            wb_session_pos(s), wb_session_n_ctx(s)));
+    wb_err err = {0};
+    if (!all) {
+        float *out = lwb_push_vec(L, (size_t)V);
+        if (wb_session_prefill(s, ids, (int)n, out, 0, &err) != WB_OK) return lwb_raise(L, &err);
+        return 1;
+    }
+    float *buf = lua_newuserdatauv(L, n * (size_t)V * sizeof(float), 0);
+    if (wb_session_prefill(s, ids, (int)n, buf, 1, &err) != WB_OK) return lwb_raise(L, &err);
+    push_rows(L, buf, (int)n, V);
+    return 1;
+}
+
+static int session_decode(lua_State *L) {
+    wb_session *s = checksession(L, 1);
+    int32_t V = session_vocab(s);
+    lua_Integer id = luaL_checkinteger(L, 2);
+    if (id < 0 || id >= V)
+        luaL_argerror(L, 2, lua_pushfstring(L, "token id %I out of range [0, %d)",
+                                            (LUAI_UACINT)id, (int)V));
+    if (wb_session_pos(s) >= wb_session_n_ctx(s))
+        return luaL_error(L, "Session is full (%d tokens)", wb_session_n_ctx(s));
+    float *out = lwb_push_vec(L, (size_t)V);
+    wb_err err = {0};
+    if (wb_session_decode(s, (int32_t)id, out, &err) != WB_OK) return lwb_raise(L, &err);
+    return 1;
+}
+
+static int session_pos(lua_State *L) {
+    lua_pushinteger(L, wb_session_pos(checksession(L, 1)));
+    return 1;
+}
+
+static int session_n_ctx(lua_State *L) {
+    lua_pushinteger(L, wb_session_n_ctx(checksession(L, 1)));
+    return 1;
+}
+
+static int session_reset(lua_State *L) {
+    wb_session_reset(checksession(L, 1));
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int session_truncate(lua_State *L) {
+    wb_session *s = checksession(L, 1);
+    lua_Integer n = luaL_checkinteger(L, 2);
+    if (n < 0 || n > wb_session_pos(s))
+        luaL_argerror(L, 2, lua_pushfstring(L, "length %I out of range [0, %d]", (LUAI_UACINT)n,
+                                            wb_session_pos(s)));
+    wb_err err = {0};
+    if (wb_session_truncate(s, (int)n, &err) != WB_OK) return lwb_raise(L, &err);
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int session_fork(lua_State *L) {
+    Session *src = checksessionud(L, 1);
+    wb_session *s = checksession(L, 1);
+    Session *f = lua_newuserdatauv(L, sizeof *f, 1);
+    f->s = NULL;
+    f->owner = NULL;
+    luaL_setmetatable(L, SESSION);
+    lua_getiuservalue(L, 1, 1);
+    lua_setiuservalue(L, -2, 1);
+    wb_err err = {0};
+    if (wb_session_fork(s, &f->s, &err) != WB_OK) return lwb_raise(L, &err);
+    f->owner = src->owner;
+    if (f->owner) f->owner->n_sessions++;
+    return 1;
+}
+
+static int session_tokens(lua_State *L) {
+    wb_session *s = checksession(L, 1);
+    lwb_push_ids(L, wb_session_tokens(s), (size_t)wb_session_pos(s));
+    return 1;
+}
+
+static int session_cache_bytes(lua_State *L) {
+    lua_pushinteger(L, (lua_Integer)wb_session_cache_bytes(checksession(L, 1)));
+    return 1;
+}
+
+static int session_model(lua_State *L) {
+    checksession(L, 1);
+    lua_getiuservalue(L, 1, 1);
+    return 1;
+}
+
+static int session_tostring(lua_State *L) {
+    Session *s = checksessionud(L, 1);
+    if (!s->s) lua_pushliteral(L, "Session (closed)");
+    else lua_pushfstring(L, "Session (%d of %d tokens)", wb_session_pos(s->s),
+                         wb_session_n_ctx(s->s));
+    return 1;
+}
+
+/* ---- registration ----------------------------------------------------------------------------- */
+
+static const luaL_Reg model_methods[] = {
+    {"num_parameters", model_num_parameters},
+    {"logits", model_logits},
+    {"session", model_session},
+    {"close", model_close},
+    {NULL, NULL},
+};
+
+static const luaL_Reg model_meta[] = {
+    {"__gc", model_gc},
+    {"__close", model_close},
+    {"__tostring", model_tostring},
+    {"__index", NULL},
+    {NULL, NULL},
+};
+
+static const luaL_Reg session_methods[] = {
+    {"prefill", session_prefill},
+    {"decode", session_decode},
+    {"pos", session_pos},
+    {"n_ctx", session_n_ctx},
+    {"reset", session_reset},
+    {"truncate", session_truncate},
+    {"fork", session_fork},
+    {"tokens", session_tokens},
+    {"cache_bytes", session_cache_bytes},
+    {"model", session_model},
+    {"close", session_gc},
+    {NULL, NULL},
+};
+
+static const luaL_Reg session_meta[] = {
+    {"__gc", session_gc},
+    {"__close", session_gc},
+    {"__tostring", session_tostring},
+    {"__index", NULL},
+    {NULL, NULL},
+};
+
+void lwb_open_model(lua_State *L) {
+    luaL_newmetatable(L, MODEL);
+    luaL_setfuncs(L, model_meta, 0);
+    luaL_newlibtable(L, model_methods);
+    luaL_setfuncs(L, model_methods, 0);
+    lua_pushvalue(L, -1);
+    lua_pushcclosure(L, model_index, 1); /* fields (config, tokenizer, dir) then methods */
+    lua_setfield(L, -3, "__index");
+    lua_setfield(L, -3, "Model");
+    lua_pop(L, 1);
+
+    luaL_newmetatable(L, SESSION);
+    luaL_setfuncs(L, session_meta, 0);
+    luaL_newlibtable(L, session_methods);
+    luaL_setfuncs(L, session_methods, 0);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, "__index");
+    lua_setfield(L, -3, "Session");
+    lua_pop(L, 1);
+
+    lua_pushcfunction(L, l_load);
+    lua_setfield(L, -2, "load");
+}

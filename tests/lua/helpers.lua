@@ -1,0 +1,161 @@
+-- Shared helpers for tests/lua/test_*.lua (run by `workbench` from the source root).
+--
+--   local T = dofile((arg[0]:match("^(.*)/") or ".") .. "/helpers.lua")
+--   T.test("vectors add", function() T.eq(1 + 1, 2) end)
+--   T.checkerror("unknown option 'temprature'", f, ...)
+--   T.done()                                   -- exits 1 if anything failed
+--
+-- Tests are named by sentences; a failing test prints its name and the message, and the others
+-- still run.
+
+local T = {}
+
+local failures, ran = 0, 0
+
+function T.test(name, fn)
+  ran = ran + 1
+  local ok, err = xpcall(fn, debug.traceback)
+  if not ok then
+    failures = failures + 1
+    io.stderr:write(("FAIL %s\n  %s\n"):format(name, tostring(err):gsub("\n", "\n  ")))
+  end
+end
+
+function T.done()
+  io.stdout:write(("%d tests, %d failed\n"):format(ran, failures))
+  os.exit(failures == 0 and 0 or 1, true) -- close the state: every __gc runs
+end
+
+local function fmt(v)
+  if type(v) == "string" then return ("%q"):format(v) end
+  return tostring(v)
+end
+
+function T.check(cond, msg, level)
+  if not cond then error(msg or "check failed", (level or 1) + 1) end
+end
+
+function T.eq(a, b, msg)
+  if a ~= b then
+    error(("%s: got %s, want %s"):format(msg or "not equal", fmt(a), fmt(b)), 2)
+  end
+end
+
+function T.near(a, b, tol, msg)
+  tol = tol or 1e-6
+  if type(a) ~= "number" or type(b) ~= "number" or not (math.abs(a - b) <= tol) then
+    error(("%s: %s and %s differ by more than %g"):format(msg or "not near", fmt(a), fmt(b), tol), 2)
+  end
+end
+
+-- f(...) must raise an error whose message contains `msg` (plain substring).
+function T.checkerror(msg, f, ...)
+  local ok, err = pcall(f, ...)
+  if ok then error(("expected an error mentioning %q, got none"):format(msg), 2) end
+  err = tostring(err)
+  if not err:find(msg, 1, true) then
+    error(("error %q does not mention %q"):format(err, msg), 2)
+  end
+  return err
+end
+
+function T.same_list(a, b, msg)
+  T.check(#a == #b, ("%s: lengths %d and %d"):format(msg or "lists differ", #a, #b), 2)
+  for i = 1, #a do
+    if a[i] ~= b[i] then
+      error(("%s: at %d got %s, want %s"):format(msg or "lists differ", i, fmt(a[i]), fmt(b[i])), 2)
+    end
+  end
+end
+
+-- A fresh empty directory, removed by T.rmdir (or left for inspection when a test fails).
+function T.tmpdir()
+  local path = os.tmpname()
+  os.remove(path)
+  assert(os.execute(("mkdir -p '%s'"):format(path)))
+  return path
+end
+
+function T.rmdir(path)
+  if path and path:match("^/tmp/") then os.execute(("rm -rf '%s'"):format(path)) end
+end
+
+function T.write_file(path, data)
+  local f = assert(io.open(path, "wb"))
+  f:write(data)
+  f:close()
+end
+
+function T.read_file(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+-- A tiny deterministic text for tokenizer training.
+T.TEXT = [[
+Hello world! How are you today? I am fine, thank you. How is the weather?
+The weather is fine today. Hello again, world. How are things at the shop?
+Things at the shop are fine: we sold three lamps and two chairs today.
+<|endoftext|>
+Is the lamp still on sale? Yes, the lamp is on sale until Friday.
+How much is the chair? The chair is forty dollars, the lamp is twenty.
+<|endoftext|>
+]]
+
+-- Build a random GPT-2 checkpoint in dir: tokenizer.json (BPE trained on T.TEXT), config.json
+-- and model.safetensors. Returns the config table. opts: n_embd, n_layer, n_head, n_ctx, seed,
+-- vocab_size (tokenizer target), tied (default true).
+function T.make_tiny_model(dir, opts)
+  local wb = require("wb")
+  opts = opts or {}
+  local tok = wb.bpe_train(T.TEXT:rep(4), {
+    vocab_size = opts.vocab_size or 300, special_tokens = {"<|endoftext|>"},
+  })
+  tok:save(dir .. "/tokenizer.json")
+  local V, C = tok.vocab_size, opts.n_embd or 16
+  local L, NH, NP = opts.n_layer or 2, opts.n_head or 2, opts.n_ctx or 32
+  local F = 4 * C
+  local config = {
+    model_type = "gpt2", architectures = {"GPT2LMHeadModel"}, vocab_size = V,
+    n_positions = NP, n_ctx = NP, n_embd = C, n_layer = L, n_head = NH, n_inner = wb.json.null,
+    layer_norm_epsilon = 1e-5, activation_function = "gelu_new",
+    tie_word_embeddings = opts.tied ~= false, bos_token_id = tok.eos_id, eos_token_id = tok.eos_id,
+  }
+  T.write_file(dir .. "/config.json", wb.json.encode(config, {indent = true}))
+  math.randomseed(opts.seed or 1234)
+  local function rand(n, std, base)
+    local v = wb.vec(n)
+    for i = 0, n - 1 do v:set(i, (base or 0) + std * (2 * math.random() - 1)) end
+    return v
+  end
+  local tensors = {}
+  local function add(name, shape, data) tensors[#tensors + 1] = {name = name, shape = shape, data = data} end
+  add("transformer.wte.weight", {V, C}, rand(V * C, 0.5))
+  add("transformer.wpe.weight", {NP, C}, rand(NP * C, 0.1))
+  for l = 0, L - 1 do
+    local p = "transformer.h." .. l .. "."
+    add(p .. "ln_1.weight", {C}, rand(C, 0.1, 1))
+    add(p .. "ln_1.bias", {C}, rand(C, 0.1))
+    add(p .. "attn.c_attn.weight", {C, 3 * C}, rand(3 * C * C, 0.3))
+    add(p .. "attn.c_attn.bias", {3 * C}, rand(3 * C, 0.1))
+    add(p .. "attn.c_proj.weight", {C, C}, rand(C * C, 0.3))
+    add(p .. "attn.c_proj.bias", {C}, rand(C, 0.1))
+    add(p .. "ln_2.weight", {C}, rand(C, 0.1, 1))
+    add(p .. "ln_2.bias", {C}, rand(C, 0.1))
+    add(p .. "mlp.c_fc.weight", {C, F}, rand(C * F, 0.3))
+    add(p .. "mlp.c_fc.bias", {F}, rand(F, 0.1))
+    add(p .. "mlp.c_proj.weight", {F, C}, rand(F * C, 0.3))
+    add(p .. "mlp.c_proj.bias", {C}, rand(C, 0.1))
+  end
+  add("transformer.ln_f.weight", {C}, rand(C, 0.1, 1))
+  add("transformer.ln_f.bias", {C}, rand(C, 0.1))
+  if opts.tied == false then add("lm_head.weight", {V, C}, rand(V * C, 0.5)) end
+  wb.safetensors_write(dir .. "/model.safetensors", tensors, {format = "pt"})
+  local n_params = V * C + NP * C + L * (4 * C + 3 * C * C + 3 * C + C * C + C + 2 * F * C + F + C)
+    + 2 * C + (opts.tied == false and V * C or 0)
+  return config, n_params
+end
+
+return T

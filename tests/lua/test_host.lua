@@ -1,0 +1,186 @@
+-- The `workbench` executable: options, script arguments, the REPL on piped input, wb.so.
+local T = dofile((arg[0]:match("^(.*)/") or ".") .. "/helpers.lua")
+local wb = require("wb")
+
+local build = os.getenv("WB_BUILD_DIR")
+local exe = build and (build .. "/workbench") or arg[-1]
+local tmp = T.tmpdir()
+
+local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+-- Run the host with arguments (already quoted) and optional stdin text; returns stdout, stderr
+-- and the exit code.
+local function run(args, input, env)
+  local inpath, errpath = tmp .. "/in", tmp .. "/err"
+  T.write_file(inpath, input or "")
+  local cmd = ("%s %s %s < %s 2> %s"):format(env or "", q(exe), args, q(inpath), q(errpath))
+  local p = assert(io.popen(cmd, "r"))
+  local out = p:read("a")
+  local _, _, code = p:close()
+  return out, T.read_file(errpath), code
+end
+
+T.test("the test runs inside workbench: wb is a global and preloaded", function()
+  T.eq(wb, _G.wb)
+  T.eq(package.loaded.wb, wb)
+  T.eq(type(wb.version), "string")
+end)
+
+T.test("--version and -v print the version; --help prints usage", function()
+  local out, _, code = run("--version")
+  T.eq(code, 0)
+  T.check(out:find("^workbench " .. wb.version:gsub("%.", "%%.") .. " %(Lua 5%.4") ~= nil, out)
+  T.eq(run("-v"), out)
+  local help, _, hcode = run("--help")
+  T.eq(hcode, 0)
+  T.check(help:find("usage:", 1, true) and help:find("-m dir", 1, true), help)
+end)
+
+T.test("-e runs chunks in order and does not start the REPL", function()
+  local out, err, code = run("-e 'x = 20' -e 'print(x + 22)'")
+  T.eq(out, "42\n")
+  T.eq(err, "")
+  T.eq(code, 0)
+end)
+
+T.test("an error in -e is reported with a traceback and exit status 1", function()
+  local out, err, code = run("-e 'error(\"boom\")'")
+  T.eq(out, "")
+  T.check(err:find("boom", 1, true) and err:find("stack traceback", 1, true), err)
+  T.eq(code, 1)
+end)
+
+T.test("bad options are reported with the usage and exit status 1", function()
+  local _, err, code = run("-x")
+  T.eq(code, 1)
+  T.check(err:find("unrecognized option '-x'", 1, true) and err:find("usage:", 1, true), err)
+  local _, err2, code2 = run("-e")
+  T.eq(code2, 1)
+  T.check(err2:find("'-e' needs argument", 1, true), err2)
+  local _, err3, code3 = run("--bogus")
+  T.eq(code3, 1)
+  T.check(err3:find("unrecognized option '--bogus'", 1, true), err3)
+end)
+
+T.test("a script gets its arguments in arg, with arg[0] the script", function()
+  local script = tmp .. "/args.lua"
+  T.write_file(script, "print(arg[0], #arg, arg[1], arg[2], ...)\nprint(arg[-1] ~= nil)\n")
+  local out, err, code = run(q(script) .. " a 'b c'")
+  T.eq(err, "")
+  T.eq(code, 0)
+  T.eq(out, script .. "\t2\ta\tb c\ta\tb c\ntrue\n")
+end)
+
+T.test("a script's error exits with status 1; os.exit codes pass through", function()
+  local script = tmp .. "/fail.lua"
+  T.write_file(script, "local x = nil\nreturn x.y\n")
+  local _, err, code = run(q(script))
+  T.eq(code, 1)
+  T.check(err:find("fail.lua:2", 1, true), err)
+  local _, _, code2 = run("-e 'os.exit(3)'")
+  T.eq(code2, 3)
+  local _, err3, code3 = run(q(tmp .. "/missing.lua"))
+  T.eq(code3, 1)
+  T.check(err3:find("cannot open", 1, true), err3)
+end)
+
+T.test("'-' runs stdin as a script", function()
+  local out, _, code = run("- x y", "print(#arg, arg[1], ...)\n")
+  T.eq(code, 0)
+  T.eq(out, "2\tx\tx\ty\n")
+end)
+
+T.test("-m and WB_MODEL choose the default model directory", function()
+  T.eq(run("-m /some/dir -e 'print(wb.default_model_dir())'"), "/some/dir\n")
+  T.eq(run("-m/other -e 'print(wb.default_model_dir())'"), "/other\n")
+  T.eq(run("-e 'print(wb.default_model_dir())'", nil, "WB_MODEL=/env/dir"), "/env/dir\n")
+  local out = run("-e 'print(wb.default_model_dir())'", nil, "WB_MODEL=")
+  T.check(out:find("models/tinylm%-base\n$") ~= nil, out)
+end)
+
+T.test("require finds the pure-Lua library without any path setup", function()
+  local out, err = run("-e 'print(require(\"wb.stats\").median({3, 1, 2}))'")
+  T.eq(err, "")
+  T.eq(out, "2\n")
+end)
+
+T.test("the REPL on piped input prints expressions and =expr, without prompts", function()
+  local out, err, code = run("", "1+1\n=2*3\nx = 5\nx\n'str'\n")
+  T.eq(out, "2\n6\n5\nstr\n")
+  T.eq(err, "")
+  T.eq(code, 0)
+end)
+
+T.test("the REPL joins multi-line chunks until they are complete", function()
+  local out = run("", "for i = 1, 3 do\n  io.write(i, ' ')\nend\nprint()\nfunction f(a,\nb)\nreturn a + b end\nf(1, 2)\n")
+  T.eq(out, "1 2 3 \n3\n")
+end)
+
+T.test("an error in the REPL shows a traceback and the REPL goes on", function()
+  local out, err, code = run("", "error('first')\nprint('after')\nlocal t = nil; t.x = 1\n=1\n")
+  T.eq(out, "after\n1\n")
+  T.check(err:find("first", 1, true) and err:find("stack traceback", 1, true), err)
+  T.check(err:find("attempt to index a nil value", 1, true), err)
+  T.eq(code, 0)
+end)
+
+T.test("a syntax error in the REPL is reported and an unfinished chunk at EOF too", function()
+  local out, err = run("", "x = = 1\nprint('ok')\nfor i = 1, 2 do\n")
+  T.eq(out, "ok\n")
+  T.check(err:find("unexpected symbol", 1, true), err)
+  T.check(err:find("<eof>", 1, true), err)
+end)
+
+T.test("the REPL prints tables with wb.util.repr", function()
+  T.eq(run("", "{1, 2, x = 'y'}\n"), '{1, 2, x = "y"}\n')
+end)
+
+T.test("the REPL loads `model` and `tok` on first use only", function()
+  local d = T.tmpdir()
+  local config = T.make_tiny_model(d)
+  local out, err = run("-m " .. q(d), "rawget(_G, 'model') == nil\nmodel:num_parameters()\n#tok\nrawget(_G, 'tok') == tok\nundefined_global\n")
+  T.eq(err, "")
+  T.eq(out, "true\n11904\n" .. config.vocab_size .. "\ntrue\nnil\n")
+  T.rmdir(d)
+end)
+
+-- The chunk sends SIGINT to its own process (popen: system() would ignore it) and then spins.
+local SELF_INTERRUPT = "local pid = io.open('/proc/self/stat'):read('n'); " ..
+  "io.popen('kill -INT ' .. pid):close(); while true do end"
+
+T.test("SIGINT interrupts a running script with an error", function()
+  local script = tmp .. "/spin.lua"
+  T.write_file(script, SELF_INTERRUPT .. "\n")
+  local _, err, code = run(q(script))
+  T.eq(code, 1)
+  T.check(err:find("interrupted!", 1, true), err)
+end)
+
+T.test("SIGINT interrupts a REPL chunk and the REPL goes on", function()
+  local out, err, code = run("", SELF_INTERRUPT .. "\nprint('after')\n")
+  T.eq(out, "after\n")
+  T.check(err:find("interrupted!", 1, true), err)
+  T.eq(code, 0)
+end)
+
+T.test("-i enters the REPL after a script", function()
+  local script = tmp .. "/pre.lua"
+  T.write_file(script, "answer = 41\n")
+  T.eq(run("-i " .. q(script), "answer + 1\n"), "42\n")
+end)
+
+T.test("wb.so loads in a plain lua5.4 without the host", function()
+  if not build then return end -- needs to know where wb.so is
+  -- A sanitizer build's wb.so cannot load into an uninstrumented lua5.4 (ASan must come first).
+  if os.getenv("ASAN_OPTIONS") then return end
+  local script = tmp .. "/plain.lua"
+  T.write_file(script, ("package.cpath = %q .. '/?.so;' .. package.cpath\n"):format(build) ..
+    "local wb = require 'wb'\nprint(wb.version, #wb.vec(3), wb.json.encode({1}), _G.wb)\n")
+  local p = io.popen(("lua5.4 %s 2>&1"):format(q(script)))
+  local out = p:read("a")
+  p:close()
+  T.eq(out, wb.version .. "\t3\t[1]\tnil\n")
+end)
+
+T.rmdir(tmp)
+T.done()
