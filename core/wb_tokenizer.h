@@ -70,7 +70,7 @@ typedef struct wb_detok wb_detok;
 wb_status wb_detok_new(const wb_tokenizer *tok, wb_detok **out, wb_err *err);
 void wb_detok_free(wb_detok *d);
 
-/* Feed one id. *piece/*len receive the newly complete text (possibly empty); the pointer stays
+/* Feed one id. *piece and *len receive the newly complete text (possibly empty); the pointer stays
  * valid until the next call on d. */
 wb_status wb_detok_push(wb_detok *d, int32_t id, const char **piece, size_t *len, wb_err *err);
 
