@@ -18,7 +18,8 @@ typedef struct wb_train_params {
     int warmup_steps;     /* linear warm-up, then cosine decay to min_lr at max_steps         */
     float lr;             /* peak learning rate                                               */
     float min_lr;
-    float weight_decay;   /* AdamW decoupled decay on 2-D weights only (not biases, LN, wpe?) */
+    float weight_decay;   /* AdamW decoupled decay on 2-D matrices (wte, wpe included), not on
+                           * biases or LayerNorm parameters                               */
     float beta1, beta2, eps;
     float grad_clip;      /* clip the global gradient norm to this; 0 disables                */
     float init_std;       /* normal init std for weights (GPT-2: 0.02)                        */
@@ -37,7 +38,9 @@ wb_status wb_trainer_set_data(wb_trainer *t, const int32_t *train, size_t n_trai
 
 void wb_trainer_set_abort(wb_trainer *t, wb_abort_fn fn, void *user_data);
 
-/* One optimizer step on a random batch. Outputs may be NULL. */
+/* One optimizer step on a random batch. Outputs may be NULL; grad_norm is before clipping.
+ * With wb_threads_get() = W > 1, min(W, B) threads each run part of the batch (OpenBLAS is set
+ * to one thread meanwhile). A cancelled step (WB_ERR_CANCELLED) leaves the trainer unchanged. */
 wb_status wb_trainer_step(wb_trainer *t, float *train_loss, float *grad_norm, wb_err *err);
 
 /* Mean loss over n_batches fixed (deterministic) validation windows. */
@@ -54,6 +57,11 @@ wb_status wb_trainer_save_checkpoint(const wb_trainer *t, const char *path, wb_e
 wb_status wb_trainer_load_checkpoint(wb_trainer *t, const char *path, wb_err *err);
 
 /* ---- for tests: the flat parameter and gradient buffers and a loss/gradient on given data ---- */
+/* Layout of both buffers (each per-layer tensor stacked over the L layers, Conv1D [in, out]):
+ *   wte [V,C] | wpe [n_ctx,C] | ln_1.w [L,C] | ln_1.b [L,C] | c_attn.w [L,C,3C] | c_attn.b [L,3C] |
+ *   attn.c_proj.w [L,C,C] | attn.c_proj.b [L,C] | ln_2.w [L,C] | ln_2.b [L,C] |
+ *   c_fc.w [L,C,F] | c_fc.b [L,F] | mlp.c_proj.w [L,F,C] | mlp.c_proj.b [L,C] | ln_f.w [C] | ln_f.b [C]
+ * (F = n_inner). wb_trainer_num_params equals the model's parameter count (1,071,872 for TinyLM). */
 size_t wb_trainer_num_params(const wb_trainer *t);
 float *wb_trainer_param_data(wb_trainer *t);
 float *wb_trainer_grad_data(wb_trainer *t);
