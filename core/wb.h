@@ -8,4 +8,6 @@
 #include "wb_tokenizer.h"
 #include "wb_model.h"
 #include "wb_train.h"
+#include "wb_sampler.h"
+#include "wb_generate.h"
 #endif

@@ -1,0 +1,566 @@
+/* generate.c - the generation loop over a session, the no-cache path or a custom logits source. */
+#include "wb_generate.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *wb_stop_reason_name(wb_stop_reason r) {
+    switch (r) {
+    case WB_STOP_NONE: return "";
+    case WB_STOP_STOP: return "stop";
+    case WB_STOP_LENGTH: return "length";
+    case WB_STOP_EOS: return "eos";
+    case WB_STOP_CONTEXT: return "context";
+    case WB_STOP_CONSTRAINT: return "constraint";
+    case WB_STOP_CANCELLED: return "cancelled";
+    }
+    return "";
+}
+
+wb_gen_params wb_gen_default_params(void) {
+    wb_gen_params p;
+    memset(&p, 0, sizeof p);
+    p.cache = 1;
+    p.holdback = 1;
+    return p;
+}
+
+enum { GEN_FRESH = 0, GEN_PENDING = 1, GEN_DONE = 2 };
+
+struct wb_gen {
+    /* logits source: exactly one of session (cache), model (no cache), fn (custom) */
+    const wb_model *model;
+    wb_session *sess;
+    wb_logits_fn fn;
+    void *fn_data;
+
+    const wb_tokenizer *tok;
+    int32_t V, n_ctx, eos;
+    wb_sampler *smp;
+    wb_gen_params gp;
+    int32_t max_tokens;
+
+    char **stop;
+    size_t *stop_len;
+    int n_stop;
+    size_t max_stop_len;
+    int32_t *stop_ids;
+    int n_stop_ids;
+
+    int32_t *ids; /* prompt then generated; capacity n_prompt + max_tokens */
+    int32_t n_prompt;
+    size_t n_gen;
+    float *logits;
+    uint32_t *allowed;
+    wb_detok *detok;
+
+    char *text; /* decoded generated text so far (NUL-terminated) */
+    size_t text_len, text_cap, released;
+    char *piece; /* copy of the last released piece */
+    size_t piece_len, piece_cap;
+
+    double *itl;
+    double t0, t_prefill_end, t_last_token, t_end;
+    int state;
+    wb_gen_result res;
+};
+
+static wb_status buf_reserve(char **buf, size_t *cap, size_t need, wb_err *err) {
+    if (need <= *cap) return WB_OK;
+    size_t nc = *cap ? *cap : 64;
+    while (nc < need) nc *= 2;
+    char *nb = realloc(*buf, nc);
+    if (!nb) return wb_err_set(err, WB_ERR_NOMEM, "generation: out of memory for text");
+    *buf = nb;
+    *cap = nc;
+    return WB_OK;
+}
+
+static wb_status text_append(wb_gen *g, const char *s, size_t n, wb_err *err) {
+    wb_status st = buf_reserve(&g->text, &g->text_cap, g->text_len + n + 1, err);
+    if (st != WB_OK) return st;
+    if (n) memcpy(g->text + g->text_len, s, n);
+    g->text_len += n;
+    g->text[g->text_len] = '\0';
+    return WB_OK;
+}
+
+void wb_gen_free(wb_gen *g) {
+    if (!g) return;
+    wb_session_free(g->sess);
+    wb_sampler_free(g->smp);
+    wb_detok_free(g->detok);
+    for (int i = 0; i < g->n_stop; i++) free(g->stop[i]);
+    free(g->stop);
+    free(g->stop_len);
+    free(g->stop_ids);
+    free(g->ids);
+    free(g->logits);
+    free(g->allowed);
+    free(g->text);
+    free(g->piece);
+    free(g->itl);
+    free(g);
+}
+
+/* Everything but the logits source: params, stops, prompt trimming, buffers. Takes ownership of
+ * prompt_ids (malloc'd). */
+static wb_status gen_setup(wb_gen *g, int32_t *prompt_ids, size_t n_ids,
+                           const wb_sampling_params *sp, const wb_gen_params *gp, wb_err *err) {
+    wb_status st;
+    g->gp = gp ? *gp : wb_gen_default_params();
+    if (!sp) {
+        free(prompt_ids);
+        return wb_err_set(err, WB_ERR_ARG, "sampling params: NULL pointer");
+    }
+    if ((st = wb_sampler_new(sp, g->V, &g->smp, err)) != WB_OK) {
+        free(prompt_ids);
+        return st;
+    }
+    g->max_tokens = sp->max_tokens;
+    g->eos = wb_tokenizer_eos_id(g->tok);
+
+    if (sp->n_stop > 0) {
+        g->stop = calloc((size_t)sp->n_stop, sizeof *g->stop);
+        g->stop_len = calloc((size_t)sp->n_stop, sizeof *g->stop_len);
+        if (!g->stop || !g->stop_len) goto nomem;
+        g->n_stop = sp->n_stop;
+        for (int i = 0; i < sp->n_stop; i++) {
+            size_t n = strlen(sp->stop[i]);
+            if (!(g->stop[i] = malloc(n + 1))) goto nomem;
+            memcpy(g->stop[i], sp->stop[i], n + 1);
+            g->stop_len[i] = n;
+            if (n > g->max_stop_len) g->max_stop_len = n;
+        }
+    }
+    if (sp->n_stop_token_ids > 0) {
+        g->stop_ids = malloc((size_t)sp->n_stop_token_ids * sizeof *g->stop_ids);
+        if (!g->stop_ids) goto nomem;
+        memcpy(g->stop_ids, sp->stop_token_ids, (size_t)sp->n_stop_token_ids * sizeof *g->stop_ids);
+        g->n_stop_ids = sp->n_stop_token_ids;
+    }
+
+    /* An empty prompt gives no logits to start from: begin at eos, as GPT-2 does. */
+    if (n_ids == 0) {
+        if (g->eos < 0) {
+            free(prompt_ids);
+            return wb_err_set(err, WB_ERR_ARG,
+                              "prompt is empty and the tokenizer has no <|endoftext|> to start "
+                              "from");
+        }
+        free(prompt_ids);
+        prompt_ids = malloc(sizeof *prompt_ids);
+        if (!prompt_ids) goto nomem;
+        prompt_ids[0] = g->eos;
+        n_ids = 1;
+    }
+    /* Keep the right end of the prompt so prompt + max_tokens fits, as the course's loop does;
+     * always keep at least one token so there is something to predict from. */
+    int64_t keep = (int64_t)g->n_ctx - g->max_tokens;
+    if (keep < 1) keep = 1;
+    size_t drop = (int64_t)n_ids > keep ? n_ids - (size_t)keep : 0;
+    g->n_prompt = (int32_t)(n_ids - drop);
+    g->res.prompt_tokens = g->n_prompt;
+    g->res.prompt_tokens_dropped = (int32_t)drop;
+
+    g->ids = malloc(((size_t)g->n_prompt + (size_t)g->max_tokens) * sizeof *g->ids);
+    if (!g->ids) goto nomem;
+    memcpy(g->ids, prompt_ids + drop, (size_t)g->n_prompt * sizeof *g->ids);
+    free(prompt_ids);
+    prompt_ids = NULL;
+
+    g->logits = malloc((size_t)g->V * sizeof *g->logits);
+    g->itl = malloc((size_t)g->max_tokens * sizeof *g->itl);
+    if (!g->logits || !g->itl) goto nomem;
+    if (g->gp.allowed_fn) {
+        g->allowed = malloc(((size_t)g->V + 31) / 32 * sizeof *g->allowed);
+        if (!g->allowed) goto nomem;
+    }
+    if ((st = wb_detok_new(g->tok, &g->detok, err)) != WB_OK) return st;
+    if ((st = text_append(g, "", 0, err)) != WB_OK) return st;
+    if ((st = buf_reserve(&g->piece, &g->piece_cap, 64, err)) != WB_OK) return st;
+    g->piece[0] = '\0';
+    g->res.stop_index = -1;
+    g->res.seed = wb_sampler_seed(g->smp);
+    return WB_OK;
+nomem:
+    free(prompt_ids);
+    return wb_err_set(err, WB_ERR_NOMEM, "generation: out of memory");
+}
+
+static wb_status gen_alloc(wb_gen **out, wb_err *err) {
+    if (!out) return wb_err_set(err, WB_ERR_ARG, "generation: out is NULL");
+    *out = calloc(1, sizeof **out);
+    if (!*out) return wb_err_set(err, WB_ERR_NOMEM, "generation: out of memory");
+    (*out)->t0 = wb_clock_ms();
+    return WB_OK;
+}
+
+static wb_status gen_new_model_ids(const wb_model *m, int32_t *ids, size_t n_ids,
+                                   const wb_sampling_params *sp, const wb_gen_params *gp,
+                                   wb_gen *g, wb_err *err) {
+    const wb_config *cfg = wb_model_config(m);
+    g->model = m;
+    g->tok = wb_model_tokenizer(m);
+    g->V = cfg->vocab_size;
+    int want = gp ? gp->n_ctx : 0;
+    if (want > cfg->n_ctx) {
+        free(ids);
+        return wb_err_set(err, WB_ERR_RANGE, "n_ctx = %d exceeds the model's n_positions %d",
+                          want, (int)cfg->n_ctx);
+    }
+    g->n_ctx = want > 0 ? want : cfg->n_ctx;
+    wb_status st = gen_setup(g, ids, n_ids, sp, gp, err);
+    if (st != WB_OK) return st;
+    if (g->gp.cache) st = wb_session_new(m, g->n_ctx, &g->sess, err);
+    return st;
+}
+
+wb_status wb_gen_new_ids(const wb_model *m, const int32_t *ids, size_t n_ids,
+                         const wb_sampling_params *sp, const wb_gen_params *gp, wb_gen **out,
+                         wb_err *err) {
+    wb_status st = gen_alloc(out, err);
+    if (st != WB_OK) return st;
+    if (!m) {
+        wb_gen_free(*out);
+        *out = NULL;
+        return wb_err_set(err, WB_ERR_ARG, "generation: model is NULL");
+    }
+    if (n_ids > 0 && !ids) {
+        wb_gen_free(*out);
+        *out = NULL;
+        return wb_err_set(err, WB_ERR_ARG, "generation: prompt ids NULL");
+    }
+    int32_t V = wb_model_config(m)->vocab_size;
+    for (size_t i = 0; i < n_ids; i++)
+        if (ids[i] < 0 || ids[i] >= V) {
+            wb_gen_free(*out);
+            *out = NULL;
+            return wb_err_set(err, WB_ERR_RANGE, "prompt ids[%zu] = %d is outside [0, %d)", i,
+                              (int)ids[i], (int)V);
+        }
+    int32_t *copy = malloc((n_ids ? n_ids : 1) * sizeof *copy);
+    if (!copy) {
+        wb_gen_free(*out);
+        *out = NULL;
+        return wb_err_set(err, WB_ERR_NOMEM, "generation: out of memory");
+    }
+    if (n_ids) memcpy(copy, ids, n_ids * sizeof *copy);
+    st = gen_new_model_ids(m, copy, n_ids, sp, gp, *out, err);
+    if (st != WB_OK) {
+        wb_gen_free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+wb_status wb_gen_new(const wb_model *m, const char *prompt, size_t prompt_len,
+                     const wb_sampling_params *sp, const wb_gen_params *gp, wb_gen **out,
+                     wb_err *err) {
+    wb_status st = gen_alloc(out, err);
+    if (st != WB_OK) return st;
+    wb_gen *g = *out;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (!m) st = wb_err_set(err, WB_ERR_ARG, "generation: model is NULL");
+    else if (!prompt && prompt_len) st = wb_err_set(err, WB_ERR_ARG, "generation: prompt NULL");
+    else st = wb_tokenizer_encode(wb_model_tokenizer(m), prompt ? prompt : "", prompt_len, &ids,
+                                  &n, err);
+    if (st == WB_OK) st = gen_new_model_ids(m, ids, n, sp, gp, g, err);
+    if (st != WB_OK) {
+        wb_gen_free(g);
+        *out = NULL;
+    }
+    return st;
+}
+
+wb_status wb_gen_new_custom(wb_logits_fn fn, void *user_data, int32_t vocab_size, int32_t n_ctx,
+                            const wb_tokenizer *tok, const char *prompt, size_t prompt_len,
+                            const wb_sampling_params *sp, const wb_gen_params *gp, wb_gen **out,
+                            wb_err *err) {
+    wb_status st = gen_alloc(out, err);
+    if (st != WB_OK) return st;
+    wb_gen *g = *out;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (!fn) st = wb_err_set(err, WB_ERR_ARG, "generation: logits function is NULL");
+    else if (!tok) st = wb_err_set(err, WB_ERR_ARG, "generation: tokenizer is NULL");
+    else if (vocab_size < 1) st = wb_err_set(err, WB_ERR_ARG, "vocab_size = %d must be >= 1",
+                                             (int)vocab_size);
+    else if (n_ctx < 2) st = wb_err_set(err, WB_ERR_ARG, "n_ctx = %d must be >= 2", (int)n_ctx);
+    else if (!prompt && prompt_len) st = wb_err_set(err, WB_ERR_ARG, "generation: prompt NULL");
+    else st = wb_tokenizer_encode(tok, prompt ? prompt : "", prompt_len, &ids, &n, err);
+    if (st == WB_OK) {
+        g->fn = fn;
+        g->fn_data = user_data;
+        g->tok = tok;
+        g->V = vocab_size;
+        g->n_ctx = n_ctx;
+        for (size_t i = 0; i < n && st == WB_OK; i++)
+            if (ids[i] >= vocab_size)
+                st = wb_err_set(err, WB_ERR_RANGE, "prompt token %d is outside the vocabulary "
+                                "of %d", (int)ids[i], (int)vocab_size);
+        if (st == WB_OK) st = gen_setup(g, ids, n, sp, gp, err);
+        else free(ids);
+    }
+    if (st != WB_OK) {
+        wb_gen_free(g);
+        *out = NULL;
+    }
+    return st;
+}
+
+/* Earliest complete stop string in the text, looking only where one could newly have appeared
+ * since `prev_len`. Returns its start or (size_t)-1; *which receives its index. */
+static size_t find_stop(const wb_gen *g, size_t prev_len, int *which) {
+    size_t best = (size_t)-1;
+    for (int k = 0; k < g->n_stop; k++) {
+        size_t L = g->stop_len[k];
+        if (L > g->text_len) continue;
+        size_t from = prev_len + 1 > L ? prev_len + 1 - L : 0;
+        const char *hit = memmem(g->text + from, g->text_len - from, g->stop[k], L);
+        if (hit && (size_t)(hit - g->text) < best) {
+            best = (size_t)(hit - g->text);
+            *which = k;
+        }
+    }
+    return best;
+}
+
+/* The first position at or after `released` from which the rest of the text is a proper prefix
+ * of some stop string: everything before it can never become part of a stop. */
+static size_t safe_release_point(const wb_gen *g) {
+    size_t start = g->released;
+    if (g->max_stop_len > 0 && g->text_len + 1 > g->max_stop_len &&
+        g->text_len + 1 - g->max_stop_len > start)
+        start = g->text_len + 1 - g->max_stop_len;
+    for (size_t i = start; i < g->text_len; i++) {
+        size_t tail = g->text_len - i;
+        for (int k = 0; k < g->n_stop; k++)
+            if (tail < g->stop_len[k] && memcmp(g->text + i, g->stop[k], tail) == 0) return i;
+    }
+    return g->text_len;
+}
+
+static wb_status set_piece(wb_gen *g, const char *s, size_t n, wb_err *err) {
+    wb_status st = buf_reserve(&g->piece, &g->piece_cap, n + 1, err);
+    if (st != WB_OK) return st;
+    if (n) memcpy(g->piece, s, n);
+    g->piece[n] = '\0';
+    g->piece_len = n;
+    return WB_OK;
+}
+
+static void fill_result(wb_gen *g) {
+    wb_gen_result *r = &g->res;
+    r->text = g->text;
+    r->text_len = g->text_len;
+    r->token_ids = g->ids + g->n_prompt;
+    r->n_tokens = g->n_gen;
+    r->itl_ms = g->itl;
+    r->n_itl = g->n_gen > 0 ? g->n_gen - 1 : 0;
+    double end = g->state == GEN_DONE ? g->t_end : wb_clock_ms();
+    r->e2e_ms = end - g->t0;
+    if (g->t_prefill_end > 0 && g->n_gen > 0)
+        r->decode_ms_per_token = (end - g->t_prefill_end) / (double)g->n_gen;
+}
+
+/* End generation for any reason but a stop string matched by the step itself: release what the
+ * detokenizer still holds, check the stops once more over it, then release all held text. */
+static wb_status finish(wb_gen *g, wb_stop_reason reason, int stop_index, wb_err *err) {
+    wb_status st = WB_OK;
+    size_t from = g->released;
+    {
+        const char *tail;
+        size_t n;
+        size_t prev = g->text_len;
+        wb_detok_flush(g->detok, &tail, &n);
+        if (n && (st = text_append(g, tail, n, err)) != WB_OK) return st;
+        int which = -1;
+        size_t pos = find_stop(g, prev, &which);
+        if (pos != (size_t)-1) {
+            reason = WB_STOP_STOP;
+            g->res.stop_index = which;
+            g->text_len = pos;
+            g->text[pos] = '\0';
+        }
+    }
+    if (g->released > g->text_len) g->released = g->text_len;
+    st = set_piece(g, g->text + from, g->text_len > from ? g->text_len - from : 0, err);
+    g->released = g->text_len;
+    g->res.stop_reason = reason;
+    if (stop_index >= 0) g->res.stop_index = stop_index;
+    g->t_end = wb_clock_ms();
+    g->state = GEN_DONE;
+    fill_result(g);
+    return st;
+}
+
+static wb_status evaluate(wb_gen *g, wb_err *err) {
+    int n = g->n_prompt + (int)g->n_gen;
+    if (g->fn) return g->fn(g->fn_data, g->ids, n, g->logits, err);
+    if (g->sess) {
+        if (g->state == GEN_FRESH)
+            return wb_session_prefill(g->sess, g->ids, n, g->logits, 0, err);
+        return wb_session_decode(g->sess, g->ids[n - 1], g->logits, err);
+    }
+    return wb_model_forward(g->model, g->ids, n, g->logits, 0, err);
+}
+
+wb_status wb_gen_next(wb_gen *g, const char **piece, size_t *len, int *done, wb_err *err) {
+    if (!g) return wb_err_set(err, WB_ERR_ARG, "generation: generator is NULL");
+    if (piece) *piece = "";
+    if (len) *len = 0;
+    if (done) *done = g->state == GEN_DONE;
+    if (g->state == GEN_DONE) return WB_OK;
+
+    wb_status st = WB_OK;
+    if (g->gp.abort_fn && g->gp.abort_fn(g->gp.abort_data)) {
+        st = finish(g, WB_STOP_CANCELLED, -1, err);
+        goto out;
+    }
+    double t_eval = wb_clock_ms();
+    st = evaluate(g, err);
+    if (g->state == GEN_FRESH) {
+        g->t_prefill_end = wb_clock_ms();
+        g->res.prefill_ms = g->t_prefill_end - t_eval;
+    }
+    if (st == WB_ERR_CANCELLED) {
+        st = finish(g, WB_STOP_CANCELLED, -1, err);
+        goto out;
+    }
+    if (st != WB_OK) {
+        wb_err keep = err ? *err : (wb_err){0};
+        g->t_end = wb_clock_ms();
+        g->state = GEN_DONE;
+        fill_result(g);
+        if (err) *err = keep;
+        if (done) *done = 1;
+        return st;
+    }
+    g->state = GEN_PENDING;
+
+    const uint32_t *mask = NULL;
+    if (g->allowed) {
+        size_t words = ((size_t)g->V + 31) / 32;
+        memset(g->allowed, 0, words * sizeof *g->allowed);
+        int r = g->gp.allowed_fn(g->gp.allowed_data, g->ids + g->n_prompt, g->n_gen, g->allowed,
+                                 g->V);
+        if (r == 0) {
+            st = finish(g, WB_STOP_CONSTRAINT, -1, err);
+            goto out;
+        }
+        if (r > 0) mask = g->allowed;
+    }
+
+    int32_t id;
+    st = wb_sampler_sample(g->smp, g->logits, g->ids + g->n_prompt, g->n_gen, mask, &id, NULL,
+                           err);
+    if (st != WB_OK) {
+        wb_err keep = err ? *err : (wb_err){0};
+        g->t_end = wb_clock_ms();
+        g->state = GEN_DONE;
+        fill_result(g);
+        if (err) *err = keep;
+        if (done) *done = 1;
+        return st;
+    }
+    double now = wb_clock_ms();
+    if (g->n_gen == 0) g->res.ttft_ms = now - g->t0;
+    else g->itl[g->n_gen - 1] = now - g->t_last_token;
+    g->t_last_token = now;
+    g->ids[g->n_prompt + (int)g->n_gen] = id;
+    g->n_gen++;
+
+    if (id == g->eos) {
+        st = finish(g, WB_STOP_EOS, -1, err);
+        goto out;
+    }
+    for (int k = 0; k < g->n_stop_ids; k++)
+        if (g->stop_ids[k] == id) {
+            st = finish(g, WB_STOP_STOP, k, err);
+            goto out;
+        }
+
+    const char *txt;
+    size_t tn, prev = g->text_len;
+    if ((st = wb_detok_push(g->detok, id, &txt, &tn, err)) != WB_OK) goto fail;
+    if ((st = text_append(g, txt, tn, err)) != WB_OK) goto fail;
+    int which = -1;
+    size_t pos = find_stop(g, prev, &which);
+    if (pos != (size_t)-1) {
+        size_t from = g->released;
+        if (!g->gp.holdback) {
+            /* Leak mode: like a naive streamer, the step's whole text goes out first. */
+            if ((st = set_piece(g, g->text + from, g->text_len - from, err)) != WB_OK) goto fail;
+        } else if ((st = set_piece(g, g->text + from, pos > from ? pos - from : 0, err)) != WB_OK)
+            goto fail;
+        g->text_len = pos;
+        g->text[pos] = '\0';
+        g->released = pos;
+        g->res.stop_reason = WB_STOP_STOP;
+        g->res.stop_index = which;
+        g->t_end = wb_clock_ms();
+        g->state = GEN_DONE;
+        fill_result(g);
+        goto out;
+    }
+    if (g->n_gen >= (size_t)g->max_tokens) {
+        st = finish(g, WB_STOP_LENGTH, -1, err);
+        goto out;
+    }
+    if (g->n_prompt + (int64_t)g->n_gen >= g->n_ctx) {
+        st = finish(g, WB_STOP_CONTEXT, -1, err);
+        goto out;
+    }
+    size_t upto = g->gp.holdback ? safe_release_point(g) : g->text_len;
+    st = set_piece(g, g->text + g->released, upto - g->released, err);
+    g->released = upto;
+    fill_result(g);
+out:
+    if (piece) *piece = g->piece;
+    if (len) *len = g->piece_len;
+    if (done) *done = g->state == GEN_DONE;
+    return st;
+fail:
+    g->t_end = wb_clock_ms();
+    g->state = GEN_DONE;
+    fill_result(g);
+    if (done) *done = 1;
+    return st;
+}
+
+const wb_gen_result *wb_gen_result_get(const wb_gen *g) {
+    if (!g) return NULL;
+    fill_result((wb_gen *)g);
+    return &g->res;
+}
+
+double wb_gen_elapsed_ms(const wb_gen *g) { return g ? wb_clock_ms() - g->t0 : 0.0; }
+
+wb_status wb_gen_run(wb_gen *g, wb_err *err) {
+    if (!g) return wb_err_set(err, WB_ERR_ARG, "generation: generator is NULL");
+    for (int done = 0; !done;) {
+        const char *piece;
+        size_t n;
+        wb_status st = wb_gen_next(g, &piece, &n, &done, err);
+        if (st != WB_OK) return st;
+        if (n && g->gp.on_piece &&
+            g->gp.on_piece(g->gp.piece_data, piece, n, wb_clock_ms() - g->t0) && !done) {
+            /* Hand over what was held back too, so the pieces still add up to the text. */
+            st = finish(g, WB_STOP_CANCELLED, -1, err);
+            if (g->piece_len) g->gp.on_piece(g->gp.piece_data, g->piece, g->piece_len,
+                                             wb_clock_ms() - g->t0);
+            return st;
+        }
+    }
+    return WB_OK;
+}
+
+wb_status wb_generate(const wb_model *m, const char *prompt, size_t prompt_len,
+                      const wb_sampling_params *sp, const wb_gen_params *gp, wb_gen **out,
+                      wb_err *err) {
+    wb_status st = wb_gen_new(m, prompt, prompt_len, sp, gp, out, err);
+    if (st != WB_OK) return st;
+    return wb_gen_run(*out, err);
+}

@@ -1,0 +1,720 @@
+/* sampler.c - sampling parameters, the filtered distribution and the seeded draw (wb_sampler.h). */
+#include "wb_sampler.h"
+
+#include <fcntl.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ========================================== RNG ============================================ */
+
+/* PCG32 (XSH-RR), as in O'Neill's reference pcg32_srandom_r / pcg32_random_r. The stream
+ * constant is fixed so that a seed alone names the sequence. */
+#define WB_PCG_MULT 6364136223846793005ULL
+#define WB_PCG_STREAM 0xda3e39cb94b95bdbULL
+
+uint32_t wb_rng_u32(wb_rng *rng) {
+    uint64_t old = rng->state;
+    rng->state = old * WB_PCG_MULT + rng->inc;
+    uint32_t xorshifted = (uint32_t)(((old >> 18u) ^ old) >> 27u);
+    uint32_t rot = (uint32_t)(old >> 59u);
+    return (xorshifted >> rot) | (xorshifted << ((32u - rot) & 31u));
+}
+
+void wb_rng_seed(wb_rng *rng, uint64_t seed) {
+    rng->state = 0;
+    rng->inc = (WB_PCG_STREAM << 1u) | 1u;
+    wb_rng_u32(rng);
+    rng->state += seed;
+    wb_rng_u32(rng);
+}
+
+double wb_rng_uniform(wb_rng *rng) {
+    /* 27 + 26 bits, the genrand_res53 construction: every double in [0,1) on a 2^-53 grid. */
+    uint32_t a = wb_rng_u32(rng) >> 5, b = wb_rng_u32(rng) >> 6;
+    return ((double)a * 67108864.0 + (double)b) * (1.0 / 9007199254740992.0);
+}
+
+uint64_t wb_rng_entropy_seed(void) {
+    uint64_t seed = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t got = read(fd, &seed, sizeof seed);
+        close(fd);
+        if (got == (ssize_t)sizeof seed) return seed;
+    }
+    /* No urandom (chroot, sandbox): mix the clock with a stack address so two requests in the
+     * same millisecond from different threads still differ. */
+    double t = wb_clock_ms();
+    uint64_t bits;
+    memcpy(&bits, &t, sizeof bits);
+    uintptr_t addr = (uintptr_t)&seed;
+    seed = bits ^ ((uint64_t)addr * 0x9e3779b97f4a7c15ULL);
+    seed ^= seed >> 31;
+    return seed * 0xbf58476d1ce4e5b9ULL;
+}
+
+/* ======================================= parameters ======================================== */
+
+wb_sampling_params wb_sampling_default_params(void) {
+    wb_sampling_params p;
+    memset(&p, 0, sizeof p);
+    p.temperature = 1.0f;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.repetition_penalty = 1.0f;
+    p.max_tokens = 64;
+    return p;
+}
+
+wb_status wb_sampling_params_check(const wb_sampling_params *p, int32_t vocab_size, wb_err *err) {
+    if (!p) return wb_err_set(err, WB_ERR_ARG, "sampling params: NULL pointer");
+    if (!isfinite(p->temperature) || p->temperature < 0)
+        return wb_err_set(err, WB_ERR_ARG, "temperature = %g must be a finite number >= 0",
+                          (double)p->temperature);
+    if (p->top_k < 0)
+        return wb_err_set(err, WB_ERR_ARG, "top_k = %d must be >= 0 (0 turns it off)",
+                          (int)p->top_k);
+    if (isnan(p->top_p) || !(p->top_p > 0 && p->top_p <= 1))
+        return wb_err_set(err, WB_ERR_ARG, "top_p = %g is outside (0, 1]", (double)p->top_p);
+    if (isnan(p->min_p) || !(p->min_p >= 0 && p->min_p <= 1))
+        return wb_err_set(err, WB_ERR_ARG, "min_p = %g is outside [0, 1]", (double)p->min_p);
+    if (!isfinite(p->frequency_penalty))
+        return wb_err_set(err, WB_ERR_ARG, "frequency_penalty = %g must be finite",
+                          (double)p->frequency_penalty);
+    if (!isfinite(p->presence_penalty))
+        return wb_err_set(err, WB_ERR_ARG, "presence_penalty = %g must be finite",
+                          (double)p->presence_penalty);
+    if (!isfinite(p->repetition_penalty) || p->repetition_penalty <= 0)
+        return wb_err_set(err, WB_ERR_ARG, "repetition_penalty = %g must be finite and > 0",
+                          (double)p->repetition_penalty);
+    if (p->max_tokens < 1)
+        return wb_err_set(err, WB_ERR_ARG, "max_tokens = %d must be >= 1", (int)p->max_tokens);
+    if (p->n_logit_bias < 0 || (p->n_logit_bias > 0 && !p->logit_bias))
+        return wb_err_set(err, WB_ERR_ARG, "logit_bias: %d entries but no array",
+                          p->n_logit_bias);
+    for (int i = 0; i < p->n_logit_bias; i++) {
+        const wb_logit_bias *b = &p->logit_bias[i];
+        if (b->id < 0 || (vocab_size > 0 && b->id >= vocab_size))
+            return wb_err_set(err, WB_ERR_RANGE, "logit_bias: token id %d is outside [0, %d)",
+                              (int)b->id, (int)vocab_size);
+        if (isnan(b->bias) || (isinf(b->bias) && b->bias > 0))
+            return wb_err_set(err, WB_ERR_ARG,
+                              "logit_bias[%d] = %g must be finite or -inf (a ban)", (int)b->id,
+                              (double)b->bias);
+    }
+    if (p->n_stop < 0 || (p->n_stop > 0 && !p->stop))
+        return wb_err_set(err, WB_ERR_ARG, "stop: %d strings but no array", p->n_stop);
+    for (int i = 0; i < p->n_stop; i++)
+        if (!p->stop[i] || !p->stop[i][0])
+            return wb_err_set(err, WB_ERR_ARG, "stop[%d] is empty (an empty stop would match "
+                              "before any text)", i);
+    if (p->n_stop_token_ids < 0 || (p->n_stop_token_ids > 0 && !p->stop_token_ids))
+        return wb_err_set(err, WB_ERR_ARG, "stop_token_ids: %d ids but no array",
+                          p->n_stop_token_ids);
+    for (int i = 0; i < p->n_stop_token_ids; i++) {
+        int32_t id = p->stop_token_ids[i];
+        if (id < 0 || (vocab_size > 0 && id >= vocab_size))
+            return wb_err_set(err, WB_ERR_RANGE, "stop_token_ids[%d] = %d is outside [0, %d)", i,
+                              (int)id, (int)vocab_size);
+    }
+    return WB_OK;
+}
+
+/* ======================================== sampler ========================================== */
+
+typedef struct wb_cand {
+    float w; /* unnormalised weight exp((z - z_max) / T); the argmax has exactly 1 */
+    int32_t id;
+} wb_cand;
+
+struct wb_sampler {
+    wb_sampling_params p; /* logit_bias points at `bias`; stop / stop ids are not kept */
+    wb_logit_bias *bias;
+    int32_t V;
+    uint64_t seed;
+    wb_rng rng;
+    float *z;       /* [V] adjusted logits, used only when something adjusts them  */
+    float *w;       /* [V] dense weights                                           */
+    int32_t *count; /* [V] all zero between calls                                  */
+    wb_cand *cand;  /* [V] candidates, then survivors                              */
+    wb_cand *tmp;   /* [V] partition scratch                                       */
+    int dense;      /* survivors are all ids with weight w[id] > 0, else cand[]    */
+    int32_t n_surv; /* cand[0..n_surv) in ascending id order when !dense           */
+    double w_sum;   /* total weight of the survivors                               */
+    int32_t argmax;
+};
+
+wb_status wb_sampler_new(const wb_sampling_params *p, int32_t vocab_size, wb_sampler **out,
+                         wb_err *err) {
+    if (!out) return wb_err_set(err, WB_ERR_ARG, "wb_sampler_new: out is NULL");
+    *out = NULL;
+    if (vocab_size < 1)
+        return wb_err_set(err, WB_ERR_ARG, "vocab_size = %d must be >= 1", (int)vocab_size);
+    wb_status st = wb_sampling_params_check(p, vocab_size, err);
+    if (st != WB_OK) return st;
+    wb_sampler *s = calloc(1, sizeof *s);
+    if (!s) return wb_err_set(err, WB_ERR_NOMEM, "sampler: out of memory");
+    s->p = *p;
+    s->p.stop = NULL;
+    s->p.n_stop = 0;
+    s->p.stop_token_ids = NULL;
+    s->p.n_stop_token_ids = 0;
+    s->V = vocab_size;
+    size_t V = (size_t)vocab_size;
+    s->z = malloc(V * sizeof *s->z);
+    s->w = malloc(V * sizeof *s->w);
+    s->count = calloc(V, sizeof *s->count);
+    s->cand = malloc(V * sizeof *s->cand);
+    s->tmp = malloc(V * sizeof *s->tmp);
+    if (p->n_logit_bias > 0) {
+        s->bias = malloc((size_t)p->n_logit_bias * sizeof *s->bias);
+        if (s->bias) memcpy(s->bias, p->logit_bias, (size_t)p->n_logit_bias * sizeof *s->bias);
+    }
+    s->p.logit_bias = s->bias;
+    if (!s->z || !s->w || !s->count || !s->cand || !s->tmp || (p->n_logit_bias > 0 && !s->bias)) {
+        wb_sampler_free(s);
+        return wb_err_set(err, WB_ERR_NOMEM, "sampler: out of memory for vocab_size %d",
+                          (int)vocab_size);
+    }
+    s->seed = p->has_seed ? p->seed : wb_rng_entropy_seed();
+    wb_rng_seed(&s->rng, s->seed);
+    *out = s;
+    return WB_OK;
+}
+
+void wb_sampler_free(wb_sampler *s) {
+    if (!s) return;
+    free(s->z);
+    free(s->w);
+    free(s->count);
+    free(s->cand);
+    free(s->tmp);
+    free(s->bias);
+    free(s);
+}
+
+uint64_t wb_sampler_seed(const wb_sampler *s) { return s ? s->seed : 0; }
+int32_t wb_sampler_vocab_size(const wb_sampler *s) { return s ? s->V : 0; }
+
+void wb_sampler_reseed(wb_sampler *s, uint64_t seed) {
+    if (!s) return;
+    s->seed = seed;
+    wb_rng_seed(&s->rng, seed);
+}
+
+/* exp(x) for x <= 0 (Cephes expf: range reduction by ln 2, degree-6 polynomial, about 1 ulp).
+ * exp(0) is exactly 1, which the "argmax has weight 1" reasoning below relies on; below -87
+ * (under FLT_MIN) it returns 0. The clamp and the zeroing are integer masks on the bit pattern
+ * (for x <= 0, "x < -87" is "bits > bits(-87)"), not float comparisons, so the softmax loop
+ * vectorizes under GCC's default -ftrapping-math. */
+static inline float exp_nonpos(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    const uint32_t lim = 0xC2AE0000u; /* -87.0f */
+    uint32_t under = 0u - (uint32_t)(u > lim);
+    u = (u & ~under) | (lim & under);
+    float xc;
+    memcpy(&xc, &u, sizeof xc);
+    float t = xc * 1.44269504088896341f;
+    float n = (t + 12582912.0f) - 12582912.0f; /* round to nearest, exact for |t| < 2^22 */
+    float r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float y = 1.9875691500e-4f;
+    y = y * r + 1.3981999507e-3f;
+    y = y * r + 8.3334519073e-3f;
+    y = y * r + 4.1665795894e-2f;
+    y = y * r + 1.6666665459e-1f;
+    y = y * r + 5.0000001201e-1f;
+    y = y * r * r + r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    y *= scale;
+    uint32_t yb;
+    memcpy(&yb, &y, sizeof yb);
+    yb &= ~under;
+    memcpy(&y, &yb, sizeof y);
+    return y;
+}
+
+/* w[i] = exp((z[i] - zmax) * inv_t). A function of its own so `restrict` lets the loop vectorize
+ * without a runtime overlap check. */
+static void exp_weights(const float *restrict z, float *restrict w, int32_t V, float zmax,
+                        float inv_t) {
+    for (int32_t i = 0; i < V; i++) w[i] = exp_nonpos((z[i] - zmax) * inv_t);
+}
+
+/* Strict total order "a is more probable than b", ties to the lower id, so selections are exact
+ * (top_k = 5 leaves exactly 5) and independent of how the partition happened to run. */
+static inline int cand_better(const wb_cand *a, const wb_cand *b) {
+    /* Bitwise, not short-circuit: this sits in partition loops where a branch would mispredict
+     * half the time. */
+    return (a->w > b->w) | ((a->w == b->w) & (a->id < b->id));
+}
+
+static inline void cand_swap(wb_cand *a, wb_cand *b) {
+    wb_cand t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Quickselect: afterwards c[0..m) are the m best of c[0..n), in no particular order. Expected
+ * O(n); median-of-three pivots keep sorted or reversed inputs linear too. The partition is
+ * branch-free and out of place (through tmp[n]): every element is written to both ends of tmp
+ * and the better-than-pivot test only moves the cursors, so there is neither a mispredicted
+ * branch nor a load from a slot just stored to (an in-place swap stalls on store forwarding). */
+static void select_best(wb_cand *c, size_t n, size_t m, wb_cand *tmp) {
+    if (m == 0 || m >= n) return;
+    size_t lo = 0, hi = n - 1, k = m - 1;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        /* Order lo, mid, hi so the median lands on mid, then park it at hi. */
+        if (cand_better(&c[mid], &c[lo])) cand_swap(&c[mid], &c[lo]);
+        if (cand_better(&c[hi], &c[lo])) cand_swap(&c[hi], &c[lo]);
+        if (cand_better(&c[hi], &c[mid])) cand_swap(&c[hi], &c[mid]);
+        cand_swap(&c[mid], &c[hi]);
+        const wb_cand pivot = c[hi];
+        size_t L = 0, R = hi - lo;
+        for (size_t i = lo; i < hi; i++) {
+            wb_cand x = c[i];
+            size_t b = (size_t)cand_better(&x, &pivot);
+            tmp[L] = x;
+            tmp[R] = x;
+            L += b;
+            R -= 1 - b;
+        }
+        tmp[L] = pivot; /* L == R: the one slot left */
+        memcpy(c + lo, tmp, (hi - lo + 1) * sizeof *c);
+        size_t store = lo + L;
+        if (store == k) return;
+        if (store > k) hi = store - 1;
+        else lo = store + 1;
+    }
+}
+
+/* Top-k in one pass over the logits with a buffer of candidates: a candidate is appended only if
+ * it beats the current threshold (written unconditionally, counted conditionally, so the loop
+ * has no data-dependent branch); when the buffer fills, quickselect keeps the k best and their
+ * worst becomes the threshold. Ids arrive in ascending order, so a newcomer equal to the
+ * threshold loses the tie and a strict > is exact. Writes the k best (logit, id) pairs to
+ * c[0..k) and returns how many (fewer when fewer are finite). */
+static size_t top_k_logits(const float *z, int32_t V, size_t k, wb_cand *c, wb_cand *tmp) {
+    size_t B = 4 * k < 256 ? 256 : 4 * k, nb = 0;
+    if (B >= (size_t)V) {
+        for (int32_t i = 0; i < V; i++)
+            if (z[i] != -INFINITY) {
+                c[nb].w = z[i];
+                c[nb].id = i;
+                nb++;
+            }
+        select_best(c, nb, k, tmp);
+        return nb < k ? nb : k;
+    }
+    float thr = -INFINITY; /* -inf never enters: banned tokens are not candidates */
+    /* A starting threshold from a strided sample: the value that about 2k tokens of the whole
+     * vocabulary should beat. If fewer than k beat it after all, redo the pass from -inf. */
+    size_t S = (size_t)V / k > 128 ? (size_t)V / k : 128; /* so that about 2 sample values pass */
+    float thr0 = -INFINITY;
+    if (S <= (size_t)V / 8 && 2 * k * S / (size_t)V >= 1) {
+        size_t stride = (size_t)V / S, r = 2 * k * S / (size_t)V;
+        for (size_t j = 0; j < S; j++) {
+            c[j].w = z[j * stride];
+            c[j].id = (int32_t)(j * stride);
+        }
+        select_best(c, S, r, tmp);
+        thr0 = c[0].w;
+        for (size_t j = 1; j < r; j++) thr0 = c[j].w < thr0 ? c[j].w : thr0;
+        /* Ties with thr0 must not be lost: step just below it. */
+        thr0 = nextafterf(thr0, -INFINITY);
+    }
+    thr = thr0;
+retry:
+    for (int32_t i0 = 0; i0 < V; i0 += 16) {
+        int32_t end = i0 + 16 < V ? i0 + 16 : V;
+        /* Once the threshold is up, most blocks hold nothing above it: a vectorized test
+         * skips them whole. */
+        int any = 0;
+        for (int32_t i = i0; i < end; i++) any |= isgreater(z[i], thr);
+        if (!any) continue;
+        for (int32_t i = i0; i < end; i++) {
+            float x = z[i];
+            c[nb].w = x;
+            c[nb].id = i;
+            nb += (size_t)(x > thr);
+            if (nb == B) {
+                select_best(c, B, k, tmp);
+                thr = c[0].w;
+                for (size_t j = 1; j < k; j++) thr = c[j].w < thr ? c[j].w : thr;
+                nb = k;
+            }
+        }
+    }
+    if (nb < k && thr != -INFINITY && thr == thr0) {
+        thr = thr0 = -INFINITY; /* the sample guessed too high */
+        nb = 0;
+        goto retry;
+    }
+    if (nb > k) {
+        select_best(c, nb, k, tmp);
+        nb = k;
+    }
+    return nb;
+}
+
+/* Sort a handful of candidates (n <= 64) by counting, for each, how many come before it: n^2
+ * comparisons with no branches beat qsort's mispredicted ones at this size. The keys are
+ * distinct (ids are unique), so the ranks are a permutation. */
+static void rank_sort(wb_cand *c, size_t n, wb_cand *tmp, int by_id) {
+    for (size_t i = 0; i < n; i++) {
+        size_t r = 0;
+        if (by_id)
+            for (size_t j = 0; j < n; j++) r += (size_t)(c[j].id < c[i].id);
+        else
+            for (size_t j = 0; j < n; j++) r += (size_t)cand_better(&c[j], &c[i]);
+        tmp[r] = c[i];
+    }
+    memcpy(c, tmp, n * sizeof *c);
+}
+
+static int cmp_better_first(const void *a, const void *b) {
+    const wb_cand *x = a, *y = b;
+    return cand_better(x, y) ? -1 : cand_better(y, x) ? 1 : 0;
+}
+
+static int cmp_id(const void *a, const void *b) {
+    const wb_cand *x = a, *y = b;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* First NaN or +inf logit, or -1. The common all-valid case is one branch-free pass over the
+ * bit patterns (vectorizes); only a bad vector pays for the search. -inf is valid (banned). */
+static int32_t first_invalid(const float *z, int32_t V) {
+    uint32_t bad = 0;
+    for (int32_t i = 0; i < V; i++) {
+        uint32_t u;
+        memcpy(&u, &z[i], sizeof u);
+        bad |= (uint32_t)((u & 0x7fffffffu) > 0x7f800000u) | (uint32_t)(u == 0x7f800000u);
+    }
+    if (!bad) return -1;
+    for (int32_t i = 0; i < V; i++)
+        if (isnan(z[i]) || (isinf(z[i]) && z[i] > 0)) return i;
+    return -1;
+}
+
+/* Largest value (valid input), as a branch-free max over order-preserving integer keys so it
+ * vectorizes; then the lowest id holding it (-1 if all are -inf). */
+static int32_t argmax_valid(const float *z, int32_t V, float *zmax) {
+    int32_t kmax = INT32_MIN;
+    for (int32_t i = 0; i < V; i++) {
+        int32_t k;
+        memcpy(&k, &z[i], sizeof k);
+        k ^= (k >> 31) & 0x7fffffff;
+        kmax = k > kmax ? k : kmax;
+    }
+    kmax ^= (kmax >> 31) & 0x7fffffff;
+    float m;
+    memcpy(&m, &kmax, sizeof m);
+    *zmax = m;
+    if (m == -INFINITY) return -1;
+    for (int32_t i = 0; i < V; i++)
+        if (z[i] == m) return i; /* == so that -0.0 and +0.0 tie, lowest id first */
+    return -1;
+}
+
+static wb_status bad_generated(const int32_t *gen, size_t i, int32_t V, wb_err *err) {
+    return wb_err_set(err, WB_ERR_RANGE, "generated ids[%zu] = %d is outside [0, %d)", i,
+                      (int)gen[i], (int)V);
+}
+
+/* Steps 1-8 of the header. Leaves the survivors either dense (s->w, every id) or in
+ * s->cand[0..n_surv) in ascending id order, with their total weight s->w_sum. At temperature 0
+ * the single survivor is the argmax. Cost: O(V) passes that vectorize, plus work proportional
+ * to the candidates the filters actually look at; the vocabulary is never fully sorted. */
+static wb_status sampler_run(wb_sampler *s, const float *logits, const int32_t *gen, size_t n_gen,
+                             const uint32_t *allowed, wb_err *err) {
+    const int32_t V = s->V;
+    const wb_sampling_params *p = &s->p;
+    if (!logits) return wb_err_set(err, WB_ERR_ARG, "logits is NULL");
+    if (n_gen > 0 && !gen) return wb_err_set(err, WB_ERR_ARG, "generated ids: NULL array");
+    for (size_t i = 0; i < n_gen; i++)
+        if (gen[i] < 0 || gen[i] >= V) return bad_generated(gen, i, V, err);
+
+    /* 1-3. Adjust a copy only when something adjusts: most requests use the logits as they are. */
+    int penalise = n_gen > 0 && (p->repetition_penalty != 1.0f || p->frequency_penalty != 0.0f ||
+                                 p->presence_penalty != 0.0f);
+    const float *z = logits;
+    if (penalise || p->n_logit_bias > 0 || allowed) {
+        float *za = s->z;
+        memcpy(za, logits, (size_t)V * sizeof *za);
+        if (penalise) {
+            /* Count in the scratch array, then visit each distinct id once and zero its count
+             * on the way, which restores the all-zero invariant without an O(V) clear. */
+            for (size_t i = 0; i < n_gen; i++) s->count[gen[i]]++;
+            for (size_t i = 0; i < n_gen; i++) {
+                int32_t id = gen[i], c = s->count[id];
+                if (c == 0) continue;
+                s->count[id] = 0;
+                float x = za[id];
+                if (p->repetition_penalty != 1.0f)
+                    x = x > 0 ? x / p->repetition_penalty : x * p->repetition_penalty;
+                x -= (float)c * p->frequency_penalty + p->presence_penalty;
+                za[id] = x;
+            }
+        }
+        for (int i = 0; i < p->n_logit_bias; i++) za[p->logit_bias[i].id] += p->logit_bias[i].bias;
+        if (allowed)
+            for (int32_t i = 0; i < V; i++)
+                if (!(allowed[i >> 5] >> (i & 31) & 1u)) za[i] = -INFINITY;
+        z = za;
+    }
+
+    /* 4. Validity, then the argmax (lowest id among ties). */
+    int32_t bad = first_invalid(z, V);
+    if (bad >= 0)
+        return wb_err_set(err, WB_ERR_ARG, "logits[%d] is %s", (int)bad,
+                          isnan(logits[bad]) || isnan(z[bad]) ? "NaN" : "+inf");
+    static const char all_banned[] =
+        "every token is banned (logit_bias or the allowed mask): nothing to sample";
+    s->dense = 0;
+    const int use_heap = p->temperature != 0.0f && p->top_k > 0 && p->top_k < V;
+    float zmax = -INFINITY;
+    wb_cand *c = s->cand;
+    size_t n = 0, k_heap = 0;
+    if (use_heap) {
+        /* 5. top_k on the logits (softmax is monotone): one pass, and the heap's best is the
+         * argmax, so no separate max pass and only k exponentials. */
+        k_heap = top_k_logits(z, V, (size_t)p->top_k, c, s->tmp);
+        if (k_heap == 0) return wb_err_set(err, WB_ERR_ARG, "%s", all_banned);
+        size_t b = 0;
+        for (size_t j = 1; j < k_heap; j++)
+            if (cand_better(&c[j], &c[b])) b = j;
+        s->argmax = c[b].id;
+        zmax = c[b].w;
+    } else {
+        s->argmax = argmax_valid(z, V, &zmax);
+        if (s->argmax < 0) return wb_err_set(err, WB_ERR_ARG, "%s", all_banned);
+    }
+    if (p->temperature == 0.0f) {
+        c[0].w = 1.0f;
+        c[0].id = s->argmax;
+        s->n_surv = 1;
+        s->w_sum = 1.0;
+        return WB_OK;
+    }
+
+    /* Softmax weights relative to the max: exactly 1 for the argmax, no overflow for tiny T.
+     * Tokens whose weight underflows to 0 can never be drawn, so they are dropped. */
+    const float inv_t = 1.0f / p->temperature;
+    int reordered = 0;
+    if (use_heap) {
+        for (size_t j = 0; j < k_heap; j++) {
+            float w = exp_nonpos((c[j].w - zmax) * inv_t);
+            if (w > 0) {
+                c[n].w = w;
+                c[n].id = c[j].id;
+                n++;
+            }
+        }
+        reordered = 1;
+    } else {
+        float *w = s->w;
+        exp_weights(z, w, V, zmax, inv_t);
+        if (!(p->top_p < 1.0f)) {
+            /* No top_p: min_p is a threshold, so every survivor can stay in place. */
+            if (p->min_p > 0.0f) {
+                const float mp = p->min_p;
+                for (int32_t i = 0; i < V; i++) w[i] = isgreaterequal(w[i], mp) ? w[i] : 0.0f;
+            }
+            double l[4] = {0, 0, 0, 0};
+            int32_t i = 0;
+            for (; i + 4 <= V; i += 4)
+                for (int j = 0; j < 4; j++) l[j] += w[i + j];
+            for (; i < V; i++) l[i & 3] += w[i];
+            double sum = (l[0] + l[1]) + (l[2] + l[3]);
+            s->dense = 1;
+            s->w_sum = sum;
+            return WB_OK;
+        }
+        for (int32_t i = 0; i < V; i++)
+            if (w[i] > 0) {
+                c[n].w = w[i];
+                c[n].id = i;
+                n++;
+            }
+    }
+
+    /* 6. top_p: sort only as much of the head as the mass needs. Select the best `chunk`
+     * remaining, sort just those, accumulate; grow the chunk geometrically, so a peaked
+     * distribution costs O(n) and only a flat one approaches a full sort. */
+    if (p->top_p < 1.0f && n > 1) {
+        double total = 0;
+        for (size_t i = 0; i < n; i++) total += c[i].w;
+        const double target = (double)p->top_p * total;
+        double cum = 0;
+        /* Few candidates (the usual case after top_k): one small sort is cheapest. */
+        size_t sorted = 0, chunk = n <= 64 ? n : 32, keep = n;
+        while (sorted < n && keep == n) {
+            size_t end = sorted + chunk < n ? sorted + chunk : n;
+            select_best(c + sorted, n - sorted, end - sorted, s->tmp);
+            if (end - sorted <= 64) rank_sort(c + sorted, end - sorted, s->tmp, 0);
+            else qsort(c + sorted, end - sorted, sizeof *c, cmp_better_first);
+            for (size_t j = sorted; j < end; j++) {
+                cum += c[j].w;
+                if (cum >= target) {
+                    keep = j + 1;
+                    break;
+                }
+            }
+            sorted = end;
+            chunk *= 4;
+        }
+        n = keep;
+        reordered = 1;
+    }
+
+    /* 7. min_p relative to the most probable token, whose weight is exactly 1. */
+    if (p->min_p > 0.0f) {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            if (c[i].w >= p->min_p) c[k++] = c[i];
+        n = k;
+    }
+
+    if (reordered) {
+        if (n <= 64) rank_sort(c, n, s->tmp, 1);
+        else qsort(c, n, sizeof *c, cmp_id);
+    }
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) sum += c[i].w;
+    s->n_surv = (int32_t)n;
+    s->w_sum = sum;
+    return WB_OK;
+}
+
+wb_status wb_sampler_apply(wb_sampler *s, const float *logits, const int32_t *generated,
+                           size_t n_generated, const uint32_t *allowed, float *probs_out,
+                           wb_err *err) {
+    if (!s) return wb_err_set(err, WB_ERR_ARG, "sampler is NULL");
+    if (!probs_out) return wb_err_set(err, WB_ERR_ARG, "probs_out is NULL");
+    wb_status st = sampler_run(s, logits, generated, n_generated, allowed, err);
+    if (st != WB_OK) return st;
+    const double inv = 1.0 / s->w_sum;
+    if (s->dense) {
+        for (int32_t i = 0; i < s->V; i++) probs_out[i] = (float)(s->w[i] * inv);
+        return WB_OK;
+    }
+    memset(probs_out, 0, (size_t)s->V * sizeof *probs_out);
+    for (int32_t i = 0; i < s->n_surv; i++)
+        probs_out[s->cand[i].id] = (float)(s->cand[i].w * inv);
+    return WB_OK;
+}
+
+wb_status wb_sampler_sample(wb_sampler *s, const float *logits, const int32_t *generated,
+                            size_t n_generated, const uint32_t *allowed, int32_t *id_out,
+                            float *p_out, wb_err *err) {
+    if (!s) return wb_err_set(err, WB_ERR_ARG, "sampler is NULL");
+    if (!id_out) return wb_err_set(err, WB_ERR_ARG, "id_out is NULL");
+    wb_status st = sampler_run(s, logits, generated, n_generated, allowed, err);
+    if (st != WB_OK) return st;
+    if (s->p.temperature == 0.0f) {
+        *id_out = s->argmax;
+        if (p_out) *p_out = 1.0f;
+        return WB_OK;
+    }
+    /* The same arithmetic as wb_sampling_draw over the vector apply would write: float
+     * probabilities, totalled in four partial sums by id % 4 (independent chains instead of one
+     * long dependent one), one uniform, then a walk in ascending id order. */
+    int32_t pick = -1;
+    float pp = 0;
+    const double inv = 1.0 / s->w_sum;
+    if (s->dense) {
+        const float *w = s->w;
+        double l[4] = {0, 0, 0, 0};
+        for (int32_t i = 0; i < s->V; i++) l[i & 3] += (double)(float)(w[i] * inv);
+        double total = (l[0] + l[1]) + (l[2] + l[3]);
+        double target = wb_rng_uniform(&s->rng) * total, cum = 0;
+        for (int32_t i = 0; i < s->V; i++) {
+            float q = (float)(w[i] * inv);
+            if (!(q > 0)) continue;
+            cum += q;
+            pick = i;
+            pp = q;
+            if (cum > target) break;
+        }
+    } else {
+        const wb_cand *c = s->cand;
+        double l[4] = {0, 0, 0, 0};
+        for (int32_t i = 0; i < s->n_surv; i++) l[c[i].id & 3] += (double)(float)(c[i].w * inv);
+        double total = (l[0] + l[1]) + (l[2] + l[3]);
+        double target = wb_rng_uniform(&s->rng) * total, cum = 0;
+        for (int32_t i = 0; i < s->n_surv; i++) {
+            float q = (float)(c[i].w * inv);
+            if (!(q > 0)) continue;
+            cum += q;
+            pick = c[i].id;
+            pp = q;
+            if (cum > target) break;
+        }
+    }
+    if (pick < 0) { /* unreachable: the argmax always survives with weight 1 */
+        pick = s->argmax;
+        pp = 1.0f;
+    }
+    *id_out = pick;
+    if (p_out) *p_out = pp;
+    return WB_OK;
+}
+
+/* ===================================== one-shot helpers ==================================== */
+
+wb_status wb_sampling_apply(const float *logits, int32_t vocab_size, const wb_sampling_params *p,
+                            const int32_t *generated, size_t n_generated, float *probs_out,
+                            wb_err *err) {
+    if (!p) return wb_err_set(err, WB_ERR_ARG, "sampling params: NULL pointer");
+    /* The distribution does not depend on the seed; fix it to skip reading urandom. */
+    wb_sampling_params q = *p;
+    q.has_seed = 1;
+    wb_sampler *s = NULL;
+    wb_status st = wb_sampler_new(&q, vocab_size, &s, err);
+    if (st != WB_OK) return st;
+    st = wb_sampler_apply(s, logits, generated, n_generated, NULL, probs_out, err);
+    wb_sampler_free(s);
+    return st;
+}
+
+int32_t wb_sampling_draw(const float *probs, int32_t vocab_size, wb_rng *rng) {
+    if (!probs || !rng || vocab_size < 1) return -1;
+    /* Four partial sums by id % 4, combined pairwise: the same arithmetic as
+     * wb_sampler_sample, so a draw here and a draw there agree to the last bit. */
+    double l[4] = {0, 0, 0, 0};
+    for (int32_t i = 0; i < vocab_size; i++)
+        if (probs[i] > 0) l[i & 3] += probs[i];
+    double total = (l[0] + l[1]) + (l[2] + l[3]);
+    if (!(total > 0)) return -1;
+    double target = wb_rng_uniform(rng) * total, cum = 0;
+    int32_t pick = -1;
+    for (int32_t i = 0; i < vocab_size; i++) {
+        if (!(probs[i] > 0)) continue;
+        cum += probs[i];
+        pick = i;
+        if (cum > target) break;
+    }
+    return pick;
+}
+
+int32_t wb_sampling_argmax(const float *values, int32_t vocab_size) {
+    if (!values) return -1;
+    int32_t best = -1;
+    float bv = -INFINITY;
+    for (int32_t i = 0; i < vocab_size; i++)
+        if (values[i] > bv) {
+            bv = values[i];
+            best = i;
+        }
+    return best;
+}

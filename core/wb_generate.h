@@ -1,0 +1,150 @@
+/* wb_generate.h - the generation loop: prompt trimming, prefill, decode steps, stops, timings.
+ *
+ * A generator (wb_gen) runs one request one token per call, so a caller can stream:
+ *
+ *     wb_gen *g; wb_gen_new(model, prompt, len, &sp, &gp, &g, &err);
+ *     for (int done = 0; !done;) {
+ *         const char *piece; size_t n;
+ *         if (wb_gen_next(g, &piece, &n, &done, &err) != WB_OK) break;
+ *         fwrite(piece, 1, n, stdout);      // complete UTF-8, never part of a stop string
+ *     }
+ *     const wb_gen_result *r = wb_gen_result_get(g);  ... wb_gen_free(g);
+ *
+ * wb_generate() runs the same loop to the end, with an optional per-piece callback.
+ *
+ * Each wb_gen_next: (first call) prefill the prompt, or evaluate the previous token; poll the
+ * abort callback; sample one token; decide whether it ends generation; release text.
+ * Stop rules, checked after every token in this order:
+ *   eos id (the tokenizer's <|endoftext|>)   -> "eos"      token kept in token_ids, not in text
+ *   an id in stop_token_ids                  -> "stop"     token kept in token_ids, not in text
+ *   a stop string appears in the decoded text-> "stop"     text cut before it; tokens kept
+ *   max_tokens generated                     -> "length"
+ *   the context is full                      -> "context"
+ *   abort callback or model abort            -> "cancelled"
+ *   the allowed-mask callback allows nothing -> "constraint"
+ * Hold-back: with gp.holdback (default on) text that could still become the start of a stop
+ * string is kept until a later token rules it out, so no byte of a matched stop string is ever
+ * released and the concatenation of all pieces equals the final text exactly. With holdback off
+ * every complete character is released at once (the classic leak, for the lesson).
+ */
+#ifndef WB_GENERATE_H
+#define WB_GENERATE_H
+
+#include "wb_base.h"
+#include "wb_model.h"
+#include "wb_sampler.h"
+#include "wb_tokenizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum wb_stop_reason {
+    WB_STOP_NONE = 0, /* still running */
+    WB_STOP_STOP,
+    WB_STOP_LENGTH,
+    WB_STOP_EOS,
+    WB_STOP_CONTEXT,
+    WB_STOP_CONSTRAINT,
+    WB_STOP_CANCELLED
+} wb_stop_reason;
+
+/* "stop", "length", "eos", "context", "constraint", "cancelled" ("" for WB_STOP_NONE). */
+const char *wb_stop_reason_name(wb_stop_reason r);
+
+/* Constraint hook (a later issue implements constraints): fill `allowed` (ceil(V/32) words,
+ * zeroed by the caller; bit id%32 of word id/32 = may come next) given the ids generated so far.
+ * Return the number of allowed ids, 0 to end generation with "constraint", or -1 for "no
+ * restriction this step". */
+typedef int (*wb_allowed_fn)(void *user_data, const int32_t *generated, size_t n_generated,
+                             uint32_t *allowed, int32_t vocab_size);
+
+/* Streaming callback for wb_generate: a released piece and ms since the request started.
+ * Return non-zero to cancel. */
+typedef int (*wb_piece_fn)(void *user_data, const char *piece, size_t len, double ms);
+
+/* Logits source for wb_gen_new_custom: the next-token logits [V] after the whole sequence
+ * ids[0..n) (the no-cache contract). Lets tests and lessons drive the loop without a model. */
+typedef wb_status (*wb_logits_fn)(void *user_data, const int32_t *ids, int n, float *logits,
+                                  wb_err *err);
+
+typedef struct wb_gen_params {
+    int cache;               /* 1 (default): KV-cache session; 0: wb_model_forward per step    */
+    int holdback;            /* 1 (default): hold text that may start a stop string            */
+    int n_ctx;               /* <= 0: the model's n_positions                                  */
+    wb_abort_fn abort_fn;    /* polled before every token; non-zero -> "cancelled"             */
+    void *abort_data;
+    wb_allowed_fn allowed_fn;/* optional constraint hook                                       */
+    void *allowed_data;
+    wb_piece_fn on_piece;    /* wb_generate only                                               */
+    void *piece_data;
+} wb_gen_params;
+
+wb_gen_params wb_gen_default_params(void);
+
+typedef struct wb_gen_result {
+    const char *text;          /* NUL-terminated, stop string removed                          */
+    size_t text_len;
+    const int32_t *token_ids;  /* every sampled id, stop tokens included (they were paid for)  */
+    size_t n_tokens;
+    wb_stop_reason stop_reason;
+    int stop_index;            /* the stop string (or stop_token_ids entry) that matched, or -1 */
+    int32_t prompt_tokens;     /* ids actually evaluated                                       */
+    int32_t prompt_tokens_dropped; /* cut from the left to leave room for max_tokens           */
+    double prefill_ms;         /* the prefill call alone                                       */
+    double decode_ms_per_token;/* (end - end of prefill) / tokens                              */
+    double ttft_ms;            /* request start to the first token sampled                     */
+    const double *itl_ms;      /* n_tokens - 1 gaps between consecutive tokens being sampled   */
+    size_t n_itl;
+    double e2e_ms;             /* request start to the end                                     */
+    uint64_t seed;             /* the seed actually used                                       */
+} wb_gen_result;
+
+typedef struct wb_gen wb_gen;
+
+/* Start a request on a model: tokenize the prompt, trim it, set up sampler and cache. Nothing is
+ * evaluated until the first wb_gen_next. An empty prompt starts from the eos token (GPT-2's
+ * convention) and is an error when the tokenizer has none. The model must outlive the generator. */
+wb_status wb_gen_new(const wb_model *m, const char *prompt, size_t prompt_len,
+                     const wb_sampling_params *sp, const wb_gen_params *gp, wb_gen **out,
+                     wb_err *err);
+
+/* The same over prompt ids instead of text (copied, then trimmed like text prompts). */
+wb_status wb_gen_new_ids(const wb_model *m, const int32_t *ids, size_t n_ids,
+                         const wb_sampling_params *sp, const wb_gen_params *gp, wb_gen **out,
+                         wb_err *err);
+
+/* The same loop over a caller-supplied logits source (no cache, gp->cache ignored). tok must
+ * outlive the generator; n_ctx is the sequence limit. */
+wb_status wb_gen_new_custom(wb_logits_fn fn, void *user_data, int32_t vocab_size, int32_t n_ctx,
+                            const wb_tokenizer *tok, const char *prompt, size_t prompt_len,
+                            const wb_sampling_params *sp, const wb_gen_params *gp, wb_gen **out,
+                            wb_err *err);
+
+void wb_gen_free(wb_gen *g);
+
+/* One token. *piece and *len: text released by this step (possibly empty; valid until the next call
+ * on g). *done becomes 1 on the step that ends generation (its piece includes the final flush);
+ * later calls return WB_OK, done = 1 and an empty piece. A failing model call returns its status
+ * and also ends the generator (done = 1; text so far is kept). */
+wb_status wb_gen_next(wb_gen *g, const char **piece, size_t *len, int *done, wb_err *err);
+
+/* The result so far (final once done). Pointers stay valid until wb_gen_free or the next call. */
+const wb_gen_result *wb_gen_result_get(const wb_gen *g);
+
+/* Milliseconds since the request started (for stamping streamed pieces). */
+double wb_gen_elapsed_ms(const wb_gen *g);
+
+/* Create, run to the end (calling gp->on_piece per non-empty piece), return the finished
+ * generator in *out for wb_gen_result_get; free it with wb_gen_free. */
+wb_status wb_generate(const wb_model *m, const char *prompt, size_t prompt_len,
+                      const wb_sampling_params *sp, const wb_gen_params *gp, wb_gen **out,
+                      wb_err *err);
+
+/* Run an already created generator to the end (as wb_generate). */
+wb_status wb_gen_run(wb_gen *g, wb_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,503 @@
+/* lwb_sampling.c - wb.sampling (apply, check, draw, defaults), model:generate and model:stream.
+ *
+ * The opener adds generate/stream to the wb.Model method table, so it must run after
+ * lwb_open_model. */
+#include "lwb.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "wb_generate.h"
+#include "wb_sampler.h"
+
+#define STREAM "wb.Stream"
+#define MODEL "wb.Model"
+
+static const char *const k_param_keys[] = {
+    "temperature",    "top_k",      "top_p", "min_p", "frequency_penalty", "presence_penalty",
+    "repetition_penalty", "logit_bias", "stop", "stop_token_ids", "max_tokens", "seed", NULL};
+
+static const char *const k_gen_opts[] = {"cache", "holdback", "n_ctx", NULL};
+
+/* The Model userdata (lwb_model.c) begins with its wb_model pointer, NULL once closed. Reading
+ * the first member keeps this file independent of the rest of that private struct. */
+static wb_model *check_model(lua_State *L, int idx) {
+    wb_model **m = luaL_checkudata(L, idx, MODEL);
+    if (!*m) luaL_error(L, "attempt to use a closed Model");
+    return *m;
+}
+
+/* ---- parameters ------------------------------------------------------------------------------ */
+
+static int32_t opt_id(lua_State *L, int idx, const char *what, int arg) {
+    int isint;
+    lua_Integer v = lua_tointegerx(L, idx, &isint);
+    if (!isint || v < 0 || v > INT32_MAX)
+        luaL_argerror(L, arg, lua_pushfstring(L, "%s must hold non-negative integer token ids, "
+                                              "got %s", what, luaL_typename(L, idx)));
+    return (int32_t)v;
+}
+
+/* Read the params table at idx into *sp. Arrays live in one userdata pushed on the stack (so an
+ * error cannot leak them); stop strings point into the table, which the caller keeps on the stack.
+ * vocab > 0 range-checks ids. Errors name the key: "bad argument #2 to 'generate' (top_p = 1.5 is
+ * outside (0, 1])". */
+static void check_params(lua_State *L, int idx, int32_t vocab, wb_sampling_params *sp) {
+    idx = lua_absindex(L, idx);
+    *sp = wb_sampling_default_params();
+    lwb_check_options(L, idx, k_param_keys);
+    int has = lua_type(L, idx) == LUA_TTABLE;
+
+    /* Sizes first, so one block holds everything. */
+    lua_Integer n_bias = 0, n_stop = 0, n_ids = 0;
+    if (has) {
+        int t = lua_getfield(L, idx, "logit_bias");
+        if (t == LUA_TTABLE) {
+            lua_pushnil(L);
+            while (lua_next(L, -2)) {
+                lua_pop(L, 1);
+                n_bias++;
+            }
+        } else if (t != LUA_TNIL)
+            luaL_argerror(L, idx, lua_pushfstring(L, "option 'logit_bias' must be a table "
+                                                  "{[token_id] = bias}, got %s",
+                                                  luaL_typename(L, -1)));
+        lua_pop(L, 1);
+        t = lua_getfield(L, idx, "stop");
+        if (t == LUA_TSTRING) n_stop = 1;
+        else if (t == LUA_TTABLE) n_stop = luaL_len(L, -1);
+        else if (t != LUA_TNIL)
+            luaL_argerror(L, idx, lua_pushfstring(L, "option 'stop' must be a string or a list "
+                                                  "of strings, got %s", luaL_typename(L, -1)));
+        lua_pop(L, 1);
+        t = lua_getfield(L, idx, "stop_token_ids");
+        if (t == LUA_TTABLE) n_ids = luaL_len(L, -1);
+        else if (t != LUA_TNIL)
+            luaL_argerror(L, idx, lua_pushfstring(L, "option 'stop_token_ids' must be a list of "
+                                                  "token ids, got %s", luaL_typename(L, -1)));
+        lua_pop(L, 1);
+        if (n_bias > 1 << 24 || n_stop > 1 << 16 || n_ids > 1 << 24 || n_stop < 0 || n_ids < 0)
+            luaL_argerror(L, idx, "too many logit_bias, stop or stop_token_ids entries");
+    }
+    size_t bytes = (size_t)n_stop * sizeof(const char *) + (size_t)n_bias * sizeof(wb_logit_bias) +
+                   (size_t)n_ids * sizeof(int32_t);
+    char *block = lua_newuserdatauv(L, bytes ? bytes : 1, 0);
+    const char **stops = (const char **)block;
+    wb_logit_bias *bias = (wb_logit_bias *)(block + (size_t)n_stop * sizeof(const char *));
+    int32_t *ids = (int32_t *)((char *)bias + (size_t)n_bias * sizeof(wb_logit_bias));
+    if (!has) return;
+
+    sp->temperature = (float)lwb_opt_number(L, idx, "temperature", sp->temperature);
+    sp->top_p = (float)lwb_opt_number(L, idx, "top_p", sp->top_p);
+    sp->min_p = (float)lwb_opt_number(L, idx, "min_p", sp->min_p);
+    sp->frequency_penalty = (float)lwb_opt_number(L, idx, "frequency_penalty", 0);
+    sp->presence_penalty = (float)lwb_opt_number(L, idx, "presence_penalty", 0);
+    sp->repetition_penalty = (float)lwb_opt_number(L, idx, "repetition_penalty", 1);
+    lua_Integer k = lwb_opt_integer(L, idx, "top_k", 0);
+    if (k < 0 || k > INT32_MAX)
+        luaL_argerror(L, idx, lua_pushfstring(L, "top_k = %I must be >= 0 (0 turns it off)",
+                                              (LUAI_UACINT)k));
+    sp->top_k = (int32_t)k;
+    lua_Integer mt = lwb_opt_integer(L, idx, "max_tokens", sp->max_tokens);
+    if (mt < 1 || mt > INT32_MAX)
+        luaL_argerror(L, idx, lua_pushfstring(L, "max_tokens = %I must be >= 1",
+                                              (LUAI_UACINT)mt));
+    sp->max_tokens = (int32_t)mt;
+    lua_getfield(L, idx, "seed");
+    if (!lua_isnil(L, -1)) {
+        int isint;
+        lua_Integer s = lua_tointegerx(L, -1, &isint);
+        if (!isint || lua_type(L, -1) != LUA_TNUMBER)
+            luaL_argerror(L, idx, lua_pushfstring(L, "option 'seed' must be an integer, got %s",
+                                                  luaL_typename(L, -1)));
+        sp->seed = (uint64_t)s; /* negative seeds wrap; results report it back the same way */
+        sp->has_seed = 1;
+    }
+    lua_pop(L, 1);
+
+    if (n_bias) {
+        lua_getfield(L, idx, "logit_bias");
+        int i = 0;
+        lua_pushnil(L);
+        while (lua_next(L, -2)) {
+            bias[i].id = opt_id(L, -2, "option 'logit_bias'", idx);
+            if (lua_type(L, -1) != LUA_TNUMBER)
+                luaL_argerror(L, idx, lua_pushfstring(L, "option 'logit_bias' values must be "
+                                                      "numbers (-math.huge bans), got %s",
+                                                      luaL_typename(L, -1)));
+            bias[i].bias = (float)lua_tonumber(L, -1);
+            i++;
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+        sp->logit_bias = bias;
+        sp->n_logit_bias = (int)n_bias;
+    }
+    if (n_stop) {
+        lua_getfield(L, idx, "stop");
+        if (lua_type(L, -1) == LUA_TSTRING) stops[0] = lua_tostring(L, -1);
+        else
+            for (lua_Integer i = 1; i <= n_stop; i++) {
+                if (lua_geti(L, -1, i) != LUA_TSTRING)
+                    luaL_argerror(L, idx, lua_pushfstring(L, "option 'stop' entry %I must be a "
+                                                          "string, got %s", (LUAI_UACINT)i,
+                                                          luaL_typename(L, -1)));
+                stops[i - 1] = lua_tostring(L, -1);
+                lua_pop(L, 1); /* still referenced by the stop table inside params */
+            }
+        lua_pop(L, 1);
+        sp->stop = stops;
+        sp->n_stop = (int)n_stop;
+    }
+    if (n_ids) {
+        lua_getfield(L, idx, "stop_token_ids");
+        for (lua_Integer i = 1; i <= n_ids; i++) {
+            lua_geti(L, -1, i);
+            ids[i - 1] = opt_id(L, -1, "option 'stop_token_ids'", idx);
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+        sp->stop_token_ids = ids;
+        sp->n_stop_token_ids = (int)n_ids;
+    }
+    wb_err err = {0};
+    if (wb_sampling_params_check(sp, vocab, &err) != WB_OK) luaL_argerror(L, idx, err.msg);
+}
+
+/* wb.sampling.check(params) -> true */
+static int l_check(lua_State *L) {
+    lua_settop(L, 1);
+    wb_sampling_params sp;
+    check_params(L, 1, 0, &sp);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* wb.sampling.apply(logits, params, generated) -> Vec of the probabilities the sampler draws
+ * from. The same code path generation uses. */
+static int l_apply(lua_State *L) {
+    lua_settop(L, 3);
+    size_t V;
+    const float *logits = lwb_check_vec(L, 1, &V);
+    if (V < 1 || V > INT32_MAX) luaL_argerror(L, 1, "logits must have between 1 and 2^31-1 entries");
+    wb_sampling_params sp;
+    check_params(L, 2, (int32_t)V, &sp);
+    size_t n_gen = 0;
+    const int32_t *gen = NULL;
+    if (!lua_isnoneornil(L, 3)) gen = lwb_check_ids(L, 3, (int32_t)V, &n_gen);
+    float *out = lwb_push_vec(L, V);
+    wb_err err = {0};
+    if (wb_sampling_apply(logits, (int32_t)V, &sp, gen, n_gen, out, &err) != WB_OK)
+        return lwb_raise(L, &err);
+    return 1;
+}
+
+/* wb.sampling.draw(probs, seed [, n]) -> {ids} : n draws (default 1) from a probability Vec with
+ * a PCG32 seeded by `seed`, the same draw generation makes. */
+static int l_draw(lua_State *L) {
+    size_t V;
+    const float *p = lwb_check_vec(L, 1, &V);
+    lua_Integer seed = luaL_checkinteger(L, 2);
+    lua_Integer n = luaL_optinteger(L, 3, 1);
+    luaL_argcheck(L, n >= 0 && n <= (1 << 24), 3, "count must be in [0, 2^24]");
+    luaL_argcheck(L, V >= 1 && V <= INT32_MAX, 1, "empty Vec");
+    wb_rng rng;
+    wb_rng_seed(&rng, (uint64_t)seed);
+    lua_createtable(L, (int)n, 0);
+    for (lua_Integer i = 1; i <= n; i++) {
+        int32_t id = wb_sampling_draw(p, (int32_t)V, &rng);
+        if (id < 0) return luaL_argerror(L, 1, "every probability is zero");
+        lua_pushinteger(L, id);
+        lua_rawseti(L, -2, i);
+    }
+    return 1;
+}
+
+/* wb.sampling.defaults() -> table of the default parameters */
+static int l_defaults(lua_State *L) {
+    wb_sampling_params d = wb_sampling_default_params();
+    lua_createtable(L, 0, 8);
+    lua_pushnumber(L, d.temperature);
+    lua_setfield(L, -2, "temperature");
+    lua_pushinteger(L, d.top_k);
+    lua_setfield(L, -2, "top_k");
+    lua_pushnumber(L, d.top_p);
+    lua_setfield(L, -2, "top_p");
+    lua_pushnumber(L, d.min_p);
+    lua_setfield(L, -2, "min_p");
+    lua_pushnumber(L, d.frequency_penalty);
+    lua_setfield(L, -2, "frequency_penalty");
+    lua_pushnumber(L, d.presence_penalty);
+    lua_setfield(L, -2, "presence_penalty");
+    lua_pushnumber(L, d.repetition_penalty);
+    lua_setfield(L, -2, "repetition_penalty");
+    lua_pushinteger(L, d.max_tokens);
+    lua_setfield(L, -2, "max_tokens");
+    return 1;
+}
+
+/* ---- generation ------------------------------------------------------------------------------ */
+
+static void push_result(lua_State *L, const wb_gen_result *r) {
+    lua_createtable(L, 0, 14);
+    lua_pushlstring(L, r->text, r->text_len);
+    lua_setfield(L, -2, "text");
+    lwb_push_ids(L, r->token_ids, r->n_tokens);
+    lua_setfield(L, -2, "token_ids");
+    lua_pushstring(L, wb_stop_reason_name(r->stop_reason));
+    lua_setfield(L, -2, "stop_reason");
+    lua_pushinteger(L, r->prompt_tokens);
+    lua_setfield(L, -2, "prompt_tokens");
+    lua_pushinteger(L, r->prompt_tokens_dropped);
+    lua_setfield(L, -2, "prompt_tokens_dropped");
+    lua_pushnumber(L, r->prefill_ms);
+    lua_setfield(L, -2, "prefill_ms");
+    lua_pushnumber(L, r->decode_ms_per_token);
+    lua_setfield(L, -2, "decode_ms_per_token");
+    lua_pushnumber(L, r->ttft_ms);
+    lua_setfield(L, -2, "ttft_ms");
+    lua_createtable(L, (int)r->n_itl, 0);
+    for (size_t i = 0; i < r->n_itl; i++) {
+        lua_pushnumber(L, r->itl_ms[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "itl_ms");
+    lua_pushnumber(L, r->e2e_ms);
+    lua_setfield(L, -2, "e2e_ms");
+    lua_pushinteger(L, (lua_Integer)r->seed);
+    lua_setfield(L, -2, "seed");
+    if (r->stop_index >= 0) {
+        lua_pushinteger(L, r->stop_index + 1);
+        lua_setfield(L, -2, "stop_index");
+    }
+}
+
+/* Build a generator from (model, prompt, params, opts) at stack slots 1-4. */
+static wb_gen *new_gen(lua_State *L) {
+    wb_model *m = check_model(L, 1);
+    int32_t V = wb_model_config(m)->vocab_size;
+    wb_sampling_params sp;
+    check_params(L, 3, V, &sp);
+    lwb_check_options(L, 4, k_gen_opts);
+    wb_gen_params gp = wb_gen_default_params();
+    gp.cache = lwb_opt_bool(L, 4, "cache", 1);
+    gp.holdback = lwb_opt_bool(L, 4, "holdback", 1);
+    lua_Integer n_ctx = lwb_opt_integer(L, 4, "n_ctx", 0);
+    if (n_ctx < 0 || n_ctx > INT32_MAX) luaL_argerror(L, 4, "option 'n_ctx' must be >= 0");
+    gp.n_ctx = (int)n_ctx;
+    gp.abort_fn = lwb_abort_fn;
+    wb_gen *g = NULL;
+    wb_err err = {0};
+    wb_status st;
+    if (lua_type(L, 2) == LUA_TTABLE) {
+        size_t n;
+        const int32_t *ids = lwb_check_ids(L, 2, V, &n);
+        st = wb_gen_new_ids(m, ids, n, &sp, &gp, &g, &err);
+    } else {
+        size_t len;
+        const char *prompt = luaL_checklstring(L, 2, &len);
+        st = wb_gen_new(m, prompt, len, &sp, &gp, &g, &err);
+    }
+    if (st != WB_OK) lwb_raise(L, &err);
+    return g;
+}
+
+/* A Ctrl-C that ended a generation as "cancelled" has been handled: the stream ends cleanly and
+ * the rest of the chunk (printing the partial result) runs. So clear the binding's flag and the
+ * host's one-shot interrupt hook (lua.c's trick: every event, count 1), which would otherwise
+ * raise "interrupted!" at the next Lua instruction. A user's own debug hook looks different and
+ * is left alone. */
+static void consume_interrupt(lua_State *L, const wb_gen *g) {
+    if (wb_gen_result_get(g)->stop_reason != WB_STOP_CANCELLED || !lwb_interrupted()) return;
+    lwb_interrupt(0);
+    if (lua_gethook(L) && lua_gethookcount(L) == 1 && (lua_gethookmask(L) & LUA_MASKCALL))
+        lua_sethook(L, NULL, 0, 0);
+}
+
+/* The generator lives in a userdata while it runs so an error in between cannot leak it. */
+typedef struct Stream {
+    wb_gen *g;  /* NULL once finished or closed */
+    int done;   /* the iterator has returned nil */
+} Stream;
+
+static Stream *check_stream(lua_State *L, int idx) { return luaL_checkudata(L, idx, STREAM); }
+
+/* Snapshot the result into user value 2 and free the generator (session, buffers). */
+static void stream_finish(lua_State *L, Stream *s, int idx) {
+    if (!s->g) return;
+    idx = lua_absindex(L, idx);
+    consume_interrupt(L, s->g);
+    push_result(L, wb_gen_result_get(s->g));
+    lua_setiuservalue(L, idx, 2);
+    wb_gen_free(s->g);
+    s->g = NULL;
+}
+
+static int stream_close(lua_State *L) {
+    Stream *s = check_stream(L, 1);
+    if (s->g) stream_finish(L, s, 1);
+    s->done = 1;
+    return 0;
+}
+
+static int stream_gc(lua_State *L) {
+    Stream *s = check_stream(L, 1);
+    wb_gen_free(s->g); /* no result snapshot: nobody can ask for it any more */
+    s->g = NULL;
+    return 0;
+}
+
+/* model:generate(prompt, params, opts) -> result table */
+static int l_generate(lua_State *L) {
+    lua_settop(L, 4);
+    Stream *s = lua_newuserdatauv(L, sizeof *s, 2);
+    s->g = NULL;
+    s->done = 0;
+    luaL_setmetatable(L, STREAM);
+    s->g = new_gen(L);
+    wb_err err = {0};
+    if (wb_gen_run(s->g, &err) != WB_OK) {
+        wb_gen_free(s->g);
+        s->g = NULL;
+        return lwb_raise(L, &err);
+    }
+    consume_interrupt(L, s->g);
+    push_result(L, wb_gen_result_get(s->g));
+    wb_gen_free(s->g);
+    s->g = NULL;
+    return 1;
+}
+
+/* stream() -> piece, ms  (nil at the end). One call advances until a non-empty piece is
+ * released or generation ends; the abort hook is polled before every token, so Ctrl-C ends the
+ * stream between tokens with stop_reason "cancelled". */
+static int stream_call(lua_State *L) {
+    Stream *s = check_stream(L, 1);
+    if (s->done || !s->g) {
+        s->done = 1;
+        lua_pushnil(L);
+        return 1;
+    }
+    wb_err err = {0};
+    for (;;) {
+        const char *piece;
+        size_t n;
+        int done;
+        if (wb_gen_next(s->g, &piece, &n, &done, &err) != WB_OK) {
+            stream_finish(L, s, 1);
+            s->done = 1;
+            return lwb_raise(L, &err);
+        }
+        double ms = wb_gen_elapsed_ms(s->g);
+        if (done) {
+            lua_pushlstring(L, piece, n); /* copy before the generator is freed */
+            stream_finish(L, s, 1);
+            if (n == 0) {
+                s->done = 1;
+                lua_pushnil(L);
+                return 1;
+            }
+            lua_pushnumber(L, ms);
+            return 2;
+        }
+        if (n) {
+            lua_pushlstring(L, piece, n);
+            if (lwb_interrupted()) {
+                /* Ctrl-C arrived during this step. Finish here, before returning to Lua where
+                 * the host's hook would raise: the next step sees the flag and ends the
+                 * generation as "cancelled", releasing any held-back text with this piece. */
+                if (wb_gen_next(s->g, &piece, &n, &done, &err) != WB_OK) {
+                    stream_finish(L, s, 1);
+                    s->done = 1;
+                    return lwb_raise(L, &err);
+                }
+                lua_pushlstring(L, piece, n);
+                lua_concat(L, 2);
+                ms = wb_gen_elapsed_ms(s->g);
+                if (done) stream_finish(L, s, 1);
+            }
+            lua_pushnumber(L, ms);
+            return 2;
+        }
+    }
+}
+
+/* stream:result() -> the result table (final once the loop ended; a snapshot before that) */
+static int stream_result(lua_State *L) {
+    Stream *s = check_stream(L, 1);
+    if (s->g) {
+        push_result(L, wb_gen_result_get(s->g));
+        return 1;
+    }
+    lua_getiuservalue(L, 1, 2);
+    return 1;
+}
+
+/* model:stream(prompt, params, opts) -> stream, nil, nil, stream
+ * The Stream is callable, so `for piece, ms in model:stream(p, params) do` works; it is also the
+ * to-be-closed value of the loop, so a `break` frees the generator at once. Keep a reference
+ * (`local s = model:stream(...)`; `for piece, ms in s do ... end`; `s:result()`) to read the
+ * stop_reason and timings afterwards. */
+static int l_stream(lua_State *L) {
+    lua_settop(L, 4);
+    Stream *s = lua_newuserdatauv(L, sizeof *s, 2);
+    s->g = NULL;
+    s->done = 0;
+    luaL_setmetatable(L, STREAM);
+    lua_pushvalue(L, 1);
+    lua_setiuservalue(L, -2, 1); /* keep the model alive while the stream is */
+    s->g = new_gen(L);
+    lua_settop(L, 5);
+    lua_pushnil(L);
+    lua_pushnil(L);
+    lua_pushvalue(L, 5);
+    return 4;
+}
+
+static int stream_tostring(lua_State *L) {
+    Stream *s = check_stream(L, 1);
+    lua_pushstring(L, s->g ? "Stream (running)" : "Stream (finished)");
+    return 1;
+}
+
+static const luaL_Reg stream_methods[] = {
+    {"result", stream_result},
+    {"close", stream_close},
+    {NULL, NULL},
+};
+
+static const luaL_Reg stream_meta[] = {
+    {"__call", stream_call},
+    {"__close", stream_close},
+    {"__gc", stream_gc},
+    {"__tostring", stream_tostring},
+    {NULL, NULL},
+};
+
+static const luaL_Reg sampling_funcs[] = {
+    {"apply", l_apply},
+    {"check", l_check},
+    {"draw", l_draw},
+    {"defaults", l_defaults},
+    {NULL, NULL},
+};
+
+void lwb_open_sampling(lua_State *L) {
+    luaL_newmetatable(L, STREAM);
+    luaL_setfuncs(L, stream_meta, 0);
+    luaL_newlib(L, stream_methods);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+
+    luaL_newlib(L, sampling_funcs);
+    lua_setfield(L, -2, "sampling");
+
+    /* wb.Model is the method table lwb_open_model installed (also its __index upvalue). */
+    if (lua_getfield(L, -1, "Model") == LUA_TTABLE) {
+        lua_pushcfunction(L, l_generate);
+        lua_setfield(L, -2, "generate");
+        lua_pushcfunction(L, l_stream);
+        lua_setfield(L, -2, "stream");
+    }
+    lua_pop(L, 1);
+}

@@ -1,0 +1,97 @@
+-- setup.lua - Part B lab bench: load TinyLM once and the measuring tools every lesson uses.
+--
+--   workbench scripts/setup.lua            -- prints model size, and entropy + top tokens for an
+--                                             uncertain and a certain prompt
+--   local L = dofile("scripts/setup.lua")  -- from another lesson: the helpers below
+--
+-- WB_MODEL (or the default models/tinylm-base) names the model directory.
+local wb = require("wb")
+local stats = require("wb.stats")
+
+local L = {}
+L.wb = wb
+L.model = wb.load()
+L.tok = L.model.tokenizer
+L.V = L.model.config.vocab_size
+L.n_ctx = L.model.config.n_positions or L.model.config.n_ctx
+
+-- TinyLM memorised its templated corpus, so most prompts have one obvious continuation. After
+-- "Hi," about nine different questions follow in the corpus; after "Hi, my" one word does.
+L.UNCERTAIN = "Customer (Ana): Hi,"
+L.CERTAIN = "Customer (Ana): Hi, my"
+
+-- Raw next-token scores after `text` (the right end of the prompt if it is too long).
+function L.logits_for(text)
+  local ids = L.tok:encode(text)
+  while #ids > L.n_ctx do table.remove(ids, 1) end
+  return L.model:logits(ids)
+end
+
+-- The distribution the sampler would draw from with these parameters: the real code path.
+function L.distribution(text, params)
+  return wb.sampling.apply(L.logits_for(text), params or {}, {})
+end
+
+-- Spread in bits: 0 = one certain token, log2(V) = uniform. "+ 0.0" turns -0.0 into 0.0.
+function L.entropy_bits(probs) return probs:entropy_bits() + 0.0 end
+
+-- Tokens with non-zero probability after the filters.
+function L.survivors(probs) return probs:count_nonzero() end
+
+-- "' how' 0.27, ' I' 0.15, ..." for the n most likely tokens.
+function L.top_tokens(probs, n)
+  local out = {}
+  for _, e in ipairs(probs:topk(n or 5)) do
+    if e.p > 0 then
+      out[#out + 1] = ("%q %.3f"):format(L.tok:decode({e.id}), e.p):gsub("\\\n", "\\n")
+    end
+  end
+  return table.concat(out, ", ")
+end
+
+-- "median (min to max)": every timing with its noise.
+function L.median_and_spread(xs)
+  return ("%.2f (%.2f to %.2f)"):format(stats.median(xs), stats.min(xs), stats.max(xs))
+end
+
+-- The raw model's probability (temperature 1, no filters) of each token of a continuation.
+function L.token_probs(prompt, continuation_ids)
+  local ids = L.tok:encode(prompt)
+  local n_prompt = #ids
+  for _, id in ipairs(continuation_ids) do ids[#ids + 1] = id end
+  while #ids > L.n_ctx do table.remove(ids, 1); n_prompt = n_prompt - 1 end
+  local rows = L.model:logits(ids, {all = true})
+  local out = {}
+  for i, id in ipairs(continuation_ids) do
+    local p = rows[n_prompt + i - 1]:softmax()
+    out[i] = p:get(id)
+  end
+  return out
+end
+
+function L.is_main(name)
+  return arg and arg[0] and arg[0]:match(name .. "$") ~= nil
+end
+
+-- Measurements of this lesson, for tests and for printing.
+function L.measure()
+  local r = {params = L.model:num_parameters(), n_ctx = L.n_ctx, V = L.V,
+             max_entropy = math.log(L.V, 2), prompts = {}}
+  for _, prompt in ipairs({L.UNCERTAIN, L.CERTAIN}) do
+    local p = L.distribution(prompt, {temperature = 1.0})
+    r.prompts[#r.prompts + 1] = {prompt = prompt, entropy = L.entropy_bits(p),
+                                 top = L.top_tokens(p, 3), top_id = p:argmax(), top_p = p:get(p:argmax())}
+  end
+  return r
+end
+
+if L.is_main("setup.lua") then
+  local r = L.measure()
+  print(("TinyLM loaded: %d parameters, context %d tokens, vocabulary %d"):format(r.params, r.n_ctx, r.V))
+  for _, row in ipairs(r.prompts) do
+    print(("%-28s entropy %5.2f bits, top: %s"):format(("%q"):format(row.prompt), row.entropy, row.top))
+  end
+  print(("max possible entropy: %.2f bits (all %d tokens equally likely)"):format(r.max_entropy, r.V))
+end
+
+return L

@@ -1,0 +1,113 @@
+-- test_lesson_sampling.lua - the Part B lessons' claims, asserted on the shipped model
+-- (models/tinylm-base, or WB_MODEL). Skips, saying so, when no trained model exists yet.
+local wb = require("wb")
+local T = dofile((arg[0]:match("^(.*)/") or ".") .. "/helpers.lua")
+
+local dir = wb.default_model_dir()
+local f = io.open(dir .. "/config.json")
+if not f then
+  print("SKIP: no trained model at " .. dir .. " (run scripts/train_tinylm.lua)")
+  os.exit(0)
+end
+f:close()
+
+local function lesson(name) return dofile("scripts/" .. name .. ".lua") end
+local L = lesson("setup")
+
+T.test("setup: the uncertain prompt is spread out and the certain one is not", function()
+  local r = L.measure()
+  T.check(r.prompts[1].entropy > 1.5, ("uncertain entropy %.2f"):format(r.prompts[1].entropy))
+  T.check(r.prompts[2].entropy < 0.5, ("certain entropy %.2f"):format(r.prompts[2].entropy))
+  T.check(math.abs(r.max_entropy - math.log(r.V, 2)) < 1e-9)
+end)
+
+T.test("one step: probabilities sum to 1 and greedy generate starts with the argmax", function()
+  local r = lesson("one_step")
+  T.check(math.abs(r.sum - 1) < 1e-4)
+  T.eq(#r.sampled_ids, 8)
+  T.eq(r.out.token_ids[1], r.greedy_id)
+  T.check(r.out.stop_reason == "stop" or r.out.stop_reason == "length")
+end)
+
+T.test("temperature: entropy rises with T when uncertain and stays near zero when certain", function()
+  local rows = lesson("temperature")
+  local last = -1
+  for _, row in ipairs(rows) do
+    if row.prompt == L.UNCERTAIN then
+      T.check(row.entropy > last or row.temperature == 0,
+              ("entropy did not rise at T=%g"):format(row.temperature))
+      last = row.entropy
+    elseif row.temperature <= 1.0 then
+      T.check(row.entropy < 0.5, ("certain prompt at T=%g: %.2f bits"):format(row.temperature, row.entropy))
+    end
+  end
+end)
+
+T.test("filters: top_k = 5 leaves exactly 5 and min-p adapts to the shape", function()
+  local r = lesson("filters")
+  local by = {}
+  for _, row in ipairs(r.filters) do by[row.setting] = row end
+  T.eq(by["top_k = 5"].survivors, 5)
+  T.eq(by["top_k = 1"].survivors, 1)
+  T.check(by["top_p = 0.5"].survivors <= by["top_p = 0.9"].survivors)
+  T.check(by["top_p = 0.9"].survivors <= by["top_p = 0.95"].survivors)
+  T.check(by["min_p = 0.2"].survivors <= by["min_p = 0.05"].survivors)
+  -- Sure prompt: min_p keeps (almost) only the winner; flat prompt: it keeps many.
+  T.check(r.shapes[1].min_p_0_1 <= 2, "certain prompt kept " .. r.shapes[1].min_p_0_1)
+  T.check(r.shapes[3].min_p_0_1 > r.shapes[1].min_p_0_1)
+end)
+
+T.test("penalties: a frequency penalty makes a greedy continuation less repetitive", function()
+  local rows = lesson("penalties")
+  T.check(rows[3].distinct >= rows[1].distinct)
+  T.check(rows[3].max_count <= rows[1].max_count)
+end)
+
+T.test("stops: hold-back keeps the stream equal to the text, the leak does not", function()
+  local r = lesson("stops_and_max_tokens")
+  T.eq(r.held.streamed, r.held.text)
+  T.check(not r.held.streamed:find("\nCustomer", 1, true))
+  if r.leaked.streamed ~= r.leaked.text then
+    T.check(r.leaked.streamed:find("Customer", #r.leaked.text + 1, true) ~= nil)
+  end
+  for _, row in ipairs(r.runs) do
+    if row.setting == "max_tokens 8" then T.eq(row.tokens_paid, 8) end
+    if row.stop_reason == "stop" then T.check(row.trimmed >= 1) end
+  end
+end)
+
+T.test("stops: over many prompts and stop strings the stream equals the text", function()
+  local prompts = {L.UNCERTAIN, "Agent (", "Customer (Bo): Hi, my", "Ticket: ", "Customer (Ana): I"}
+  for trial = 1, 40 do
+    local prompt = prompts[trial % #prompts + 1]
+    local params = {max_tokens = 40, temperature = 1.0, seed = trial}
+    local full = L.model:generate(prompt, params)
+    if #full.text >= 3 then
+      local a = 1 + (trial * 13) % (#full.text - 1)
+      local stop = full.text:sub(a, a + trial % 6)
+      params.stop = {stop, stop .. "\1"}
+      local it, s, c, st = L.model:stream(prompt, params)
+      local got = {}
+      for piece in it, s, c, st do got[#got + 1] = piece end
+      local r = st:result()
+      T.eq(table.concat(got), r.text, "stream vs text")
+      T.check(not r.text:find(stop, 1, true), "stop string left in text")
+    end
+  end
+end)
+
+T.test("seeds: the same seed reproduces and different seeds vary", function()
+  local r = lesson("seeds")
+  T.check(r.same_seed_identical)
+  T.check(r.replay_identical)
+  T.check(r.n_distinct >= 2)
+end)
+
+T.test("diversity: greedy gives one reply and temperature gives more", function()
+  local rows = lesson("diversity")
+  T.eq(rows[1].distinct_replies, 1)
+  T.check(rows[5].distinct_replies >= rows[2].distinct_replies)
+  T.check(rows[5].mean_logprob <= rows[2].mean_logprob)
+end)
+
+T.done()
