@@ -472,7 +472,7 @@ wb_status wb_gen_next(wb_gen *g, const char **piece, size_t *len, int *done, wb_
     g->ids[g->n_prompt + (int)g->n_gen] = id;
     g->n_gen++;
 
-    if (id == g->eos) {
+    if (id == g->eos && !g->gp.ignore_eos) {
         st = finish(g, WB_STOP_EOS, -1, err);
         goto out;
     }

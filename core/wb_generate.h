@@ -71,6 +71,7 @@ typedef wb_status (*wb_logits_fn)(void *user_data, const int32_t *ids, int n, fl
 typedef struct wb_gen_params {
     int cache;               /* 1 (default): KV-cache session; 0: wb_model_forward per step    */
     int holdback;            /* 1 (default): hold text that may start a stop string            */
+    int ignore_eos;          /* 1: <|endoftext|> is an ordinary token (fixed-length benchmarks) */
     int n_ctx;               /* <= 0: the model's n_positions                                  */
     wb_abort_fn abort_fn;    /* polled before every token; non-zero -> "cancelled"             */
     void *abort_data;

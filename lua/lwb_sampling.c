@@ -17,7 +17,7 @@ static const char *const k_param_keys[] = {
     "temperature",    "top_k",      "top_p", "min_p", "frequency_penalty", "presence_penalty",
     "repetition_penalty", "logit_bias", "stop", "stop_token_ids", "max_tokens", "seed", NULL};
 
-static const char *const k_gen_opts[] = {"cache", "holdback", "n_ctx", NULL};
+static const char *const k_gen_opts[] = {"cache", "holdback", "n_ctx", "ignore_eos", NULL};
 
 /* The Model userdata (lwb_model.c) begins with its wb_model pointer, NULL once closed. Reading
  * the first member keeps this file independent of the rest of that private struct. */
@@ -282,6 +282,7 @@ static wb_gen *new_gen(lua_State *L) {
     wb_gen_params gp = wb_gen_default_params();
     gp.cache = lwb_opt_bool(L, 4, "cache", 1);
     gp.holdback = lwb_opt_bool(L, 4, "holdback", 1);
+    gp.ignore_eos = lwb_opt_bool(L, 4, "ignore_eos", 0);
     lua_Integer n_ctx = lwb_opt_integer(L, 4, "n_ctx", 0);
     if (n_ctx < 0 || n_ctx > INT32_MAX) luaL_argerror(L, 4, "option 'n_ctx' must be >= 0");
     gp.n_ctx = (int)n_ctx;
