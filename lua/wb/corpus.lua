@@ -103,6 +103,207 @@ M.AGENTS = {
 }
 
 ---------------------------------------------------------------------------------------------
+-- Slot values
+--
+-- Templates name slots in braces ({board}, {invoice}, ...). Each conversation or ticket draws
+-- one value per slot, so a conversation that mentions a board, an invoice or an error code
+-- mentions the same one in every turn. The pools give the corpus a realistic vocabulary (board
+-- and card names, companies, people, products, versions, codes, amounts and dates), which the
+-- byte-level BPE tokenizer needs to learn its 2048 ids. No slot is used in the opening words of
+-- a "Hi, ..." question, so the tested next-word distributions do not depend on them.
+---------------------------------------------------------------------------------------------
+local MONTHS = {
+  "January", "February", "March", "April", "May", "June",
+  "July", "August", "September", "October", "November", "December",
+}
+local MONTH_DAYS = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 }
+
+M.BOARDS = {
+  "Q3 launch plan", "Hiring pipeline", "Website redesign", "Product roadmap", "Marketing calendar",
+  "Customer onboarding", "Sprint backlog", "Bug triage", "Content calendar", "Event planning",
+  "Office move", "Budget review", "Sales pipeline", "Design system", "Mobile app release",
+  "Partner outreach", "Quarterly goals", "Research interviews", "Support escalations",
+  "Vendor contracts", "Annual report", "Brand refresh", "Social media", "Weekly newsletter",
+  "Conference booth", "Holiday campaign", "Data migration", "Security audit", "Recruiting",
+  "Onboarding checklist", "Team offsite", "Podcast episodes", "Grant applications",
+  "Volunteer schedule", "Inventory", "Warehouse operations", "Legal review", "Pricing experiments",
+  "Customer feedback", "Localization", "Accessibility fixes", "API integrations",
+  "Infrastructure upgrades", "Kitchen renovation", "Course curriculum", "Thesis chapters",
+  "Fundraising", "Investor updates", "Board meeting prep", "Store opening", "Menu planning",
+  "Photo shoot", "Video production", "Book launch", "Community events", "Training program",
+  "Compliance tasks", "Release checklist", "Editorial pipeline", "Spring catalog",
+}
+
+M.CARDS = {
+  "Draft the press release", "Update the pricing page", "Book the venue",
+  "Review candidate portfolios", "Fix the login redirect", "Order new laptops",
+  "Send invoices to clients", "Record the demo video", "Translate the help center",
+  "Schedule user interviews", "Prepare the budget slides", "Renew the SSL certificate",
+  "Write onboarding emails", "Clean up old tickets", "Test the checkout flow",
+  "Plan the team lunch", "Collect survey results", "Design the landing page",
+  "Migrate the customer database", "Approve the logo sketches", "Call the catering company",
+  "Publish the changelog", "Audit user permissions", "Sign the office lease",
+  "Hire a photographer", "Update the employee handbook", "Measure page speed",
+  "Reply to partner emails", "Archive last quarter", "Set up the staging server",
+  "Interview backend candidates", "Refresh product screenshots", "Pay the freelancers",
+  "Check the contract terms", "Reserve hotel rooms", "Print the brochures",
+  "Ship the beta build", "Fix broken links", "Write the quarterly summary",
+  "Order office supplies", "Prepare tax documents", "Back up the shared drive",
+  "Review the accessibility report", "Book flights for the summit", "Draft the job description",
+  "Upload the podcast episode", "Finalize the seating chart", "Negotiate the vendor discount",
+  "Test push notifications", "Update the sitemap", "Rotate the API keys", "Plan the webinar",
+  "Send the newsletter", "Confirm the speakers", "Polish the pitch deck",
+  "Label the inventory boxes", "Replace the broken monitor", "Count volunteer hours",
+  "Proofread chapter two", "Submit the grant report",
+}
+
+-- { company name, email domain }
+M.COMPANIES = {
+  { "Northwind", "northwind.io" }, { "Acme Robotics", "acmerobotics.com" },
+  { "Bluepeak Studio", "bluepeak.studio" }, { "Larkspur Health", "larkspurhealth.org" },
+  { "Copperleaf Coffee", "copperleaf.coffee" }, { "Orbital Freight", "orbitalfreight.com" },
+  { "Fernhill School", "fernhill.edu" }, { "Harbor and Finch", "harborfinch.co" },
+  { "Quillmark Publishing", "quillmark.com" }, { "Tidewater Labs", "tidewaterlabs.io" },
+  { "Summit Dental", "summitdental.net" }, { "Redwood Analytics", "redwoodanalytics.ai" },
+  { "Mosaic Events", "mosaicevents.co" }, { "Ironbridge Legal", "ironbridgelegal.com" },
+  { "Pinecrest Realty", "pinecrest.realty" }, { "Saltbox Design", "saltbox.design" },
+  { "Kestrel Games", "kestrelgames.com" }, { "Meridian Travel", "meridiantravel.com" },
+  { "Greenline Energy", "greenline.energy" }, { "Atlas Relief", "atlasrelief.org" },
+  { "Juniper Foods", "juniperfoods.com" }, { "Vantage Security", "vantagesec.io" },
+  { "Cobalt Marketing", "cobalt.agency" }, { "Birchwood Clinic", "birchwoodclinic.org" },
+  { "Stellar Fitness", "stellarfit.com" }, { "Riverbend Library", "riverbendlib.org" },
+  { "Nimbus Cloud", "nimbuscloud.dev" }, { "Oakridge Builders", "oakridgebuilders.com" },
+  { "Lumen Photography", "lumenphoto.co" }, { "Wildflower Bakery", "wildflowerbakery.com" },
+  { "Polaris Consulting", "polarisconsulting.com" }, { "Harvest Cooperative", "harvestcoop.org" },
+  { "Silverline Media", "silverline.media" }, { "Keystone Accounting", "keystonecpa.com" },
+  { "Brightside Tutoring", "brightsidetutoring.com" }, { "Falcon Logistics", "falconlogistics.net" },
+  { "Evergreen Architects", "evergreenarch.com" }, { "Blue Heron Films", "blueheronfilms.com" },
+  { "Crescent Biotech", "crescentbio.com" }, { "Velvet Records", "velvetrecords.fm" },
+}
+
+M.SURNAMES = {
+  "lopez", "smith", "okafor", "tanaka", "novak", "garcia", "mueller", "rossi", "kim", "patel",
+  "nguyen", "silva", "kowalski", "haddad", "johansson", "oconnor", "dubois", "yilmaz", "mensah",
+  "ivanova", "costa", "berg", "fischer", "moreau", "santos", "wright", "chen", "ali", "jensen",
+  "park", "romero", "schmidt", "bianchi", "sato", "adeyemi", "murphy", "kaur", "petrov", "lund",
+  "alvarez",
+}
+
+-- Colleagues mentioned in tickets and follow-ups (not customers, not agents).
+M.COLLEAGUES = {
+  "Sara", "Miguel", "Hannah", "Arjun", "Chen", "Fatima", "Lukas", "Ruth", "Tobias", "Amina",
+  "Pedro", "Lina", "Mateo", "Ayumi", "Rahul", "Greta", "Ollie", "Beatriz", "Nikos", "Esther",
+}
+
+M.CHANNELS = {
+  "#design-team", "#marketing", "#eng-alerts", "#product", "#sales-wins", "#support",
+  "#ops", "#launch", "#general", "#frontend", "#backend", "#hiring", "#finance", "#events",
+  "#content", "#qa", "#growth", "#partners", "#releases", "#data-team", "#mobile", "#office",
+}
+
+-- Devices with their operating system family; the system and browser of a conversation are
+-- drawn from the device's family, so an iPhone never runs Windows.
+M.DEVICES = {
+  { "iPhone 15", "ios" }, { "iPhone 13 mini", "ios" }, { "iPhone 16 Pro", "ios" },
+  { "iPad Air", "ios" }, { "iPad mini", "ios" },
+  { "Pixel 8", "android" }, { "Pixel 7a", "android" }, { "Galaxy S24", "android" },
+  { "Galaxy A54", "android" }, { "Galaxy Tab S9", "android" }, { "OnePlus 12", "android" },
+  { "MacBook Pro", "mac" }, { "MacBook Air", "mac" }, { "iMac", "mac" },
+  { "Surface Laptop", "windows" }, { "ThinkPad X1", "windows" }, { "Dell XPS 13", "windows" },
+  { "HP EliteBook", "windows" }, { "Chromebook", "chromeos" }, { "Framework Laptop", "linux" },
+}
+M.SYSTEMS = {
+  ios = { "iOS 18.2", "iOS 17.6", "iOS 18.1", "iPadOS 18.2" },
+  android = { "Android 14", "Android 15", "Android 13" },
+  mac = { "macOS 14.5", "macOS 15.1", "macOS 13.6" },
+  windows = { "Windows 11", "Windows 10" },
+  chromeos = { "ChromeOS 129", "ChromeOS 130" },
+  linux = { "Ubuntu 24.04", "Fedora 41" },
+}
+M.BROWSERS = {
+  ios = { "Safari 17.6", "Safari 18.1", "Chrome 131", "Firefox 133" },
+  android = { "Chrome 126", "Chrome 129", "Firefox 131", "Samsung Internet 26", "Edge 130" },
+  mac = { "Safari 17.5", "Safari 18.1", "Chrome 127", "Firefox 128", "Arc 1.69", "Brave 1.71" },
+  windows = { "Chrome 124", "Chrome 131", "Edge 125", "Edge 128", "Firefox 126", "Opera 114", "Vivaldi 6.9" },
+  chromeos = { "Chrome 129", "Chrome 130" },
+  linux = { "Firefox 133", "Chrome 131", "Brave 1.71" },
+}
+
+-- { code, meaning }: agents explain the code they are shown.
+M.ERRORS = {
+  { "E-4012", "the file is larger than the upload limit" },
+  { "E-4031", "the upload timed out before it finished" },
+  { "E-5002", "our servers were briefly unavailable" },
+  { "E-4290", "too many requests arrived in a short time" },
+  { "E-4100", "your session expired" },
+  { "E-4403", "your role does not have permission for that board" },
+  { "E-5120", "two devices changed the same card at once" },
+  { "E-4091", "a card with the same identifier already exists" },
+  { "E-4220", "a date in the import file has the wrong format" },
+  { "E-5031", "the export queue was full" },
+  { "E-4150", "the file type is not supported" },
+  { "E-4404", "the board was moved or deleted" },
+  { "E-5200", "the calendar feed could not be refreshed" },
+  { "E-4018", "the attachment was blocked by the virus scanner" },
+}
+
+local FILE_STEMS = {
+  "roadmap", "budget", "invoices", "backlog", "contacts", "survey-results", "team-photo",
+  "contract", "brand-guide", "sprint-notes", "inventory", "payroll", "floor-plan", "minutes",
+  "pitch-deck", "schedule", "price-list", "timeline", "checklist", "press-kit", "report",
+}
+local FILE_EXTS = { "csv", "csv", "json", "pdf", "pdf", "xlsx", "png", "docx", "zip", "jpg" }
+
+-- Monthly price per seat in dollars; annual billing is ten times the monthly price.
+local PRICE = { Team = 8, Business = 15 }
+
+local function money(dollars, cents)
+  local s = tostring(dollars)
+  if #s > 3 then s = s:sub(1, -4) .. "," .. s:sub(-3) end
+  return "$" .. s .. (cents and string.format(".%02d", cents) or "")
+end
+
+-- One value for every slot, drawn from `rng`. `customer` is the first name used in {email}.
+local function draw_vars(rng, customer, plan)
+  local company = rng:pick(M.COMPANIES)
+  local err = rng:pick(M.ERRORS)
+  local m = rng:int(12)
+  local day = rng:int(MONTH_DAYS[m])
+  local year = 2024 + rng:int(3)
+  local seats = 2 + rng:int(38)
+  local monthly = seats * PRICE[plan]
+  local colleague = rng:pick(M.COLLEAGUES)
+  local board = rng:pick(M.BOARDS)
+  local device = rng:pick(M.DEVICES)
+  local v = {
+    customer = customer, plan = plan, other = plan == "Team" and "Business" or "Team",
+    board = board, board2 = rng:pick(M.BOARDS), card = rng:pick(M.CARDS),
+    company = company[1],
+    email = customer:lower() .. "." .. rng:pick(M.SURNAMES) .. "@" .. company[2],
+    colleague = colleague,
+    cemail = colleague:lower() .. "@" .. company[2],
+    channel = rng:pick(M.CHANNELS),
+    device = device[1], os = rng:pick(M.SYSTEMS[device[2]]), browser = rng:pick(M.BROWSERS[device[2]]),
+    error = err[1], meaning = err[2],
+    file = rng:pick(FILE_STEMS) .. "-" .. year .. "." .. rng:pick(FILE_EXTS),
+    sheet = rng:pick(FILE_STEMS) .. "-" .. year .. ".csv",
+    -- the board's export file, e.g. q3-launch-plan.csv
+    xfile = board:lower():gsub("[^%w]+", "-") .. "." .. (rng:chance(3, 4) and "csv" or "json"),
+    invoice = "INV-" .. (10000 + rng:int(90000) - 1),
+    seats = tostring(seats),
+    amount = money(monthly, rng:chance(1, 2) and 0 or nil),
+    annual = money(monthly * 10),
+    month = MONTHS[m], date = MONTHS[m] .. " " .. day,
+    isodate = string.format("%d-%02d-%02d", year, m, day),
+    last4 = string.format("%04d", rng:int(10000) - 1),
+    size = tostring(100 + rng:int(400)),
+    cards = tostring(20 + rng:int(1980)),
+  }
+  return v
+end
+M.draw_vars = draw_vars
+
+---------------------------------------------------------------------------------------------
 -- Conversation templates
 --
 -- Opening customer turns are always "Hi, " .. question. The question is drawn by first choosing
@@ -432,12 +633,299 @@ local FOLLOWUPS = {
 }
 M.FOLLOWUPS = FOLLOWUPS
 
+---------------------------------------------------------------------------------------------
+-- Slot-bearing templates. These extend the tables above: more questions (never under "how" or
+-- "my", so the export question keeps its frequency and "Hi, my" stays "Hi, my account"), new
+-- intents, extra reply variants (appended, so each intent's first reply stays the most likely
+-- one) and follow-ups that name boards, invoices, devices and so on. The values come from
+-- draw_vars, one set per conversation, so later turns repeat the values of earlier ones.
+---------------------------------------------------------------------------------------------
+local MORE_QUESTIONS = {
+  I = {
+    { "I invited {colleague} to our workspace but the invite never arrived.", "invite_missing" },
+    { "I accidentally deleted a card on the {board} board.", "restore_card" },
+    { "I keep getting error {error} when I upload a file.", "error_upload" },
+  },
+  can = {
+    { "can I restore a board I deleted yesterday?", "restore_board" },
+    { "can guests comment on cards?", "guest_access" },
+  },
+  where = {
+    { "where do I add custom fields to cards?", "custom_fields" },
+    { "where can I see who changed a card?", "activity_log" },
+  },
+  does = {
+    { "does the mobile app work offline?", "offline" },
+    { "does Brightlane have an API for creating cards?", "api" },
+  },
+  is = {
+    { "is my data stored in the EU?", "data_region" },
+    { "is there a free trial of the Business plan?", "trial" },
+  },
+  why = {
+    { "why is the {board} board so slow to load?", "bug_slow" },
+    { "why can't my colleague see our board?", "permissions" },
+  },
+  what = {
+    { "what does error {error} mean?", "error_meaning" },
+    { "what can guests do on a board?", "guest_access" },
+  },
+}
+for _, word in ipairs({ "I", "can", "where", "does", "is", "why", "what" }) do
+  for _, q in ipairs(MORE_QUESTIONS[word]) do table.insert(QUESTIONS[word], q) end
+end
+
+local MORE_INTENTS = {
+  invite_missing = { topic = "team", replies = {
+    "Sorry about that. I've resent the invite to {cemail}. Please ask {colleague} to check spam too.",
+    "Invites expire after seven days. I've sent a fresh one, so {colleague} should have it now.",
+  } },
+  restore_card = { topic = "cards", replies = {
+    "No problem. Open the board menu, choose Trash, and restore the card within 30 days.",
+    "Deleted cards stay in the trash for 30 days. I've restored the latest one on {board} for you.",
+  } },
+  error_upload = { topic = "bug", replies = {
+    "Error {error} means {meaning}. Try again in a minute, and tell me if it persists.",
+    "Sorry about that. {error} means {meaning}, and our engineers are looking into it today.",
+  } },
+  restore_board = { topic = "cards", replies = {
+    "Yes, within 30 days. Open Settings, then Deleted boards, and click Restore.",
+    "Yes. I've restored {board} for you, with all its cards, comments and attachments.",
+  } },
+  guest_access = { topic = "team", replies = {
+    "Guests can view and comment on the boards you share with them, but they can't create boards.",
+    "Invite them as guests from the board menu. They see only that board and can comment on cards.",
+  } },
+  custom_fields = { topic = "cards", replies = {
+    "Open the board menu and choose Fields. You can add text, number, date and dropdown fields.",
+    "Custom fields live under Fields in the board menu. Business boards can have up to 50 of them.",
+  } },
+  activity_log = { topic = "cards", replies = {
+    "Open the card and choose Activity. Every change shows who made it and when.",
+    "Each card has an Activity tab. Business workspaces also get an audit log under Security.",
+  } },
+  offline = { topic = "platform", replies = {
+    "The mobile apps keep recent boards offline and sync your changes when you reconnect.",
+    "Partly. The phone apps work offline for boards you opened recently; the web app needs a connection.",
+  } },
+  api = { topic = "platform", replies = {
+    "Yes, our REST API can create and update cards. Create a token under Settings, then API.",
+    "Yes. Generate an API token in Settings and follow the developer guide for the cards endpoint.",
+  } },
+  data_region = { topic = "platform", replies = {
+    "Workspaces choose EU or US hosting when they are created. {company} is hosted in Frankfurt.",
+    "It depends on the region picked at signup. Business workspaces can request a move to the EU.",
+  } },
+  trial = { topic = "plan", replies = {
+    "Yes, a 14-day Business trial with every feature. No credit card is needed to start it.",
+    "There is. I've started a 14-day Business trial for {company}, and nothing is charged when it ends.",
+  } },
+  bug_slow = { topic = "bug", replies = {
+    "Very large boards load slower. Archiving old cards on {board} usually makes it fast again.",
+    "Sorry about that. Please open {board} in a private window of {browser} to rule out extensions.",
+  } },
+  permissions = { topic = "team", replies = {
+    "They need access to the board. Open the board menu, choose Share, and add them as a member.",
+    "The board is private. Ask an admin to add {colleague}, or make the board visible to the workspace.",
+  } },
+  error_meaning = { topic = "bug", replies = {
+    "{error} means {meaning}. Trying again after a minute usually fixes it.",
+    "That code means {meaning}. If it keeps happening, send me a screenshot and the time it happened.",
+  } },
+}
+for name, intent in pairs(MORE_INTENTS) do
+  assert(not INTENTS[name], name)
+  INTENTS[name] = intent
+end
+
+-- Extra replies for the original intents (export_board keeps exactly its three replies).
+local MORE_REPLIES = {
+  export_csv = { "Open {board}, then the board menu, and choose Export and CSV. Each of its {cards} cards becomes one row." },
+  export_json = { "Yes. Export {board} from the board menu and pick JSON; you get a file with all {cards} cards." },
+  export_all = { "Yes. As an admin of {company} you can use Settings, then Data export, and we email a link to {email}." },
+  export_formats = { "CSV and JSON. Export is in the board menu, and a board like {board} downloads in seconds." },
+  duplicate_charge = { "I see two charges of {amount} on {date}. The second one is refunded and invoice {invoice} is corrected." },
+  refund_request = { "Sure. I've refunded {amount} to the card ending in {last4}. It takes a few business days." },
+  invoice_copy = { "I've emailed invoice {invoice} for {month} to {email}. It is also under Settings, then Billing." },
+  invoice_address = { "Done. Invoice {invoice} now shows {company} and the address you gave us." },
+  annual_switch = { "Yes. For {seats} seats on {plan} that is {annual} a year instead of {amount} every month." },
+  annual_discount = { "Yes. For {seats} seats you'd pay {annual} a year instead of twelve payments of {amount}." },
+  upgrade = { "Open Settings, then Billing, then Change plan. All {seats} seats of {company} move to Business at once." },
+  upgrade_missing = { "Thanks for waiting. Invoice {invoice} was paid, so I've moved {company} to Business now." },
+  plan_info = { "{company} is on the {plan} plan with {seats} seats. It renews on {date}." },
+  plan_sso = { "Yes. With Business, {company} can sign in through SSO and manage all {seats} seats centrally." },
+  payment_methods = { "Yes, for annual plans. For {seats} seats on {plan} the yearly invoice would be {annual}." },
+  password_reset = { "I've sent a reset link to {email}. It stays valid for one hour." },
+  reset_email_missing = { "I've sent a new reset link to {email}. Please check spam if it isn't there in a minute." },
+  twofa_enable = { "Open Settings, then Security, and turn on Two-factor login. Most people use an app on their phone." },
+  twofa_locked = { "I've sent a verification link to {email}. Once you confirm it, I'll reset two-factor for you." },
+  account_locked = { "I've unlocked it. The failed attempts came from {browser} on {os}, so change your password if that wasn't you." },
+  email_change = { "I can do that. Reply with the new address and I'll confirm the change with {email} first." },
+  slack_connect = { "Open Integrations in the board menu, choose Slack, and pick a channel such as {channel}." },
+  slack_what = { "It posts new cards, moves and comments. For example, updates on {board} can go to {channel}." },
+  calendar_connect = { "Yes. Under Integrations choose Google Calendar, and due dates on {board} appear as events." },
+  bug_sync = { "Sorry about that. On your {device}, sign out and back in to force a sync, then check {board} again." },
+  bug_notifications = { "Please check the notification settings on your {device} too. {os} sometimes turns them off after an update." },
+  bug_attachments = { "Error {error} means {meaning}. Files up to 100 MB work on every plan." },
+  feature_dark_mode = { "Thanks, {customer}! Dark mode is planned, and I've added {company} to the request." },
+  feature_recurring = { "Not yet. As a workaround, copy a card like \"{card}\" and set a new due date each week." },
+  feature_teams = { "Not yet. Slack works today, and I've added {company} to the Microsoft Teams request." },
+  cancel = { "I can do that for you. {company} keeps access until {date}, and the confirmation goes to {email}." },
+  cancel_data = { "Your boards stay read-only for 30 days. Export {board} and the others before then if you need a copy." },
+  nonprofit = { "Yes, registered nonprofits get half price. Send the registration to me and I'll update {company}." },
+}
+for name, list in pairs(MORE_REPLIES) do
+  for _, r in ipairs(list) do table.insert(INTENTS[name].replies, r) end
+end
+
+local MORE_FOLLOWUPS = {
+  export = {
+    { "It's the {board} board, it has about {cards} cards.", {
+      "That's fine. A board with {cards} cards exports in well under a minute.",
+      "No problem, boards of that size export in a few seconds." } },
+    { "The file {xfile} won't open in Excel.", {
+      "Import it with Data, then From Text, and choose UTF-8. That keeps accents and emoji intact." } },
+    { "Can I schedule a weekly export of {board}?", {
+      "Not yet, but the API can pull a JSON export on a schedule. I've added your vote for scheduled exports." } },
+    { "The export stops with error {error}.", {
+      "Error {error} means {meaning}. Please try again in a few minutes and tell me if it keeps happening." } },
+    { "Can I import the JSON into another workspace?", {
+      "Yes, go to Settings, then Import, and upload the JSON file. Cards, lists and labels come across." } },
+  },
+  billing = {
+    { "The charge was {amount} on {date}, invoice {invoice}.", {
+      "Thanks, I found invoice {invoice}. The refund of {amount} goes back to the card ending in {last4}.",
+      "Got it. {invoice} is marked as refunded, and you'll see {amount} back within a week." } },
+    { "Can you send the receipt to {email}?", {
+      "Done, the receipt for {invoice} is on its way to {email}." } },
+    { "How is the {amount} total calculated?", {
+      "{plan} is billed per seat, so {seats} seats come to {amount} a month before tax." } },
+    { "Which card was charged?", {
+      "The card ending in {last4}. You can change it under Settings, then Billing, then Payment method." } },
+  },
+  invoice = {
+    { "The invoice should be addressed to {company}.", {
+      "Done. Invoice {invoice} now shows {company}, and future invoices will too." } },
+    { "Please also send invoices to {cemail}.", {
+      "Sure, {cemail} is now a billing contact and gets every new invoice." } },
+    { "I need the invoice from {date} as well.", {
+      "I've emailed the {month} invoice to {email}. It's also in Billing, then Invoices." } },
+    { "Can the invoice show our purchase order number?", {
+      "Yes, add the PO number under Company details and it appears on every new invoice." } },
+  },
+  annual = {
+    { "How much would annual cost for {seats} seats?", {
+      "On {plan} that is {annual} a year, compared to {amount} every month." } },
+    { "Can the annual plan start on {date}?", {
+      "Yes, I've scheduled the switch for {date}. The invoice arrives that morning." } },
+    { "Do we get money back if we remove seats mid-year?", {
+      "Removed seats become credit on the next renewal rather than a cash refund." } },
+  },
+  plan = {
+    { "We have {seats} people, which plan fits best?", {
+      "For {seats} people most teams start on Team. Choose Business if you need SSO or audit logs." } },
+    { "Can I make {colleague} an admin?", {
+      "Yes, open Settings, then Members, find {colleague} and change the role to Admin." } },
+    { "What happens to our {seats} seats after the change?", {
+      "All {seats} seats move to the new plan, and the price is prorated for this period." } },
+  },
+  login = {
+    { "My email is {email}.", {
+      "Thanks, I found the account for {email} and sent the link there." } },
+    { "I'm using {browser} on {os}.", {
+      "Thanks. Please clear cookies for Brightlane in {browser} and try again.",
+      "{browser} is supported. Try a private window to rule out an extension." } },
+    { "I got a new {device}, how do I move my codes?", {
+      "Use a backup code on the {device}, then scan a new QR code under Security settings." } },
+    { "Can {colleague} reset my password for me?", {
+      "No, only you can reset it, but a workspace admin can send you a new link." } },
+  },
+  integration = {
+    { "I want the updates in {channel}.", {
+      "Open the integration settings on {board} and choose {channel} as the channel." } },
+    { "Nothing shows up in {channel} since {date}.", {
+      "The Slack token may have expired. Reconnect Slack in the board menu and pick {channel} again." } },
+    { "Can two boards post to one channel?", {
+      "Yes, connect {board} and {board2} one at a time and pick the same channel for both." } },
+    { "Does it work with Zapier?", {
+      "Yes, our Zapier app can create cards and react to moves, comments and due dates." } },
+  },
+  bug = {
+    { "I'm using my {device} with {os}.", {
+      "Thanks. Please update the app and restart the {device}, then tell me if it still happens.",
+      "That setup is supported. I've passed the details to our mobile team." } },
+    { "It happens in {browser} too.", {
+      "Thanks for checking {browser}. I've added that to the bug report for our engineers." } },
+    { "The screen shows error {error}.", {
+      "Error {error} means {meaning}. I've attached it to your report." } },
+    { "It started on {date} on the {board} board.", {
+      "Thanks, that helps. I can see errors on {board} since {date} and have escalated them." } },
+    { "The file is {size} MB.", {
+      "Attachments are limited to 100 MB, so a {size} MB file needs to be split or shared as a link." } },
+    { "The card \"{card}\" is the one that fails.", {
+      "Thanks. I've reproduced it with \"{card}\" and sent it to the engineers." } },
+  },
+  feature = {
+    { "We'd use it for the {board} board.", {
+      "Thanks, that use case helps the product team prioritise it." } },
+    { "Our whole team at {company} wants this.", {
+      "Thanks, I've added {company} to the request with a note about your {seats} seats." } },
+    { "Is there a beta I can join?", {
+      "Not yet, but I've put {email} on the list for early access." } },
+  },
+  cancel = {
+    { "Please send the confirmation to {email}.", {
+      "Done. The cancellation confirmation is on its way to {email}." } },
+    { "We moved to another tool, that's all.", {
+      "Understood. Your access continues until {date}, and you can export everything before then." } },
+    { "Can {colleague} keep using the {board} board?", {
+      "Only until {date}. After that {colleague} would need a workspace of their own." } },
+    { "Will you delete our data right away?", {
+      "No, we keep it for 30 days after {date} and then delete it for good." } },
+  },
+  team = {
+    { "The invite went to {cemail}.", {
+      "I've resent it to {cemail}. Invites stay valid for seven days." } },
+    { "Can guests see every board?", {
+      "No, guests only see the boards you share with them, like {board}." } },
+    { "How many guests can we add?", {
+      "Team allows 10 guests per workspace and Business allows unlimited guests." } },
+    { "Can I make {colleague} an admin?", {
+      "Yes, in Settings, then Members, change the role of {colleague} to Admin." } },
+  },
+  cards = {
+    { "It was called \"{card}\".", {
+      "Found it. \"{card}\" is back on the {board} board with its comments." } },
+    { "Can I see who moved it?", {
+      "Yes, open the card and check Activity. Every move and edit is listed with a time." } },
+    { "Are attachments restored too?", {
+      "Yes, attachments, checklists and comments all come back with the card." } },
+  },
+  platform = {
+    { "Is there a rate limit?", {
+      "Yes, 100 requests per minute per token. Going over returns error E-4290." } },
+    { "We are on {browser}, does that matter?", {
+      "{browser} is supported. Clearing the cache often helps with slow boards." } },
+    { "Where are backups stored?", {
+      "Backups are encrypted and kept in the same region as your workspace for 30 days." } },
+    { "Do you have a status page?", {
+      "Yes, status.brightlane.app lists incidents and planned maintenance." } },
+  },
+}
+for _, topic in ipairs({ "export", "billing", "invoice", "annual", "plan", "login", "integration",
+                         "bug", "feature", "cancel", "team", "cards", "platform" }) do
+  FOLLOWUPS[topic] = FOLLOWUPS[topic] or {}
+  for _, f in ipairs(MORE_FOLLOWUPS[topic]) do table.insert(FOLLOWUPS[topic], f) end
+end
+
 local THANKS = {
   "Great, thank you!", "Perfect, that's what I needed.", "Thanks for the help!", "Got it, thanks.",
+  "That fixed it, thanks {agent}!", "Brilliant, that saves me a lot of time.", "Thanks, I'll tell the team.",
 }
 local BYES = {
   "Glad I could help. Have a great day!", "You're welcome! Reach out anytime.",
-  "Happy to help. Have a good one!",
+  "Happy to help. Have a good one!", "Anytime, {customer}. Good luck with the {board} board!",
+  "You're welcome. Say hello to everyone at {company}!",
 }
 local GREETING = "Hello, this is {agent} from Brightlane support. How can I help?"
 
@@ -499,6 +987,30 @@ local TICKETS = {
   { "Cancel my account and delete all my data", "cancellation", "high", true },
   { "We are moving to another tool, how do we cancel", "cancellation", "medium", true },
   { "Stop my annual renewal before I get charged again", "cancellation", "high", true },
+
+  -- with slots (see draw_vars)
+  { "Invoice {invoice} shows {amount} but we only have {seats} seats", "billing", "medium", true },
+  { "Please send a copy of invoice {invoice} to {cemail}", "billing", "low", false },
+  { "We were charged {amount} twice on {date}", "billing", "high", true },
+  { "Our card ending in {last4} expired, how do we update it", "billing", "low", false },
+  { "The invoice dated {isodate} lists the wrong company name", "billing", "low", false },
+  { "Please move the owner role from {email} to {cemail}", "account", "medium", true },
+  { "I can't log in with {email} since {date}", "account", "high", true },
+  { "Our colleague {colleague} left, please remove their access", "account", "high", true },
+  { "Uploading {file} fails with error {error}", "bug", "medium", false },
+  { "The {board} board does not load in {browser}", "bug", "high", false },
+  { "The app crashes on my {device} with {os}", "bug", "high", false },
+  { "Slack stopped posting to {channel} on {date}", "bug", "medium", false },
+  { "How do I add {colleague} to the {board} board", "how_to", "low", false },
+  { "How do I import {sheet} into a board", "how_to", "low", false },
+  { "How do I send card updates to {channel}", "how_to", "low", false },
+  { "Please add a Gantt chart view for our {board} board", "feature_request", "low", false },
+  { "We need an offline mode for the app on {os}", "feature_request", "low", false },
+  { "Can you add a Zapier trigger for new comments", "feature_request", "low", false },
+  { "Please let us import spreadsheets with more than 5,000 rows", "feature_request", "low", false },
+  { "Please cancel the {company} workspace before {date}", "cancellation", "high", true },
+  { "We are closing {company}, cancel our subscription", "cancellation", "medium", true },
+  { "Cancel our {plan} plan and send the final invoice to {email}", "cancellation", "medium", true },
 }
 M.TICKETS = TICKETS
 
@@ -512,11 +1024,6 @@ local TICKET_ENDINGS = { "", ".", "!" }
 local TICKET_ENDING_WEIGHTS = { 5, 4, 1 }
 local TICKET_LEADS = { "", "Hello, ", "Hello team, ", "Good morning, " }
 local TICKET_LEAD_WEIGHTS = { 6, 2, 1, 1 }
-
-local MONTHS = {
-  "January", "February", "March", "April", "May", "June",
-  "July", "August", "September", "October", "November", "December",
-}
 
 ---------------------------------------------------------------------------------------------
 -- Document builders
@@ -565,7 +1072,8 @@ end
 local function conversation(rng, agent)
   local customer = rng:pick(M.CUSTOMERS)
   local plan = rng:chance(3, 5) and "Team" or "Business"
-  local vars = { plan = plan, other = plan == "Team" and "Business" or "Team", agent = agent }
+  local vars = draw_vars(rng, customer, plan)
+  vars.agent = agent
   local lines = {}
   local function cust(t) lines[#lines + 1] = "Customer (" .. customer .. "): " .. fill(t, vars) end
   local function agt(t) lines[#lines + 1] = "Agent (" .. agent .. "): " .. fill(t, vars) end
@@ -612,7 +1120,8 @@ end
 
 local function ticket_parts(rng, label)
   local t = rng:pick(TICKETS_BY_LABEL[label or rng:pick(M.LABELS)])
-  local vars = { plan = rng:chance(3, 5) and "Team" or "Business", month = rng:pick(MONTHS) }
+  local plan = rng:chance(3, 5) and "Team" or "Business"
+  local vars = draw_vars(rng, rng:pick(M.CUSTOMERS), plan)
   local lead = TICKET_LEADS[rng:weighted(TICKET_LEAD_WEIGHTS)]
   local suffix = TICKET_SUFFIXES[rng:weighted(TICKET_SUFFIX_WEIGHTS)]
   local ending = TICKET_ENDINGS[rng:weighted(TICKET_ENDING_WEIGHTS)]
@@ -800,6 +1309,15 @@ function M.stats(text)
     end
   end
   for nxt in text:gmatch("Hi, my(%s?%a*)") do inc(s.hi_my_next, nxt) end
+  -- lexical variety: distinct letter runs (case-sensitive) and distinct digit runs
+  local words, numbers = {}, {}
+  s.distinct_words, s.distinct_numbers = 0, 0
+  for w in text:gmatch("%a+") do
+    if not words[w] then words[w] = true; s.distinct_words = s.distinct_words + 1 end
+  end
+  for d in text:gmatch("%d+") do
+    if not numbers[d] then numbers[d] = true; s.distinct_numbers = s.distinct_numbers + 1 end
+  end
   s.first_word_entropy = M.entropy(s.first_words)
   return s
 end
@@ -823,6 +1341,7 @@ function M.format_stats(s, title)
   add("bytes %d, docs %d (unique %d): conversations %d, label records %d, json records %d",
     s.bytes, s.docs, s.unique_docs, s.conversations, s.label_records, s.json_records)
   add("lines %d, longest line %d bytes, longest doc %d bytes", s.lines, s.max_line, s.max_doc)
+  add("distinct words (letter runs) %d, distinct digit runs %d", s.distinct_words, s.distinct_numbers)
   local th = {}
   for _, k in ipairs(sorted_counts(s.turns_hist)) do th[#th + 1] = k .. ":" .. s.turns_hist[k] end
   add("turns per conversation: mean %.2f; %s", s.conversations > 0 and s.turns / s.conversations or 0,

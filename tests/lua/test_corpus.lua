@@ -175,6 +175,27 @@ do
   check(conflicts == 0, "%d tickets with inconsistent labels", conflicts)
 end
 
+-- Lexical variety. Byte-level BPE on the default corpus must reach 2048 ids with the default
+-- min_pair_count of 2, which needs enough distinct words. Measured on this small corpus (seed 7):
+-- 1427 distinct letter runs and 301 distinct digit runs; the pre-slot corpus had 682 and 5 and
+-- its BPE stopped at 1737 ids. The thresholds leave a margin below the measured values.
+do
+  check(s.distinct_words >= 1200, "only %d distinct words (letter runs)", s.distinct_words)
+  check(s.distinct_words + s.distinct_numbers >= 1500, "only %d distinct words and digit runs",
+    s.distinct_words + s.distinct_numbers)
+  -- every slot was filled
+  local left = c.train:match("{%w+}") or c.val:match("{%w+}")
+  check(left == nil, "unfilled slot %s", tostring(left))
+  -- slot values never reach the tested openings: every "Hi, my" is "Hi, my account" (checked
+  -- above) and the export reply keeps its first variant as the most common one
+  local first, total = 0, 0
+  for reply in c.train:gmatch("Hi, how do I export my board data%?\nAgent %([%a]+%): ([^\n]*)") do
+    total = total + 1
+    if reply:find("^Open the board menu, choose Export, and pick CSV or JSON%.") then first = first + 1 end
+  end
+  check(total > 0 and first > 0.35 * total, "first export reply in %d of %d", first, total)
+end
+
 -- Validation: distinct documents, none in train, about the requested fraction.
 do
   local in_train = {}
