@@ -1,0 +1,189 @@
+/* threadpool.c - a persistent pool for the decode path, tuned for microsecond-scale jobs.
+ *
+ * A decode step is ~20 short phases (one per matrix) separated by barriers, so sync cost is what
+ * matters: workers spin on a generation counter for a while (a token every few hundred us keeps
+ * them hot) and only then sleep on a futex, so an idle pool costs no CPU. The caller is thread 0
+ * and does its share, which also means a 1-thread "pool" is just a function call.
+ */
+#include "model_internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+/* PAUSE costs ~50-65 ns on Zen3 (more on Skylake+). Every wait spins ~10 us, then yields,
+ * then sleeps on the futex:
+ * - barriers inside a job separate phases of a few us; after the spin they yield only a few
+ *   times (an oversubscribed peer may be waiting for this very core): on a loaded machine a
+ *   long spin would be paid ~20 times per token;
+ * - idle workers yield for longer (~50 us alone) to catch the next decode call hot, while a
+ *   yield, unlike a pause, hands the core to OpenBLAS's threads in a prefill's GEMMs. */
+#define SPIN 200
+#define YIELDS_BARRIER 4
+#define YIELDS_IDLE 64
+
+struct wb_pool {
+    int n;
+    pthread_t *threads;
+    wb_pool_fn fn;
+    void *arg;
+    _Alignas(64) atomic_uint gen;        /* bumped to start a job (or stop) */
+    atomic_int stop;
+    atomic_int sleepers;                 /* threads in futex_wait on gen */
+    _Alignas(64) atomic_uint pending;    /* workers still running the current job */
+    atomic_int main_sleeping;
+    _Alignas(64) atomic_uint bar_count;
+    atomic_uint bar_gen;
+    atomic_int bar_sleepers;
+};
+
+typedef struct worker_arg {
+    wb_pool *p;
+    int tid;
+} worker_arg;
+
+static void fwait(atomic_uint *addr, unsigned val) {
+#ifdef __linux__
+    syscall(SYS_futex, (unsigned *)addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+#else
+    (void)addr, (void)val;
+    sched_yield();
+#endif
+}
+
+static void fwake(atomic_uint *addr) {
+#ifdef __linux__
+    syscall(SYS_futex, (unsigned *)addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+#else
+    (void)addr;
+#endif
+}
+
+/* Wait until *addr != val: spin, then sleep with a registered sleeper count so the waker only
+ * pays for a syscall when someone is actually asleep. The seq_cst increment of the sleeper count
+ * before the futex's own compare closes the lost-wakeup window. */
+static void wait_change(atomic_uint *addr, unsigned val, atomic_int *sleepers, int yields) {
+    for (int i = 0; i < SPIN; i++) {
+        if (atomic_load_explicit(addr, memory_order_acquire) != val) return;
+        cpu_relax();
+    }
+    for (int i = 0; i < yields; i++) {
+        if (atomic_load_explicit(addr, memory_order_acquire) != val) return;
+        sched_yield();
+    }
+    while (atomic_load(addr) == val) {
+        atomic_fetch_add(sleepers, 1);
+        fwait(addr, val);
+        atomic_fetch_sub(sleepers, 1);
+    }
+}
+
+static void *worker_main(void *a) {
+    worker_arg wa = *(worker_arg *)a;
+    free(a);
+    wb_pool *p = wa.p;
+    unsigned seen = 0;
+    for (;;) {
+        wait_change(&p->gen, seen, &p->sleepers, YIELDS_IDLE);
+        seen = atomic_load(&p->gen);
+        if (atomic_load(&p->stop)) break;
+        p->fn(p->arg, wa.tid, p->n);
+        if (atomic_fetch_sub(&p->pending, 1) == 1 && atomic_load(&p->main_sleeping))
+            fwake(&p->pending);
+    }
+    return NULL;
+}
+
+wb_status wb_pool_new(int n_threads, wb_pool **out, wb_err *err) {
+    if (!out || n_threads < 1) return wb_err_set(err, WB_ERR_ARG, "wb_pool_new: bad thread count");
+    wb_pool *p = aligned_alloc(64, (sizeof *p + 63) & ~(size_t)63);
+    if (!p) return wb_err_set(err, WB_ERR_NOMEM, "thread pool: out of memory");
+    memset(p, 0, sizeof *p);
+    p->n = n_threads;
+    p->threads = calloc((size_t)n_threads, sizeof *p->threads);
+    if (!p->threads) {
+        free(p);
+        return wb_err_set(err, WB_ERR_NOMEM, "thread pool: out of memory");
+    }
+    for (int i = 1; i < n_threads; i++) {
+        worker_arg *wa = malloc(sizeof *wa);
+        int rc = wa ? 0 : ENOMEM;
+        if (wa) {
+            wa->p = p;
+            wa->tid = i;
+            rc = pthread_create(&p->threads[i], NULL, worker_main, wa);
+            if (rc) free(wa);
+        }
+        if (rc) {
+            p->n = i; /* join the ones already started */
+            wb_pool_free(p);
+            return wb_err_set(err, WB_ERR_NOMEM, "thread pool: cannot start thread %d: %s", i,
+                              strerror(rc));
+        }
+    }
+    *out = p;
+    return WB_OK;
+}
+
+void wb_pool_free(wb_pool *p) {
+    if (!p) return;
+    atomic_store(&p->stop, 1);
+    atomic_fetch_add(&p->gen, 1);
+    fwake(&p->gen);
+    for (int i = 1; i < p->n; i++) pthread_join(p->threads[i], NULL);
+    free(p->threads);
+    free(p);
+}
+
+int wb_pool_size(const wb_pool *p) { return p ? p->n : 1; }
+
+void wb_pool_run(wb_pool *p, wb_pool_fn fn, void *arg) {
+    if (!p || p->n == 1) {
+        fn(arg, 0, 1);
+        return;
+    }
+    p->fn = fn;
+    p->arg = arg;
+    atomic_store(&p->pending, (unsigned)(p->n - 1));
+    atomic_fetch_add(&p->gen, 1);
+    if (atomic_load(&p->sleepers)) fwake(&p->gen);
+    fn(arg, 0, p->n);
+    for (int i = 0; i < SPIN; i++) {
+        if (atomic_load_explicit(&p->pending, memory_order_acquire) == 0) return;
+        cpu_relax();
+    }
+    for (;;) {
+        unsigned v = atomic_load(&p->pending);
+        if (v == 0) break;
+        atomic_store(&p->main_sleeping, 1);
+        fwait(&p->pending, v);
+        atomic_store(&p->main_sleeping, 0);
+    }
+}
+
+void wb_pool_barrier(wb_pool *p) {
+    if (!p || p->n == 1) return;
+    unsigned g = atomic_load(&p->bar_gen);
+    if (atomic_fetch_add(&p->bar_count, 1) == (unsigned)p->n - 1) {
+        atomic_store(&p->bar_count, 0);
+        atomic_fetch_add(&p->bar_gen, 1);
+        if (atomic_load(&p->bar_sleepers)) fwake(&p->bar_gen);
+        return;
+    }
+    wait_change(&p->bar_gen, g, &p->bar_sleepers, YIELDS_BARRIER);
+}
