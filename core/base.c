@@ -64,6 +64,10 @@ void wb_threads_set(int n) {
 
 int wb_threads_get(void) { return g_threads; }
 
+/* OpenBLAS starts one thread per core unless told otherwise; make its GEMMs follow our setting
+ * (1 by default) from the moment the library is loaded, not only after wb_threads_set. */
+__attribute__((constructor)) static void threads_init(void) { openblas_set_num_threads(g_threads); }
+
 const char *wb_version(void) { return WB_VERSION; }
 
 const char *wb_blas_info(void) {
