@@ -94,6 +94,7 @@ static void print_usage(FILE *f) {
             "  -m dir      use the model in 'dir' (also: environment variable WB_MODEL)\n"
             "  -l mod      require library 'mod' into global 'mod'\n"
             "  -i          enter interactive mode after executing 'script'\n"
+            "  --repl      run 'script', then the REPL with its globals (even if it failed)\n"
             "  -v          show version information (also --version)\n"
             "  -h          show this help (also --help)\n"
             "  --          stop handling options\n"
@@ -113,6 +114,7 @@ static void print_version(void) {
 #define has_v 4     /* -v */
 #define has_e 8     /* -e */
 #define has_h 16    /* -h */
+#define has_repl 32 /* --repl: -i that also survives a failed script */
 
 /* Traverse the options, checking them; *first is the index of the script (or argc). Like
  * lua.c, an option's value may be attached (-e'print(1)') or the next argument. */
@@ -134,6 +136,10 @@ static int collectargs(char **argv, int *first) {
         }
         if (strcmp(argv[i], "--help") == 0) {
             args |= has_h;
+            continue;
+        }
+        if (strcmp(argv[i], "--repl") == 0) {
+            args |= has_i | has_repl;
             continue;
         }
         switch (argv[i][1]) {
@@ -270,6 +276,29 @@ static int handle_script(lua_State *L, char **argv) {
     return host_report(L, status);
 }
 
+/* `wb.presets`, `wb.cost`, ...: the pure-Lua modules under lua/wb/ appear as fields of `wb` on
+ * first use, so the API reads as one namespace while the files stay editable without a rebuild. A
+ * name with no lua/wb/<name>.lua stays nil. */
+static const char lazy_wb[] =
+    "local wb = ...\n"
+    "if getmetatable(wb) ~= nil then return end\n"
+    "setmetatable(wb, {__index = function(t, k)\n"
+    "  if type(k) ~= 'string' or not k:match('^[%l_][%w_]*$') then return nil end\n"
+    "  if not package.searchpath('wb.' .. k, package.path) then return nil end\n"
+    "  local m = require('wb.' .. k)\n"
+    "  rawset(t, k, m)\n"
+    "  return m\n"
+    "end})\n";
+
+static void set_lazy_wb(lua_State *L) {
+    if (luaL_loadbuffer(L, lazy_wb, sizeof lazy_wb - 1, "=lazy_wb") != LUA_OK) {
+        lua_pop(L, 1);
+        return;
+    }
+    lua_getglobal(L, "wb");
+    if (lua_pcall(L, 1, 0, 0) != LUA_OK) lua_pop(L, 1);
+}
+
 /* package.path gets the pure-Lua library first, from the source tree or the install prefix, so
  * editing the .lua files under lua/wb takes effect without a rebuild. */
 static void set_paths(lua_State *L) {
@@ -303,17 +332,23 @@ static int pmain(lua_State *L) {
     luaL_requiref(L, "wb", luaopen_wb, 1); /* package.loaded.wb and the global `wb` */
     lua_pop(L, 1);
     set_paths(L);
+    set_lazy_wb(L);
     createargtable(L, argv, argc, script);
     lua_gc(L, LUA_GCRESTART);
     lua_gc(L, LUA_GCGEN, 0, 0);
     if (!runargs(L, argv, script)) return 0;
-    if (script < argc && handle_script(L, argv + script) != LUA_OK) return 0;
+    int ok = 1;
+    if (script < argc && handle_script(L, argv + script) != LUA_OK) {
+        /* --repl is for inspecting a script's state, which matters most when it failed. */
+        if (!(args & has_repl)) return 0;
+        ok = 0;
+    }
     if (args & has_i) {
         host_repl(L);
     } else if (script == argc && !(args & (has_e | has_v))) {
         host_repl(L);
     }
-    lua_pushboolean(L, 1);
+    lua_pushboolean(L, ok);
     return 1;
 }
 

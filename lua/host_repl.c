@@ -1,5 +1,6 @@
 /* host_repl.c - the interactive loop: lua.c's doREPL with readline, persistent history, lazy
- * `model`/`tok` globals and Ctrl-C that returns to the prompt.
+ * `model`/`tok` globals, Ctrl-C that returns to the prompt, Tab completion of names, methods and
+ * preset names, and `:help` (both answered by lua/wb/help.lua, so they change without a rebuild).
  *
  * With stdin not a terminal the same loop reads plain lines without prompts, so
  *     echo '1+1' | workbench
@@ -56,6 +57,91 @@ static const char printer[] =
     "return print\n";
 
 static char history_path[4096];
+
+/* ---- Tab completion ------------------------------------------------------------------------ */
+
+/* Readline calls back without a Lua state of its own; the REPL's state is idle while it waits. */
+static lua_State *complete_L = NULL;
+static char **candidates = NULL;
+static size_t n_candidates = 0;
+
+static void free_candidates(void) {
+    for (size_t i = 0; i < n_candidates; i++) free(candidates[i]);
+    free(candidates);
+    candidates = NULL;
+    n_candidates = 0;
+}
+
+static int collect_candidates(lua_State *L) {
+    const char *text = lua_tostring(L, 1);
+    const char *line = lua_tostring(L, 2);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "wb.help");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, "complete");
+    lua_pushstring(L, text);
+    lua_pushstring(L, line);
+    lua_call(L, 2, 1);
+    luaL_checktype(L, -1, LUA_TTABLE);
+    lua_Integer n = luaL_len(L, -1);
+    candidates = calloc((size_t)n + 1, sizeof *candidates);
+    if (!candidates) return 0;
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, -1, i);
+        const char *c = lua_tostring(L, -1);
+        if (c && (candidates[n_candidates] = strdup(c)) != NULL) n_candidates++;
+        lua_pop(L, 1);
+    }
+    return 0;
+}
+
+static char *candidate_generator(const char *text, int state) {
+    static size_t next;
+    (void)text;
+    if (state == 0) next = 0;
+    if (next < n_candidates) return strdup(candidates[next++]);
+    return NULL;
+}
+
+static char **repl_complete(const char *text, int start, int end) {
+    (void)start;
+    rl_attempted_completion_over = 1; /* never fall back to file names */
+    rl_completion_suppress_append = 1;
+    free_candidates();
+    if (!complete_L) return NULL;
+    lua_State *L = complete_L;
+    int top = lua_gettop(L);
+    lua_pushcfunction(L, collect_candidates);
+    lua_pushstring(L, text);
+    lua_pushlstring(L, rl_line_buffer, (size_t)end);
+    if (lua_pcall(L, 2, 0, 0) != LUA_OK) { /* a broken help.lua must not break the prompt */ }
+    lua_settop(L, top);
+    if (n_candidates == 0) return NULL;
+    return rl_completion_matches(text, candidate_generator);
+}
+
+/* ---- :help --------------------------------------------------------------------------------- */
+
+/* Lines starting with ':' are REPL commands (Lua code never starts with ':'). */
+static void colon_command(lua_State *L, const char *line) {
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "wb.help");
+    int status = host_docall(L, 1, 1);
+    if (status == LUA_OK) {
+        lua_getfield(L, -1, "command");
+        lua_remove(L, -2);
+        lua_pushstring(L, line);
+        status = host_docall(L, 1, 1);
+    }
+    if (status == LUA_OK) {
+        const char *out = lua_tostring(L, -1);
+        if (out) printf("%s\n", out);
+        fflush(stdout);
+        lua_pop(L, 1);
+    } else {
+        host_report(L, status);
+    }
+}
 
 static const char *get_prompt(lua_State *L, int firstline) {
     if (lua_getglobal(L, firstline ? "_PROMPT" : "_PROMPT2") == LUA_TNIL) {
@@ -188,6 +274,18 @@ static int loadline(lua_State *L) {
     lua_settop(L, 0);
     prompt_cancelled = 0;
     if (!pushline(L, 1)) return -1;
+    while (lua_tostring(L, 1)[0] == ':') {
+        char *line = strdup(lua_tostring(L, 1));
+        lua_settop(L, 0);
+        if (line) {
+            if (interactive) add_history(line);
+            colon_command(L, line);
+            free(line);
+        }
+        lua_settop(L, 0);
+        prompt_cancelled = 0;
+        if (!pushline(L, 1)) return -1;
+    }
     int status;
     do {
         status = addreturn(L);
@@ -209,7 +307,15 @@ static void print_results(lua_State *L) {
     }
 }
 
+/* `help(name)` in the REPL, for those who type Lua rather than ':help'. */
+static const char help_global[] =
+    "if rawget(_G, 'help') == nil then\n"
+    "  _G.help = function(name) return require('wb.help').help(name) end\n"
+    "end\n";
+
 static void setup(lua_State *L) {
+    if (luaL_loadstring(L, help_global) == LUA_OK) host_report(L, host_docall(L, 0, 0));
+    else host_report(L, LUA_ERRSYNTAX);
     if (luaL_loadstring(L, lazy_globals) == LUA_OK) host_report(L, host_docall(L, 0, 0));
     else host_report(L, LUA_ERRSYNTAX);
     if (luaL_loadstring(L, printer) != LUA_OK || host_docall(L, 0, 1) != LUA_OK) {
@@ -242,10 +348,16 @@ void host_repl(lua_State *L) {
     setup(L);
     lua_settop(L, 0);
     if (interactive) {
-        printf("workbench %s (%s)  `model` and `tok` load on first use; Ctrl-D exits\n",
+        printf("workbench %s (%s)  `model` and `tok` load on first use; Tab completes; "
+               ":help; Ctrl-D exits\n",
                wb_version(), LUA_RELEASE);
         fflush(stdout);
         rl_readline_name = "workbench";
+        /* '.' and ':' stay inside a word so "wb.sampling.ap" and "v:top" complete as a whole. */
+        rl_basic_word_break_characters = " \t\n\"'`@$><=;|&{([,+-*/%^#~";
+        rl_completer_word_break_characters = rl_basic_word_break_characters;
+        rl_attempted_completion_function = repl_complete;
+        complete_L = L;
         history_open();
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = prompt_sigint;
@@ -261,6 +373,9 @@ void host_repl(lua_State *L) {
     lua_settop(L, 0);
     if (interactive) {
         sigaction(SIGINT, &old, NULL);
+        rl_attempted_completion_function = NULL;
+        complete_L = NULL;
+        free_candidates();
         history_close();
         fputc('\n', stdout);
         fflush(stdout);

@@ -182,5 +182,85 @@ T.test("wb.so loads in a plain lua5.4 without the host", function()
   T.eq(out, wb.version .. "\t3\t[1]\tnil\n")
 end)
 
+T.test("--repl runs a script and keeps its globals, even after the script fails", function()
+  local script = tmp .. "/repl.lua"
+  T.write_file(script, "answer = 41\n")
+  local out, err, code = run("--repl " .. q(script), "answer + 1\n")
+  T.eq(out, "42\n")
+  T.eq(err, "")
+  T.eq(code, 0)
+  T.write_file(script, "partial = 7\nerror('half way')\n")
+  local out2, err2, code2 = run("--repl " .. q(script), "partial * 6\n")
+  T.eq(out2, "42\n")
+  T.check(err2:find("half way", 1, true), err2)
+  T.eq(code2, 1) -- the script's failure is still the exit status
+  local help = run("--help")
+  T.check(help:find("--repl", 1, true), help)
+end)
+
+T.test(":help in the REPL prints help for wb functions, methods and presets", function()
+  local out, err, code = run("", ":help wb.load\n:help Vec:topk\n:help presets\n:nope\n1+1\n")
+  T.eq(code, 0)
+  T.eq(err, "")
+  T.check(out:find("wb.load([dir]) -> Model", 1, true), out)
+  T.check(out:find("v:topk([k=10])", 1, true), out)
+  T.check(out:find("triage", 1, true), out)
+  T.check(out:find("unknown command ':nope'", 1, true), out)
+  T.check(out:find("\n2\n$"), out)
+  T.eq(run("", "help('wb.json.decode')\n"):match("^wb%.json%.decode%(s%)") ~= nil, true)
+end)
+
+T.test("every wb function and method has help text", function()
+  local help = require("wb.help")
+  local missing = {}
+  local function check(name)
+    if not help.TEXT[name] then missing[#missing + 1] = name end
+  end
+  for _, k in ipairs({ "version", "clock_ms", "threads", "blas_info", "default_model_dir", "load",
+      "tokenizer_load", "bpe_train", "vec", "safetensors_read", "safetensors_write", "trainer" }) do
+    check("wb." .. k)
+  end
+  for _, lib in ipairs({ "json", "sampling" }) do
+    for k, v in pairs(wb[lib]) do if type(v) == "function" then check("wb." .. lib .. "." .. k) end end
+  end
+  for _, cls in ipairs({ "Vec", "Tokenizer", "Model", "Session" }) do
+    for k, v in pairs(wb[cls]) do
+      if type(v) == "function" and not k:match("^__") then check(cls .. ":" .. k) end
+    end
+  end
+  table.sort(missing)
+  T.eq(table.concat(missing, ", "), "")
+  -- Anything else still answers, pointing at the docs.
+  T.check(help.text("wb.clock_ms"):find("monotonic", 1, true))
+  T.check(help.text("no.such.thing"):find("no help", 1, true))
+end)
+
+T.test("Tab completion offers wb names, library modules, methods and preset names", function()
+  local help = require("wb.help")
+  local function has(list, x)
+    for _, v in ipairs(list) do if v == x then return true end end
+    return false
+  end
+  T.check(has(help.complete("wb.sampling.ap"), "wb.sampling.apply"))
+  T.check(has(help.complete("wb.pre"), "wb.presets"))     -- before wb.presets was ever used
+  T.check(has(help.complete("wb.Vec:to"), "wb.Vec:topk"))
+  local v = wb.vec(3)
+  _G.__v_for_test = v
+  T.check(has(help.complete("__v_for_test:arg"), "__v_for_test:argmax"))
+  _G.__v_for_test = nil
+  T.same_list(help.complete("tri", 'wb.presets.load("tri'), { "triage" })
+  T.same_list(help.complete("dr", "wb.providers.request('groq', 'dr"), { "drafts" })
+  T.check(has(help.complete("mo"), "model"))              -- the lazy global, not loaded by Tab
+  T.eq(rawget(_G, "model"), nil)
+  T.check(has(help.complete(":he", ":he"), ":help"))
+end)
+
+T.test("library modules under lua/wb appear as fields of wb on first use", function()
+  T.eq(wb.presets, require("wb.presets"))
+  T.eq(wb.providers, require("wb.providers"))
+  T.eq(wb.cost, require("wb.cost"))
+  T.eq(wb.no_such_module, nil)
+end)
+
 T.rmdir(tmp)
 T.done()

@@ -1,0 +1,370 @@
+-- wb.providers: translate a preset into the exact request body of a hosted chat API.
+--
+--   local providers = require("wb.providers")    -- also `wb.providers` in workbench
+--   local req = providers.request("groq", "triage", {{role = "user", content = "Ticket: ..."}})
+--   print(req.json)                              -- the body, via cJSON (wb.json)
+--   for _, w in ipairs(req.warnings) do print(w) end
+--
+-- Providers: "groq" (OpenAI-compatible chat completions), "gemini" (generateContent) and
+-- "ollama" (/api/chat). Nothing is sent: this module only builds requests (a live client is a
+-- later step). A parameter the provider does not take is dropped and listed in req.warnings (an
+-- error with {strict = true}); a parameter the preset leaves nil is omitted, so the provider's own
+-- default applies (Gemini 3, for one, advises leaving temperature at its default).
+
+local presets = require("wb.presets")
+
+local M = {}
+
+M.NAMES = { "groq", "gemini", "ollama" }
+
+-- What each provider needs to be called: the environment variable holding the key, or the host.
+M.INFO = {
+  groq = { key_env = "GROQ_API_KEY", url = "https://api.groq.com/openai/v1/chat/completions" },
+  gemini = { key_env = "GEMINI_API_KEY",
+    url = "https://generativelanguage.googleapis.com/v1beta/models/%s:generateContent" },
+  ollama = { host_env = "OLLAMA_HOST", default_host = "http://localhost:11434" },
+}
+
+M.MAX_STOP = { groq = 4, gemini = 5 }
+
+local function copy(v)
+  if type(v) ~= "table" then return v end
+  local t = {}
+  for k, x in pairs(v) do t[k] = copy(x) end
+  return t
+end
+
+local function json() return (package.loaded.wb or require("wb")).json end
+
+local function arr(t) return json().array(t) end
+
+--- Where Ollama listens: opts.host, else $OLLAMA_HOST (a bare host:port gets http://), else the
+--- default port on localhost.
+function M.ollama_host(host)
+  host = host or os.getenv("OLLAMA_HOST")
+  if not host or host == "" then return M.INFO.ollama.default_host end
+  if not host:match("^https?://") then host = "http://" .. host end
+  return (host:gsub("/+$", ""))
+end
+
+local function check_messages(messages)
+  if type(messages) ~= "table" then error("providers.request: messages must be a list, got " .. type(messages), 3) end
+  for i, m in ipairs(messages) do
+    if type(m) ~= "table" then error(("providers.request: messages[%d] must be a table"):format(i), 3) end
+    for k in pairs(m) do
+      if k ~= "role" and k ~= "content" then
+        error(("providers.request: messages[%d]: unknown key '%s'"):format(i, tostring(k)), 3)
+      end
+    end
+    if m.role ~= "system" and m.role ~= "user" and m.role ~= "assistant" then
+      error(("providers.request: messages[%d].role must be system, user or assistant, got %s")
+        :format(i, tostring(m.role)), 3)
+    end
+    if type(m.content) ~= "string" then
+      error(("providers.request: messages[%d].content must be a string"):format(i), 3)
+    end
+  end
+end
+
+-- The preset's system prompt goes first unless the caller already supplied a system message.
+local function with_system(preset, messages)
+  local out = {}
+  local has_system = false
+  for _, m in ipairs(messages) do if m.role == "system" then has_system = true end end
+  if not has_system and preset.system and preset.system ~= "" then
+    out[1] = { role = "system", content = preset.system }
+  end
+  for _, m in ipairs(messages) do out[#out + 1] = { role = m.role, content = m.content } end
+  return out
+end
+
+local function effort_data()
+  local ok, d = pcall(presets.data, "effort")
+  if ok and type(d) == "table" and type(d.providers) == "table" then return d.providers end
+  return {}
+end
+
+-- Gemini's Schema is an OpenAPI subset: upper-case type names, and `propertyOrdering` to fix the
+-- order of keys (we take it from `required`, the order the local constraint uses too).
+local GEMINI_SCHEMA_KEYS = { type = true, format = true, description = true, nullable = true,
+  enum = true, maxItems = true, minItems = true, properties = true, required = true,
+  minProperties = true, maxProperties = true, minLength = true, maxLength = true, pattern = true,
+  minimum = true, maximum = true, items = true, anyOf = true, title = true }
+
+local function gemini_schema(s, path, dropped)
+  local out = {}
+  for k, v in pairs(s) do
+    if not GEMINI_SCHEMA_KEYS[k] then
+      dropped[#dropped + 1] = path .. "." .. k
+    elseif k == "type" then
+      out.type = type(v) == "string" and v:upper() or v
+    elseif k == "properties" then
+      out.properties = {}
+      for name, sub in pairs(v) do out.properties[name] = gemini_schema(sub, path .. "." .. name, dropped) end
+    elseif k == "items" then
+      out.items = gemini_schema(v, path .. ".items", dropped)
+    elseif k == "anyOf" then
+      out.anyOf = {}
+      for i, sub in ipairs(v) do out.anyOf[i] = gemini_schema(sub, path .. ".anyOf", dropped) end
+    else
+      out[k] = copy(v)
+    end
+  end
+  if s.required and s.type == "object" then out.propertyOrdering = copy(s.required) end
+  return out
+end
+
+-- Collects what a translation dropped and the advice it has; `why` says why for the warning.
+local function recorder(provider)
+  local r = { dropped = {}, warnings = {}, notes = {} }
+  function r.drop(key, why)
+    r.dropped[#r.dropped + 1] = key
+    r.warnings[#r.warnings + 1] = ("%s: dropped %s (%s)"):format(provider, key, why)
+  end
+  function r.note(msg) r.notes[#r.notes + 1] = provider .. ": " .. msg end
+  return r
+end
+
+local function stops(p, provider, r)
+  if not p.stop or #p.stop == 0 then return nil end
+  local max = M.MAX_STOP[provider]
+  local out = {}
+  for i, s in ipairs(p.stop) do
+    if max and i > max then
+      r.drop(("stop[%d] %q"):format(i, s), ("%s accepts at most %d stop sequences"):format(provider, max))
+    else
+      out[#out + 1] = s
+    end
+  end
+  return arr(out)
+end
+
+---------------------------------------------------------------------------------------------
+-- Groq: OpenAI-compatible chat completions
+---------------------------------------------------------------------------------------------
+local function groq(p, messages, model, opts, r)
+  local body = {
+    model = model,
+    messages = arr(with_system(p, messages)),
+    temperature = p.temperature,
+    top_p = p.top_p,
+    frequency_penalty = p.frequency_penalty,
+    presence_penalty = p.presence_penalty,
+    stop = stops(p, "groq", r),
+    max_completion_tokens = p.max_tokens,
+    seed = p.seed,
+  }
+  if opts.stream then body.stream = true end
+  if p.top_k ~= nil then r.drop("top_k", "not in Groq's chat completions API") end
+  if p.min_p ~= nil then r.drop("min_p", "not in Groq's chat completions API") end
+  if p.repetition_penalty ~= nil then r.drop("repetition_penalty", "use frequency_penalty on Groq") end
+  if p.logit_bias ~= nil then r.drop("logit_bias", "Groq does not support logit_bias") end
+  if p.thinking_budget ~= nil then r.drop("thinking_budget", "Groq takes reasoning_effort, not a token budget") end
+  if p.reasoning_effort ~= nil then
+    local map = effort_data().groq or {}
+    if model:match("gpt%-oss") then
+      local level = map[p.reasoning_effort] or p.reasoning_effort
+      if level ~= p.reasoning_effort then
+        r.note(("reasoning_effort %q sent as %q (gpt-oss cannot turn reasoning off)"):format(p.reasoning_effort, level))
+      end
+      body.reasoning_effort = level
+    elseif model:match("qwen3") then
+      body.reasoning_effort = p.reasoning_effort == "none" and "none" or "default"
+    else
+      r.drop("reasoning_effort", model .. " is not a reasoning model")
+    end
+  end
+  if p.constraint then
+    if p.constraint.kind == "json_schema" then
+      body.response_format = { type = "json_schema",
+        json_schema = { name = p.constraint.name or "response", schema = copy(p.constraint.schema) } }
+    else
+      r.drop("constraint (choice)", "Groq has no label-only output mode; list the labels in the prompt")
+    end
+  end
+  return body, M.INFO.groq.url
+end
+
+---------------------------------------------------------------------------------------------
+-- Gemini: generateContent
+---------------------------------------------------------------------------------------------
+local function gemini(p, messages, model, opts, r)
+  local system, contents = {}, {}
+  for _, m in ipairs(with_system(p, messages)) do
+    if m.role == "system" then
+      system[#system + 1] = { text = m.content }
+    else
+      contents[#contents + 1] = { role = m.role == "assistant" and "model" or "user",
+        parts = arr({ { text = m.content } }) }
+    end
+  end
+  local gc = {
+    temperature = p.temperature,
+    topP = p.top_p,
+    topK = p.top_k,
+    maxOutputTokens = p.max_tokens,
+    stopSequences = stops(p, "gemini", r),
+    seed = p.seed,
+    presencePenalty = p.presence_penalty,
+    frequencyPenalty = p.frequency_penalty,
+  }
+  if p.min_p ~= nil then r.drop("min_p", "not in Gemini's generationConfig") end
+  if p.repetition_penalty ~= nil then r.drop("repetition_penalty", "not in Gemini's generationConfig") end
+  if p.logit_bias ~= nil then r.drop("logit_bias", "Gemini does not support logit bias") end
+  if p.temperature ~= nil and model:match("^gemini%-3") then
+    r.note("Gemini 3 documentation advises leaving temperature at its default (1.0); set it to nil to omit it")
+  end
+  -- thinkingBudget and thinkingLevel are exclusive: a budget, when given, wins.
+  local eff = effort_data()
+  local tc
+  if p.thinking_budget ~= nil then
+    tc = { thinkingBudget = p.thinking_budget }
+    if p.reasoning_effort ~= nil then
+      r.drop("reasoning_effort", "thinking_budget is set; Gemini takes a budget or a level, never both")
+    end
+  elseif p.reasoning_effort ~= nil then
+    if model:match("^gemini%-2%.5") then
+      local budget = (eff.gemini_2_5_budget or {})[p.reasoning_effort]
+      if budget == nil then
+        r.drop("reasoning_effort", "no thinkingBudget for this level in presets/effort.lua")
+      else
+        if budget == 0 and model:match("pro") then
+          budget = 128
+          r.note("Gemini 2.5 Pro cannot turn thinking off; thinkingBudget raised to its minimum, 128")
+        end
+        tc = { thinkingBudget = budget }
+        r.note(("reasoning_effort %q sent as thinkingBudget %d (presets/effort.lua)"):format(p.reasoning_effort, budget))
+      end
+    else
+      local level = (eff.gemini_3_level or {})[p.reasoning_effort] or p.reasoning_effort
+      if level ~= p.reasoning_effort then
+        r.note(("reasoning_effort %q sent as thinkingLevel %q"):format(p.reasoning_effort, level))
+      end
+      tc = { thinkingLevel = level }
+    end
+  end
+  gc.thinkingConfig = tc
+  if p.constraint then
+    if p.constraint.kind == "json_schema" then
+      gc.responseMimeType = "application/json"
+      local dropped = {}
+      gc.responseSchema = gemini_schema(p.constraint.schema, "schema", dropped)
+      table.sort(dropped)
+      for _, d in ipairs(dropped) do r.drop("constraint." .. d, "not in Gemini's Schema subset") end
+    else
+      gc.responseMimeType = "text/x.enum"
+      gc.responseSchema = { type = "STRING", enum = arr(copy(p.constraint.labels)) }
+    end
+  end
+  local body = { contents = arr(contents), generationConfig = next(gc) and gc or nil }
+  if #system > 0 then body.systemInstruction = { parts = arr(system) } end
+  local url = M.INFO.gemini.url:format(model)
+  if opts.stream then url = url:gsub(":generateContent$", ":streamGenerateContent?alt=sse") end
+  return body, url
+end
+
+---------------------------------------------------------------------------------------------
+-- Ollama: /api/chat
+---------------------------------------------------------------------------------------------
+local function ollama(p, messages, model, opts, r)
+  local options = {
+    temperature = p.temperature,
+    top_k = p.top_k,
+    top_p = p.top_p,
+    min_p = p.min_p,
+    repeat_penalty = p.repetition_penalty,
+    presence_penalty = p.presence_penalty,
+    frequency_penalty = p.frequency_penalty,
+    seed = p.seed,
+    num_predict = p.max_tokens,
+    stop = stops(p, "ollama", r),
+  }
+  -- Ollama streams unless told otherwise, so a one-shot request says stream = false.
+  local body = { model = model, messages = arr(with_system(p, messages)), stream = opts.stream and true or false,
+    options = next(options) and options or nil }
+  if p.logit_bias ~= nil then r.drop("logit_bias", "Ollama has no logit bias option") end
+  if p.thinking_budget ~= nil then r.drop("thinking_budget", "Ollama's think takes a level, not a budget") end
+  if p.reasoning_effort ~= nil then
+    local map = effort_data().ollama or {}
+    local v = map[p.reasoning_effort]
+    if v == nil then v = p.reasoning_effort ~= "none" end
+    -- Only gpt-oss takes a level string; other thinking models take true/false.
+    if type(v) == "string" and not model:match("gpt%-oss") then v = true end
+    body.think = v
+  end
+  if p.constraint then
+    if p.constraint.kind == "json_schema" then
+      body.format = copy(p.constraint.schema)
+    else
+      body.format = { type = "string", enum = arr(copy(p.constraint.labels)) }
+      r.note("the choice comes back as a JSON string (quoted)")
+    end
+  end
+  return body, M.ollama_host(opts.host) .. "/api/chat"
+end
+
+local BUILDERS = { groq = groq, gemini = gemini, ollama = ollama }
+local OPTS = { strict = "boolean", stream = "boolean", model = "string", host = "string" }
+
+--- Build the request a provider would get for this preset and these messages.
+--- preset: a name, a path or a loaded preset table. opts: strict (unsupported parameters are an
+--- error), stream, model (default: preset.models[provider]), host (Ollama).
+--- Returns {provider, model, url, method, headers, body, json, warnings, notes, dropped}.
+function M.request(provider, preset, messages, opts)
+  opts = opts or {}
+  if type(opts) ~= "table" then error("providers.request: opts must be a table", 2) end
+  for k, v in pairs(opts) do
+    if not OPTS[k] then error(("providers.request: unknown option '%s'"):format(tostring(k)), 2) end
+    if type(v) ~= OPTS[k] then
+      error(("providers.request: option '%s' must be a %s, got %s"):format(k, OPTS[k], type(v)), 2)
+    end
+  end
+  local build = BUILDERS[provider]
+  if not build then
+    error(("providers.request: unknown provider %s (groq, gemini or ollama)"):format(tostring(provider)), 2)
+  end
+  if type(preset) == "string" then preset = presets.load(preset) end
+  if type(preset) ~= "table" then error("providers.request: preset must be a name, a path or a table", 2) end
+  messages = messages or {}
+  check_messages(messages)
+  local model = opts.model or (preset.models and preset.models[provider])
+    or presets.DEFAULTS.models[provider]
+  local r = recorder(provider)
+  local body, url = build(preset, messages, model, opts, r)
+  if opts.strict and #r.dropped > 0 then
+    error(("%s: strict mode: preset '%s' uses parameters %s does not support: %s")
+      :format(provider, tostring(preset.name), provider, table.concat(r.dropped, ", ")), 2)
+  end
+  local headers = { ["Content-Type"] = "application/json" }
+  local info = M.INFO[provider]
+  -- Placeholders only: the key itself is never read into a request table.
+  if provider == "groq" then headers.Authorization = "Bearer $" .. info.key_env end
+  if provider == "gemini" then headers["x-goog-api-key"] = "$" .. info.key_env end
+  return {
+    provider = provider, model = model, url = url, method = "POST", headers = headers,
+    body = body, json = json().encode(body, { indent = true }),
+    warnings = r.warnings, notes = r.notes, dropped = r.dropped,
+  }
+end
+
+--- What is missing to call a provider for real: nil when ready, else a message naming the
+--- environment variable (or the Ollama host) to set.
+function M.missing_credentials(provider)
+  local info = M.INFO[provider]
+  if not info then return "unknown provider " .. tostring(provider) end
+  if info.key_env then
+    local v = os.getenv(info.key_env)
+    if not v or v == "" then
+      return ("Set %s to call %s (nothing was sent)."):format(info.key_env, provider)
+    end
+    return nil
+  end
+  local host = os.getenv(info.host_env)
+  if not host or host == "" then
+    return ("Set %s to your Ollama server (for example %s) to call ollama (nothing was sent).")
+      :format(info.host_env, info.default_host)
+  end
+  return nil
+end
+
+return M

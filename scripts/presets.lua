@@ -1,0 +1,106 @@
+-- presets.lua - run a decoding preset on TinyLM and show the requests it becomes for Groq, Gemini
+-- and Ollama.
+--
+--   workbench scripts/presets.lua triage "Ticket: I was charged twice this month"
+--   workbench scripts/presets.lua drafts "How do I export my board data?" --provider gemini
+--   workbench scripts/presets.lua ./my_preset.lua "..." --strict
+--   workbench scripts/presets.lua --list
+--
+-- Options: --provider NAME (repeatable; default all three), --strict (unsupported parameters are
+-- an error), --no-local (skip the TinyLM run), --json (requests only, as one JSON document).
+-- Edit presets/*.lua (or a copy in the user directory, docs/presets.md) and rerun: no rebuild.
+local wb = require("wb")
+local presets = require("wb.presets")
+local providers = require("wb.providers")
+
+local function usage(msg)
+  if msg then io.stderr:write("presets.lua: ", msg, "\n") end
+  io.stderr:write('usage: workbench scripts/presets.lua PRESET "input text" [--provider NAME]... '
+    .. "[--strict] [--no-local] [--json]\n       workbench scripts/presets.lua --list\n")
+  os.exit(2)
+end
+
+local args, opts = {}, { providers = {} }
+local i = 1
+while arg[i] do
+  local a = arg[i]
+  if a == "--list" then opts.list = true
+  elseif a == "--strict" then opts.strict = true
+  elseif a == "--no-local" then opts.no_local = true
+  elseif a == "--json" then opts.json = true
+  elseif a == "--provider" then
+    i = i + 1
+    if not providers.INFO[arg[i] or ""] then usage("--provider takes groq, gemini or ollama") end
+    opts.providers[#opts.providers + 1] = arg[i]
+  elseif a:sub(1, 2) == "--" then usage("unknown option " .. a)
+  else args[#args + 1] = a end
+  i = i + 1
+end
+
+if opts.list then
+  for _, name in ipairs(presets.list()) do
+    local ok, p = pcall(presets.load, name)
+    print(("%-12s %s"):format(name, ok and (p.description or "") or ("INVALID: " .. tostring(p))))
+  end
+  print(("\nsearched: %s"):format(table.concat(presets.search_dirs(), ", ")))
+  return
+end
+if #args ~= 2 then usage() end
+if #opts.providers == 0 then opts.providers = providers.NAMES end
+
+local preset = presets.load(args[1])
+local input = args[2]
+local messages = { { role = "user", content = input } }
+
+local requests = {}
+for _, name in ipairs(opts.providers) do
+  requests[#requests + 1] = providers.request(name, preset, messages, { strict = opts.strict })
+end
+
+if opts.json then
+  local doc = {}
+  for _, r in ipairs(requests) do
+    doc[r.provider] = { url = r.url, body = r.body, warnings = wb.json.array(r.warnings),
+      notes = wb.json.array(r.notes) }
+  end
+  print(wb.json.encode(doc, { indent = true }))
+  return
+end
+
+print(("preset %s (%s)"):format(preset.name, preset.path))
+for _, k in ipairs(presets.ORDER) do
+  local why = preset.why and preset.why[k]
+  if why then print(("  %-18s %-12s %s"):format(k, tostring(preset[k] ~= nil and (type(preset[k]) == "table"
+    and (preset[k].kind or "table") or preset[k]) or "nil"), why)) end
+end
+
+print("\n== local: TinyLM ==")
+if opts.no_local then
+  print("(skipped: --no-local)")
+else
+  local ok, model = pcall(wb.load)
+  if not ok then
+    print("(skipped: no local model: " .. tostring(model) .. ")")
+  else
+    local res, info = presets.generate(model, preset, input)
+    print("model:      " .. model.dir)
+    print("prompt:     " .. ("%q"):format(info.prompt):gsub("\\\n", "\\n"))
+    print("constraint: " .. info.constraint)
+    print("output:     " .. ("%q"):format(res.text):gsub("\\\n", "\\n"))
+    print(("stop: %s, %d tokens, seed %s, ttft %.1f ms"):format(res.stop_reason, #res.token_ids,
+      tostring(res.seed), res.ttft_ms or 0))
+    local jok, obj = pcall(wb.json.decode, res.text)
+    if preset.constraint and preset.constraint.kind == "json_schema" then
+      print("parses as JSON: " .. (jok and type(obj) == "table" and "yes" or "no"))
+    end
+    model:close()
+  end
+end
+
+for _, r in ipairs(requests) do
+  print(("\n== %s: POST %s (model %s) =="):format(r.provider, r.url, r.model))
+  print(r.json)
+  for _, w in ipairs(r.warnings) do print("warning: " .. w) end
+  for _, n in ipairs(r.notes) do print("note:    " .. n) end
+end
+print("\nNothing was sent: these are the request bodies (the live client is a later step).")

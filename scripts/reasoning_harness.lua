@@ -1,0 +1,142 @@
+-- reasoning_harness.lua - run the effort levels on real Brightlane tickets and record thinking
+-- tokens, TTFT and totals to JSON.
+--
+--   workbench scripts/reasoning_harness.lua --provider tinylm [--tickets 12] [--out harness.json]
+--   workbench scripts/reasoning_harness.lua --provider groq|gemini|ollama [--model NAME]
+--
+-- Hosted providers need a key (GROQ_API_KEY, GEMINI_API_KEY) or a host (OLLAMA_HOST). Without
+-- one the harness says which variable to set and exits 2. The live client is a later step, so
+-- with one it prints the requests it would send per level and exits 3: nothing leaves the machine.
+--
+-- --provider tinylm runs locally. TinyLM cannot reason, so the thinking is SIMULATED: at each level
+-- it decodes a budget of extra tokens (presets/effort.lua, tinylm_simulated) and discards them
+-- before decoding the answer. That reproduces the mechanics a hosted reasoning model hides (hidden
+-- tokens paid for in time before the first visible one) but says nothing about whether thinking
+-- improves answers. Every output of this mode carries the label.
+local wb = require("wb")
+local presets = require("wb.presets")
+local providers = require("wb.providers")
+local corpus = require("wb.corpus")
+local stats = require("wb.stats")
+local util = require("wb.util")
+
+local opts = { provider = "tinylm", tickets = 12, out = "reasoning_harness.json", preset = "triage" }
+local i = 1
+local function need(name)
+  i = i + 1
+  if arg[i] == nil then io.stderr:write(name, " needs a value\n"); os.exit(2) end
+  return arg[i]
+end
+while arg[i] do
+  local a = arg[i]
+  if a == "--provider" then opts.provider = need(a)
+  elseif a == "--model" then opts.model = need(a)
+  elseif a == "--tickets" then opts.tickets = math.tointeger(tonumber(need(a))) or error("--tickets takes an integer")
+  elseif a == "--out" then opts.out = need(a)
+  elseif a == "--preset" then opts.preset = need(a)
+  else io.stderr:write("reasoning_harness.lua: unknown option ", a, "\n"); os.exit(2) end
+  i = i + 1
+end
+
+local effort = presets.data("effort")
+local preset = presets.load(opts.preset)
+
+-- Real Brightlane tickets: the corpus's triage templates, spread over the six categories, with
+-- their placeholders filled in.
+local function tickets(n)
+  local all, out = corpus.TICKETS, {}
+  local step = math.max(1, #all // n)
+  for k = 1, #all, step do
+    if #out == n then break end
+    local t = all[k]
+    local text = t[1]:gsub("{plan}", "Team"):gsub("{month}", "March")
+    out[#out + 1] = { text = text, category = t[2] }
+  end
+  return out
+end
+
+if opts.provider ~= "tinylm" then
+  if not providers.INFO[opts.provider] then
+    io.stderr:write("reasoning_harness.lua: --provider takes tinylm, groq, gemini or ollama\n")
+    os.exit(2)
+  end
+  local missing = providers.missing_credentials(opts.provider)
+  if missing then
+    io.stderr:write(missing, "\nOr run locally: workbench scripts/reasoning_harness.lua --provider tinylm\n")
+    os.exit(2)
+  end
+  local t = tickets(1)[1]
+  for _, level in ipairs(effort.order) do
+    local p = presets.merge(preset)
+    p.reasoning_effort = level
+    local r = providers.request(opts.provider, p, { { role = "user", content = "Ticket: " .. t.text } },
+      { model = opts.model })
+    print(("== level %s: POST %s"):format(level, r.url))
+    print(r.json)
+    for _, w in ipairs(r.warnings) do print("warning: " .. w) end
+    for _, n in ipairs(r.notes) do print("note:    " .. n) end
+  end
+  io.stderr:write(("The live %s client is a later step: the requests above were not sent, and no "
+    .. "measurements were taken.\n"):format(opts.provider))
+  os.exit(3)
+end
+
+local LABEL = "SIMULATED thinking: TinyLM does not reason; each level decodes a budget of extra "
+  .. "tokens that are thrown away before the answer"
+print(LABEL)
+local model = wb.load()
+local n_ctx = model.config.n_positions or model.config.n_ctx
+local runs = {}
+for ti, t in ipairs(tickets(opts.tickets)) do
+  local input = "Ticket: " .. t.text
+  for li, level in ipairs(effort.order) do
+    local budget = math.min(effort.tinylm_simulated[level] or 0, n_ctx - 8)
+    local start = wb.clock_ms()
+    local thought = 0
+    if budget > 0 then
+      -- The hidden part: same model, same prompt, decoded and discarded.
+      local th = model:generate(input .. "\n", { temperature = 1, seed = 1000 * ti + li, max_tokens = budget },
+        { ignore_eos = true })
+      thought = #th.token_ids
+    end
+    local t_answer = wb.clock_ms()
+    local res = presets.generate(model, preset, input)
+    local stop = wb.clock_ms()
+    local category = res.text:match('"category"%s*:%s*"([%w_]+)"') or res.text:match("^%s*([%w_]+)")
+    runs[#runs + 1] = {
+      ticket = t.text, gold = t.category, level = level, category = category or wb.json.null,
+      correct = category == t.category, output = res.text,
+      thinking_tokens_simulated = thought, visible_tokens = #res.token_ids,
+      ttft_ms = (t_answer - start) + (res.ttft_ms or 0), total_ms = stop - start,
+    }
+  end
+end
+
+local summary, rows = {}, {}
+for _, level in ipairs(effort.order) do
+  local ttft, total, think, correct, n = {}, {}, {}, 0, 0
+  for _, r in ipairs(runs) do
+    if r.level == level then
+      n = n + 1
+      ttft[#ttft + 1], total[#total + 1], think[#think + 1] = r.ttft_ms, r.total_ms, r.thinking_tokens_simulated
+      if r.correct then correct = correct + 1 end
+    end
+  end
+  local s = { level = level, n = n, accuracy = correct / n, thinking_tokens_simulated = stats.median(think),
+    ttft_ms_median = stats.median(ttft), total_ms_median = stats.median(total) }
+  summary[#summary + 1] = s
+  rows[#rows + 1] = s
+end
+util.print_table(rows, { "level", "n", "thinking_tokens_simulated", "ttft_ms_median", "total_ms_median", "accuracy" },
+  { fmt = { ttft_ms_median = "%.1f", total_ms_median = "%.1f", accuracy = "%.2f" } })
+print("TTFT grows with the simulated budget while the answer itself does not change: hidden tokens")
+print("cost time before anything is shown. Accuracy here reflects TinyLM, not reasoning.")
+
+local doc = { provider = "tinylm", model = model.dir, preset = preset.name, simulated_thinking = true,
+  label = LABEL, levels = wb.json.array(effort.order), summary = wb.json.array(summary),
+  runs = wb.json.array(runs) }
+local f = assert(io.open(opts.out, "w"))
+f:write(wb.json.encode(doc, { indent = true }), "\n")
+f:close()
+print("wrote " .. opts.out .. " (simulated thinking)")
+model:close()
