@@ -416,6 +416,9 @@ typedef struct split_cb {
     void *ud;
     const wb_tokenizer *tok;
     word_re *wre;
+    const char *raw;  /* the whole input: a piece starting here is the first */
+    const char *base; /* the normalized piece pass 2 is working on */
+    int first;        /* base starts at offset 0 of the input */
 } split_cb;
 
 /* HF AddedVocabulary::find_matches: leftmost-longest matches, each possibly discarded
@@ -481,18 +484,33 @@ static int find_matches(const wb_tokenizer *tok, const tk_trie *t, const char *s
 
 static int split_pass2(void *ud, const char *p, size_t n, int32_t id) {
     split_cb *c = ud;
-    return c->fn(c->ud, p, n, id);
+    return c->fn(c->ud, p, n, id, c->first && p == c->base);
 }
 
+/* HF normalizes each piece left between the non-normalized added tokens, then looks for the
+ * normalized added tokens in the normalized text. */
 static int split_pass1(void *ud, const char *p, size_t n, int32_t id) {
     split_cb *c = ud;
-    if (id >= 0) return c->fn(c->ud, p, n, id);
-    return find_matches(c->tok, &c->tok->trie_norm, p, n, c->wre, split_pass2, c);
+    int first = p == c->raw;
+    if (id >= 0) return c->fn(c->ud, p, n, id, first);
+    if (!c->tok->n_norms) {
+        c->base = p;
+        c->first = first;
+        return find_matches(c->tok, &c->tok->trie_norm, p, n, c->wre, split_pass2, c);
+    }
+    char *norm;
+    size_t nl;
+    if (tk_normalize(c->tok, p, n, &norm, &nl)) return -1;
+    c->base = norm;
+    c->first = first;
+    int r = find_matches(c->tok, &c->tok->trie_norm, norm, nl, c->wre, split_pass2, c);
+    free(norm);
+    return r;
 }
 
 int tk_split_added(const wb_tokenizer *tok, const char *s, size_t n, tk_seg_fn fn, void *ud) {
     word_re wre = {0};
-    split_cb c = {fn, ud, tok, &wre};
+    split_cb c = {fn, ud, tok, &wre, s, NULL, 0};
     int r = find_matches(tok, &tok->trie_raw, s, n, &wre, split_pass1, &c);
     pcre2_match_data_free(wre.md);
     pcre2_code_free(wre.code);
@@ -598,16 +616,23 @@ static int add_sym(enc_ctx *c, size_t *ns, int32_t id) {
     return 0;
 }
 
-/* One byte-level char of the word (its byte b) as HF's merge_word sees it: with the continuing
- * prefix when not first and the end-of-word suffix when last. */
-static size_t sym_string(const wb_tokenizer *tok, unsigned b, int first, int last, char *out) {
+/* One symbol of the word as HF's merge_word sees it: a byte-level char (byte mode: the raw byte
+ * u[0] mapped through bytes_to_unicode) or one UTF-8 char u[0..ul), with the continuing prefix
+ * when not first and the end-of-word suffix when last. */
+static size_t sym_string(const wb_tokenizer *tok, const unsigned char *u, size_t ul, int first,
+                         int last, char *out) {
     size_t k = 0;
     if (!first && tok->cont_prefix) {
         size_t l = strlen(tok->cont_prefix);
         memcpy(out, tok->cont_prefix, l);
         k = l;
     }
-    k += (size_t)tk_utf8_encode(tk_byte_to_cp(b), out + k);
+    if (tok->byte_level) {
+        k += (size_t)tk_utf8_encode(tk_byte_to_cp(u[0]), out + k);
+    } else {
+        memcpy(out + k, u, ul);
+        k += ul;
+    }
     if (last && tok->eow_suffix) {
         size_t l = strlen(tok->eow_suffix);
         memcpy(out + k, tok->eow_suffix, l);
@@ -616,19 +641,25 @@ static size_t sym_string(const wb_tokenizer *tok, unsigned b, int first, int las
     return k;
 }
 
-/* Byte-level BPE of one pre-token (raw bytes p[0..n)), appending ids to c. */
+/* BPE of one pre-token p[0..n): raw bytes for a byte-level tokenizer, else valid UTF-8 whose
+ * chars are the initial symbols. Appends ids to c. */
 static int bpe_piece(enc_ctx *c, const unsigned char *p, size_t n) {
     const wb_tokenizer *tok = c->tok;
     if (n == 0) return 0;
     if (tok->ignore_merges) {
-        if (grow((void **)&c->tmp, &c->tmp_cap, n * 2 + 1, 1)) return -1;
-        size_t k = 0;
-        for (size_t i = 0; i < n; i++) k += (size_t)tk_utf8_encode(tk_byte_to_cp(p[i]), c->tmp + k);
-        int32_t id = tk_strmap_get(&tok->model_map, c->tmp, k);
+        int32_t id;
+        if (tok->byte_level) {
+            if (grow((void **)&c->tmp, &c->tmp_cap, n * 2 + 1, 1)) return -1;
+            size_t k = 0;
+            for (size_t i = 0; i < n; i++) k += (size_t)tk_utf8_encode(tk_byte_to_cp(p[i]), c->tmp + k);
+            id = tk_strmap_get(&tok->model_map, c->tmp, k);
+        } else {
+            id = tk_strmap_get(&tok->model_map, (const char *)p, n);
+        }
         if (id >= 0) return push_id(c, id);
     }
     size_t ns = 0;
-    if (tok->simple_syms && !tok->byte_fallback && tok->unk_id < 0) {
+    if (tok->byte_level && tok->simple_syms && !tok->byte_fallback && tok->unk_id < 0) {
         for (size_t i = 0; i < n; i++) {
             int32_t id = tok->byte_sym[p[i]];
             if (id >= 0 && add_sym(c, &ns, id)) return -1;
@@ -639,8 +670,16 @@ static int bpe_piece(enc_ctx *c, const unsigned char *p, size_t n) {
         if (grow((void **)&c->tmp, &c->tmp_cap, plen + slen + 8, 1)) return -1;
         int32_t unk = -1;
         size_t unk_pending = 0;
-        for (size_t i = 0; i < n; i++) {
-            size_t k = sym_string(tok, p[i], i == 0, i + 1 == n, c->tmp);
+        for (size_t i = 0; i < n;) {
+            size_t ul = 1;
+            if (!tok->byte_level) {
+                int cl;
+                tk_utf8_decode(p + i, n - i, &cl);
+                ul = (size_t)cl;
+                if (ul > n - i) ul = n - i;
+            }
+            size_t k = sym_string(tok, p + i, ul, i == 0, i + ul >= n, c->tmp);
+            i += ul;
             int32_t id = tk_strmap_get(&tok->model_map, c->tmp, k);
             if (id >= 0) {
                 if (unk_pending && add_sym(c, &ns, unk)) return -1;
@@ -659,8 +698,7 @@ static int bpe_piece(enc_ctx *c, const unsigned char *p, size_t n) {
                     nf++;
                 }
                 if (nf == k) {
-                    if (unk_pending && add_sym(c, &ns, unk)) return -1;
-                    unk_pending = 0;
+                    /* HF adds the byte tokens without flushing a pending unk first */
                     for (size_t j = 0; j < nf; j++)
                         if (add_sym(c, &ns, fb[j])) return -1;
                     continue;
@@ -745,14 +783,106 @@ static int piece_cb(void *ud, const char *p, size_t n) {
     return 0;
 }
 
-static int seg_cb(void *ud, const char *p, size_t n, int32_t id) {
-    enc_ctx *c = ud;
-    if (n == 0) return 0; /* HF drops empty splits */
-    if (id >= 0) return push_id(c, id);
-    const wb_tokenizer *tok = c->tok;
+static int pre_run(enc_ctx *c, size_t step, const char *p, size_t n, int first);
+
+/* Split / Digits: HF's NormalizedString::split, spans then the delimiter behavior. */
+static int pre_split(enc_ctx *c, size_t step, const tk_pre *pr, const char *p, size_t n, int first) {
+    tk_span *sp = NULL;
+    size_t ns = 0, cap = 0;
+    int r = tk_matcher_find(&pr->pat, p, n, &sp, &ns, &cap);
+    if (r) {
+        free(sp);
+        if (r == -2) {
+            c->st = wb_err_set(c->err, WB_ERR_FORMAT, "tokenizer: pre_tokenizer regex match failed");
+        }
+        return -1;
+    }
+    if (pr->invert)
+        for (size_t i = 0; i < ns; i++) sp[i].m = !sp[i].m;
+    size_t o = 0;
+    int prev = 0;
+    switch (pr->behavior) {
+    case TK_SPLIT_ISOLATED:
+        o = ns;
+        break;
+    case TK_SPLIT_REMOVED:
+        for (size_t i = 0; i < ns; i++)
+            if (!sp[i].m) sp[o++] = sp[i];
+        break;
+    case TK_SPLIT_CONTIGUOUS:
+        for (size_t i = 0; i < ns; i++) {
+            int m = sp[i].m;
+            if (m == prev && o > 0) sp[o - 1].b = sp[i].b;
+            else sp[o++] = sp[i];
+            prev = m;
+        }
+        break;
+    case TK_SPLIT_MERGED_PREV:
+        for (size_t i = 0; i < ns; i++) {
+            int m = sp[i].m;
+            if (m && !prev && o > 0) sp[o - 1].b = sp[i].b;
+            else sp[o++] = sp[i];
+            prev = m;
+        }
+        break;
+    case TK_SPLIT_MERGED_NEXT: {
+        /* HF folds from the right: a match joins the piece after it; kept right-aligned */
+        size_t w = ns;
+        for (size_t i = ns; i-- > 0;) {
+            int m = sp[i].m;
+            if (m && !prev && w < ns) sp[w].a = sp[i].a;
+            else sp[--w] = sp[i];
+            prev = m;
+        }
+        o = ns - w;
+        memmove(sp, sp + w, o * sizeof *sp);
+        break;
+    }
+    }
+    r = 0;
+    for (size_t i = 0; i < o && !r; i++)
+        if (sp[i].b > sp[i].a) r = pre_run(c, step + 1, p + sp[i].a, sp[i].b - sp[i].a, first && sp[i].a == 0);
+    free(sp);
+    return r;
+}
+
+static int pre_metaspace(enc_ctx *c, size_t step, const tk_pre *pr, const char *p, size_t n, int first) {
+    size_t rl = (size_t)pr->repl_len, spaces = 0;
+    for (size_t i = 0; i < n; i++) spaces += p[i] == ' ';
+    char *b = malloc(n + spaces * rl + rl + 1);
+    if (!b) return -1;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] == ' ') {
+            memcpy(b + k, pr->repl, rl);
+            k += rl;
+        } else {
+            b[k++] = p[i];
+        }
+    }
+    int starts = k >= rl && memcmp(b, pr->repl, rl) == 0;
+    if (!starts && (pr->prepend_scheme == TK_PREPEND_ALWAYS || (pr->prepend_scheme == TK_PREPEND_FIRST && first))) {
+        memmove(b + rl, b, k);
+        memcpy(b, pr->repl, rl);
+        k += rl;
+    }
+    int r;
+    if (pr->split) {
+        tk_pre sp = *pr;
+        sp.behavior = TK_SPLIT_MERGED_NEXT;
+        sp.invert = 0;
+        r = pre_split(c, step, &sp, b, k, first);
+    } else {
+        r = pre_run(c, step + 1, b, k, first);
+    }
+    free(b);
+    return r;
+}
+
+static int pre_bytelevel(enc_ctx *c, const tk_pre *pr, const char *p, size_t n) {
     const char *s = p;
     char *tmp = NULL;
-    if (tok->add_prefix_space && p[0] != ' ') {
+    if (pr->add_prefix_space && p[0] != ' ') {
         tmp = malloc(n + 1);
         if (!tmp) return -1;
         tmp[0] = ' ';
@@ -761,9 +891,9 @@ static int seg_cb(void *ud, const char *p, size_t n, int32_t id) {
         n++;
     }
     int r = 0;
-    if (tok->use_regex) {
+    if (pr->use_regex) {
         wb_err e = {0};
-        wb_status st = tk_regex_split(&tok->re, s, n, piece_cb, c, &e);
+        wb_status st = tk_regex_split(&c->tok->re, s, n, piece_cb, c, &e);
         if (st != WB_OK) {
             c->st = st;
             if (c->err) *c->err = e;
@@ -774,6 +904,29 @@ static int seg_cb(void *ud, const char *p, size_t n, int32_t id) {
     }
     free(tmp);
     return r;
+}
+
+/* Run pre-tokenizer `step` on one piece; past the last step the piece goes to the model. */
+static int pre_run(enc_ctx *c, size_t step, const char *p, size_t n, int first) {
+    if (n == 0) return 0; /* HF drops empty splits */
+    if (step == c->tok->n_pres) return piece_cb(c, p, n);
+    const tk_pre *pr = &c->tok->pres[step];
+    switch (pr->kind) {
+    case TK_PRE_SPLIT:
+    case TK_PRE_DIGITS:
+        return pre_split(c, step, pr, p, n, first);
+    case TK_PRE_METASPACE:
+        return pre_metaspace(c, step, pr, p, n, first);
+    default:
+        return pre_bytelevel(c, pr, p, n);
+    }
+}
+
+static int seg_cb(void *ud, const char *p, size_t n, int32_t id, int first) {
+    enc_ctx *c = ud;
+    if (n == 0) return 0; /* HF drops empty splits */
+    if (id >= 0) return push_id(c, id);
+    return pre_run(c, 0, p, n, first);
 }
 
 wb_status wb_tokenizer_encode(const wb_tokenizer *tok, const char *text, size_t len,
@@ -809,6 +962,33 @@ wb_status wb_tokenizer_encode(const wb_tokenizer *tok, const char *text, size_t 
 
 /* ---- decoding ------------------------------------------------------------------------------ */
 
+/* Strip after Fuse (Llama-2's Strip(" ", 1, 0)) removes up to dec_strip_n leading content chars
+ * of the whole output: *left counts what may still be stripped, 0 once other text came out. */
+static size_t strip_lead(const wb_tokenizer *tok, const char *b, size_t n, int *left) {
+    size_t cut = 0, cl = (size_t)tok->dec_strip_len;
+    while (*left > 0 && cut < n) {
+        if (cut + cl <= n && memcmp(b + cut, tok->dec_strip, cl) == 0) {
+            cut += cl;
+            (*left)--;
+        } else {
+            *left = 0;
+        }
+    }
+    if (cut < n) *left = 0;
+    return cut;
+}
+
+/* The bytes of ids[i] at stream position i: the first token may decode differently. */
+static const char *id_bytes(const wb_tokenizer *tok, int32_t id, int first, char **owned, size_t *len) {
+    *owned = NULL;
+    if (first && tok->dec_meta_first) {
+        if (tk_token_decode(tok, id, 1, owned, len)) return NULL;
+        return *owned;
+    }
+    *len = tok->bytes_len[id];
+    return tok->bytes[id];
+}
+
 wb_status wb_tokenizer_decode(const wb_tokenizer *tok, const int32_t *ids, size_t n_ids,
                               char **text, size_t *len, wb_err *err) {
     if (!tok || !text || !len || (!ids && n_ids))
@@ -826,9 +1006,20 @@ wb_status wb_tokenizer_decode(const wb_tokenizer *tok, const int32_t *ids, size_
     char *out = malloc(total + 1);
     if (!out) return wb_err_set(err, WB_ERR_NOMEM, "wb_tokenizer_decode: out of memory");
     size_t o = 0;
+    int left = tok->dec_strip_n;
     for (size_t i = 0; i < n_ids; i++) {
-        memcpy(out + o, tok->bytes[ids[i]], tok->bytes_len[ids[i]]);
-        o += tok->bytes_len[ids[i]];
+        char *owned;
+        size_t bl;
+        const char *b = id_bytes(tok, ids[i], i == 0, &owned, &bl);
+        if (!b) {
+            free(out);
+            return wb_err_set(err, WB_ERR_NOMEM, "wb_tokenizer_decode: out of memory");
+        }
+        size_t cut = left ? strip_lead(tok, b, bl, &left) : 0;
+        /* the first-token form is never longer than the usual one */
+        memcpy(out + o, b + cut, bl - cut);
+        o += bl - cut;
+        free(owned);
     }
     out[o] = 0;
     *text = out;
@@ -842,6 +1033,8 @@ struct wb_detok {
     size_t n_pend;
     char *out;
     size_t out_cap;
+    size_t n_pushed;
+    int strip_left;
 };
 
 wb_status wb_detok_new(const wb_tokenizer *tok, wb_detok **out, wb_err *err) {
@@ -849,6 +1042,7 @@ wb_status wb_detok_new(const wb_tokenizer *tok, wb_detok **out, wb_err *err) {
     wb_detok *d = calloc(1, sizeof *d);
     if (!d) return wb_err_set(err, WB_ERR_NOMEM, "wb_detok_new: out of memory");
     d->tok = tok;
+    d->strip_left = tok->dec_strip_n;
     *out = d;
     return WB_OK;
 }
@@ -860,7 +1054,10 @@ void wb_detok_free(wb_detok *d) {
 }
 
 void wb_detok_reset(wb_detok *d) {
-    if (d) d->n_pend = 0;
+    if (!d) return;
+    d->n_pend = 0;
+    d->n_pushed = 0;
+    d->strip_left = d->tok->dec_strip_n;
 }
 
 wb_status wb_detok_push(wb_detok *d, int32_t id, const char **piece, size_t *len, wb_err *err) {
@@ -870,15 +1067,28 @@ wb_status wb_detok_push(wb_detok *d, int32_t id, const char **piece, size_t *len
     if (id < 0 || id >= d->tok->n_total)
         return wb_err_set(err, WB_ERR_RANGE, "wb_detok_push: id %d is out of range [0, %d)", (int)id,
                           (int)d->tok->n_total);
-    size_t bl = d->tok->bytes_len[id];
+    char *owned;
+    size_t bl;
+    const char *tb = id_bytes(d->tok, id, d->n_pushed == 0, &owned, &bl);
+    if (!tb) return wb_err_set(err, WB_ERR_NOMEM, "wb_detok_push: out of memory");
+    d->n_pushed++;
+    if (d->strip_left) {
+        if (d->n_pend) d->strip_left = 0;
+        size_t cut = strip_lead(d->tok, tb, bl, &d->strip_left);
+        tb += cut;
+        bl -= cut;
+    }
     size_t n = d->n_pend + bl;
     /* worst case every byte becomes U+FFFD */
-    if (grow((void **)&d->out, &d->out_cap, 3 * n + 8 + n, 1))
+    if (grow((void **)&d->out, &d->out_cap, 3 * n + 8 + n, 1)) {
+        free(owned);
         return wb_err_set(err, WB_ERR_NOMEM, "wb_detok_push: out of memory");
+    }
     /* the input (pending + token bytes) is staged at the end of the buffer */
     unsigned char *in = (unsigned char *)d->out + 3 * n + 8;
     memcpy(in, d->pend, d->n_pend);
-    memcpy(in + d->n_pend, d->tok->bytes[id], bl);
+    memcpy(in + d->n_pend, tb, bl);
+    free(owned);
     size_t i = 0, o = 0;
     d->n_pend = 0;
     while (i < n) {
@@ -947,7 +1157,13 @@ int wb_tokenizer_is_special(const wb_tokenizer *tok, int32_t id) {
 }
 
 int32_t wb_tokenizer_eos_id(const wb_tokenizer *tok) {
-    return wb_tokenizer_id_of_str(tok, "<|endoftext|>");
+    /* GPT-2 and Qwen, then the SentencePiece and Llama-3 names */
+    static const char *const names[] = {"<|endoftext|>", "</s>", "<|end_of_text|>"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        int32_t id = wb_tokenizer_id_of_str(tok, names[i]);
+        if (id >= 0) return id;
+    }
+    return -1;
 }
 
 static void trie_free(tk_trie *t) {
@@ -979,6 +1195,26 @@ void wb_tokenizer_free(wb_tokenizer *tok) {
     free(tok->eow_suffix);
     free(tok->unk_token);
     tk_regex_free(&tok->re);
+    for (size_t i = 0; i < tok->n_norms; i++) {
+        free(tok->norms[i].content);
+        tk_matcher_free(&tok->norms[i].pat);
+    }
+    free(tok->norms);
+    for (size_t i = 0; i < tok->n_pres; i++) tk_matcher_free(&tok->pres[i].pat);
+    free(tok->pres);
+    for (size_t i = 0; i < tok->n_decs; i++) {
+        free(tok->decs[i].from);
+        free(tok->decs[i].to);
+    }
+    free(tok->decs);
+    if (tok->norm_added)
+        for (size_t i = 0; i < tok->n_added; i++) free(tok->norm_added[i]);
+    free(tok->norm_added);
+    free(tok->norm_added_len);
+    free(tok->json_normalizer);
+    free(tok->json_pre);
+    free(tok->json_post);
+    free(tok->json_decoder);
     free(tok);
 }
 
@@ -1005,6 +1241,15 @@ static int trie_add(tk_trie *t, const char *s, size_t n, int32_t idx) {
 
 wb_status tk_finish(wb_tokenizer *tok, const char *name, wb_err *err) {
     int32_t n = tok->n_total;
+    if (!tok->pre_parsed && !tok->n_pres) {
+        tok->pres = calloc(1, sizeof *tok->pres);
+        if (!tok->pres) goto nomem;
+        tok->pres[0].kind = TK_PRE_BYTELEVEL;
+        tok->pres[0].add_prefix_space = tok->add_prefix_space;
+        tok->pres[0].use_regex = tok->use_regex;
+        tok->n_pres = 1;
+        tok->byte_level = 1;
+    }
     tok->bytes = calloc((size_t)n ? (size_t)n : 1, sizeof *tok->bytes);
     tok->bytes_len = calloc((size_t)n ? (size_t)n : 1, sizeof *tok->bytes_len);
     if (!tok->special) tok->special = calloc((size_t)n ? (size_t)n : 1, 1);
@@ -1014,38 +1259,35 @@ wb_status tk_finish(wb_tokenizer *tok, const char *name, wb_err *err) {
         if (tk_strmap_add(&tok->added_map, a->content, a->len, a->id, NULL) < 0) goto nomem;
         if (a->special) tok->special[a->id] = 1;
     }
+    /* HF's decoders (ByteLevel, ByteFallback, Metaspace, ...) token by token; special tokens
+     * decode to their content so that e.g. "<|naïve|>" does not come out as broken UTF-8 */
     for (int32_t i = 0; i < n; i++) {
-        const char *s = tok->str[i];
-        size_t sl = tok->str_len[i];
-        char *b = malloc(sl + 1);
-        if (!b) goto nomem;
-        size_t o = 0;
-        int ok = !tok->special[i];
-        /* HF's ByteLevel decoder maps chars back to bytes, or keeps the raw UTF-8 of a token
-         * that has any char outside the byte alphabet; special tokens decode to their content
-         * so that e.g. "<|naïve|>" does not come out as broken UTF-8 */
-        for (size_t j = 0; ok && j < sl;) {
-            int cl;
-            int by = tk_cp_to_byte(tk_utf8_decode((const unsigned char *)s + j, sl - j, &cl));
-            if (by < 0) ok = 0;
-            else b[o++] = (char)by;
-            j += (size_t)cl;
-        }
-        if (!ok) {
-            memcpy(b, s, sl);
-            o = sl;
-        }
-        b[o] = 0;
+        char *b;
+        size_t o;
+        if (tk_token_decode(tok, i, 0, &b, &o)) goto nomem;
         tok->bytes[i] = b;
         tok->bytes_len[i] = (uint32_t)o;
     }
     for (int32_t i = 0; i < n; i++)
         if (tk_strmap_add(&tok->bytes_map, tok->bytes[i], tok->bytes_len[i], i, NULL) < 0) goto nomem;
+    /* HF looks for normalized added tokens in normalized text, so it normalizes their content */
+    if (tok->n_norms && tok->n_added) {
+        tok->norm_added = calloc(tok->n_added, sizeof *tok->norm_added);
+        tok->norm_added_len = calloc(tok->n_added, sizeof *tok->norm_added_len);
+        if (!tok->norm_added || !tok->norm_added_len) goto nomem;
+    }
     for (size_t k = 0; k < tok->n_added; k++) {
         tk_added *a = &tok->added[k];
-        if (trie_add(a->normalized ? &tok->trie_norm : &tok->trie_raw, a->content, a->len,
-                     (int32_t)k))
-            goto nomem;
+        const char *c = a->content;
+        size_t cl = a->len;
+        if (a->normalized && tok->norm_added) {
+            size_t nl;
+            if (tk_normalize(tok, a->content, a->len, &tok->norm_added[k], &nl)) goto nomem;
+            tok->norm_added_len[k] = (uint32_t)nl;
+            c = tok->norm_added[k];
+            cl = nl;
+        }
+        if (trie_add(a->normalized ? &tok->trie_norm : &tok->trie_raw, c, cl, (int32_t)k)) goto nomem;
     }
     if (tok->trie_raw.n_nodes == 0) tok->trie_raw.empty = 1;
     if (tok->trie_norm.n_nodes == 0) tok->trie_norm.empty = 1;

@@ -75,6 +75,78 @@ wb_status tk_regex_split(const tk_regex *re, const char *s, size_t n, tk_piece_f
 
 /* ---- the tokenizer ----------------------------------------------------------------------- */
 
+/* General regexes from tokenizer.json (Split, Replace): written for Oniguruma, compiled with PCRE2
+ * after rewriting \s and \S so that they also cover U+0085 as Oniguruma's do. */
+wb_status tk_regex_compile(tk_regex *re, const char *pattern, const char *name, const char *field,
+                           wb_err *err);
+
+/* ---- normalizers, pre-tokenizers and decoders (tokenizer_pipeline.c) ------------------------ */
+
+/* A Split / Replace pattern: a literal string or a regex. */
+typedef struct tk_matcher {
+    char *lit; /* literal when non-NULL */
+    size_t lit_len;
+    tk_regex re;
+} tk_matcher;
+
+enum { TK_NORM_NFC, TK_NORM_NFD, TK_NORM_NFKC, TK_NORM_NFKD, TK_NORM_LOWERCASE, TK_NORM_PREPEND,
+       TK_NORM_REPLACE };
+typedef struct tk_norm {
+    int kind;
+    char *content; /* Prepend / Replace content */
+    size_t content_len;
+    tk_matcher pat; /* Replace */
+} tk_norm;
+
+enum { TK_PRE_SPLIT, TK_PRE_DIGITS, TK_PRE_METASPACE, TK_PRE_BYTELEVEL };
+enum { TK_SPLIT_REMOVED, TK_SPLIT_ISOLATED, TK_SPLIT_MERGED_PREV, TK_SPLIT_MERGED_NEXT,
+       TK_SPLIT_CONTIGUOUS };
+enum { TK_PREPEND_ALWAYS, TK_PREPEND_FIRST, TK_PREPEND_NEVER };
+typedef struct tk_pre {
+    int kind;
+    tk_matcher pat; /* Split (Digits uses a \p{N} regex) */
+    int behavior, invert;
+    char repl[8]; /* Metaspace replacement (one char) */
+    int repl_len, prepend_scheme, split;
+    int add_prefix_space, use_regex; /* ByteLevel */
+} tk_pre;
+
+enum { TK_DEC_BYTELEVEL, TK_DEC_REPLACE, TK_DEC_BYTEFALLBACK, TK_DEC_FUSE, TK_DEC_STRIP,
+       TK_DEC_METASPACE };
+typedef struct tk_dec {
+    int kind;
+    char *from, *to; /* Replace (string pattern) */
+    size_t from_len, to_len;
+    char content[8]; /* Strip content / Metaspace replacement */
+    int content_len, start, prepend_scheme;
+} tk_dec;
+
+void tk_matcher_free(tk_matcher *m);
+
+/* The spans (start, end, is_match) covering s[0..n), as HF's Pattern::find_matches gives them
+ * (empty s: one empty non-match; empty regex matches are kept, as Oniguruma's find_iter reports
+ * them). *spans grows as needed. Returns 0, -1 on nomem, -2 when the regex engine fails. */
+typedef struct tk_span {
+    size_t a, b;
+    int m;
+} tk_span;
+int tk_matcher_find(const tk_matcher *m, const char *s, size_t n, tk_span **spans, size_t *n_spans,
+                    size_t *cap);
+
+/* Apply the normalizer chain to valid UTF-8; *out is malloc'd (NULL on nomem or engine failure). */
+int tk_normalize(const wb_tokenizer *tok, const char *s, size_t n, char **out, size_t *out_len);
+
+/* Parse the normalizer / pre_tokenizer / decoder sections into tok (NULL or JSON null = none). */
+struct cJSON;
+wb_status tk_parse_normalizer(wb_tokenizer *tok, const struct cJSON *j, const char *name, wb_err *err);
+wb_status tk_parse_pre_tokenizer(wb_tokenizer *tok, const struct cJSON *j, const char *name,
+                                 wb_err *err);
+wb_status tk_parse_decoder(wb_tokenizer *tok, const struct cJSON *j, const char *name, wb_err *err);
+
+/* The bytes a token stands for through the decoder chain; `first` applies the first-token rule of
+ * a Metaspace decoder. *out is malloc'd. -1 on nomem. */
+int tk_token_decode(const wb_tokenizer *tok, int32_t id, int first, char **out, size_t *out_len);
+
 typedef struct tk_added {
     char *content;
     uint32_t len;
@@ -119,6 +191,25 @@ struct wb_tokenizer {
     int32_t unk_id;                 /* -1 when no unk_token */
     char *unk_token;
     tk_regex re;
+
+    /* the pipeline; a tokenizer without a parsed pre_tokenizer (trained ones) gets
+     * [ByteLevel(add_prefix_space, use_regex)] and a ByteLevel decoder in tk_finish */
+    tk_norm *norms;
+    size_t n_norms;
+    tk_pre *pres;
+    size_t n_pres;
+    int pre_parsed;  /* pre_tokenizer came from the file (even when null) */
+    int byte_level;  /* model input is byte-level chars: raw bytes map through byte_sym */
+    tk_dec *decs;
+    size_t n_decs;
+    int dec_parsed;  /* decoder came from the file (even when null) */
+    int dec_meta_first;          /* Metaspace decoder: the first token drops its replacement chars */
+    char dec_strip[8];           /* Strip after a fusing decoder: strip up to dec_strip_n leading */
+    int dec_strip_len, dec_strip_n; /*   dec_strip chars from the start of the whole output */
+    char **norm_added;           /* per added token: its content normalized (normalized tokens) */
+    uint32_t *norm_added_len;
+    /* the file's sections, kept verbatim so that save writes them back */
+    char *json_normalizer, *json_pre, *json_post, *json_decoder;
 };
 
 /* Build everything derivable (bytes, maps, tries, byte_sym) once str/merges/added are set. */
@@ -126,7 +217,8 @@ wb_status tk_finish(wb_tokenizer *tok, const char *name, wb_err *err);
 
 /* Split valid UTF-8 on added tokens as Hugging Face does (two passes); calls fn for text pieces
  * (id -1) and added tokens. */
-typedef int (*tk_seg_fn)(void *ud, const char *p, size_t n, int32_t id);
+/* `first`: the piece starts at offset 0 of the input (Metaspace prepend_scheme "first"). */
+typedef int (*tk_seg_fn)(void *ud, const char *p, size_t n, int32_t id, int first);
 int tk_split_added(const wb_tokenizer *tok, const char *s, size_t n, tk_seg_fn fn, void *ud);
 
 #endif

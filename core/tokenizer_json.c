@@ -1,5 +1,6 @@
-/* tokenizer_json.c - reading and writing Hugging Face tokenizer.json (BPE model, ByteLevel
- * pre-tokenizer/decoder, added tokens) with errors that name the field at fault. */
+/* tokenizer_json.c - reading and writing Hugging Face tokenizer.json (BPE model, added tokens;
+ * the normalizer, pre-tokenizer and decoder sections are parsed in tokenizer_pipeline.c) with
+ * errors that name the field at fault. */
 #include "tokenizer_internal.h"
 
 #include <cjson/cJSON.h>
@@ -51,10 +52,6 @@ static int opt_bool(const cJSON *obj, const char *key, int def) {
     return cJSON_IsTrue(v) ? 1 : 0;
 }
 
-static const char *type_of(const cJSON *obj) {
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(obj, "type");
-    return cJSON_IsString(t) ? t->valuestring : NULL;
-}
 
 #define FAIL(status, ...)                                                                  \
     do {                                                                                   \
@@ -209,28 +206,20 @@ wb_status wb_tokenizer_load_json(const char *json, size_t len, const char *name,
     if (ver && !(cJSON_IsString(ver) && strcmp(ver->valuestring, "1.0") == 0))
         FAIL(WB_ERR_FORMAT, "%s: version must be \"1.0\"", name);
 
-    const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
-    if (norm && !cJSON_IsNull(norm))
-        FAIL(WB_ERR_FORMAT, "%s: normalizer of type \"%s\" is not supported (only null)", name,
-             type_of(norm) ? type_of(norm) : "?");
-
-    const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
-    if (!cJSON_IsObject(pre))
-        FAIL(WB_ERR_FORMAT, "%s: pre_tokenizer is missing; only ByteLevel is supported", name);
-    if (!type_of(pre) || strcmp(type_of(pre), "ByteLevel") != 0)
-        FAIL(WB_ERR_FORMAT, "%s: pre_tokenizer of type \"%s\" is not supported (only ByteLevel)", name,
-             type_of(pre) ? type_of(pre) : "?");
-    tok->add_prefix_space = opt_bool(pre, "add_prefix_space", 1);
-    tok->trim_offsets = opt_bool(pre, "trim_offsets", 1);
-    tok->use_regex = opt_bool(pre, "use_regex", 1);
-    if (tok->add_prefix_space < 0 || tok->trim_offsets < 0 || tok->use_regex < 0)
-        FAIL(WB_ERR_FORMAT, "%s: pre_tokenizer.add_prefix_space/trim_offsets/use_regex must be booleans",
-             name);
-
-    const cJSON *dec = cJSON_GetObjectItemCaseSensitive(root, "decoder");
-    if (dec && !cJSON_IsNull(dec) && !(type_of(dec) && strcmp(type_of(dec), "ByteLevel") == 0))
-        FAIL(WB_ERR_FORMAT, "%s: decoder of type \"%s\" is not supported (only ByteLevel)", name,
-             type_of(dec) ? type_of(dec) : "?");
+    /* the sections are kept as text so that save writes back what was read */
+    static const char *const kept[] = {"normalizer", "pre_tokenizer", "post_processor", "decoder"};
+    char **dst[] = {&tok->json_normalizer, &tok->json_pre, &tok->json_post, &tok->json_decoder};
+    for (int k = 0; k < 4; k++) {
+        const cJSON *sec = cJSON_GetObjectItemCaseSensitive(root, kept[k]);
+        if (sec && !(*dst[k] = cJSON_PrintUnformatted(sec))) FAIL(WB_ERR_NOMEM, "%s: out of memory", name);
+    }
+    if ((st = tk_parse_normalizer(tok, cJSON_GetObjectItemCaseSensitive(root, "normalizer"), name, err)) != WB_OK)
+        goto fail;
+    if ((st = tk_parse_pre_tokenizer(tok, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), name,
+                                     err)) != WB_OK)
+        goto fail;
+    if ((st = tk_parse_decoder(tok, cJSON_GetObjectItemCaseSensitive(root, "decoder"), name, err)) != WB_OK)
+        goto fail;
     const cJSON *post = cJSON_GetObjectItemCaseSensitive(root, "post_processor");
     if (post && !cJSON_IsNull(post) && !cJSON_IsObject(post))
         FAIL(WB_ERR_FORMAT, "%s: post_processor is not an object", name);
@@ -390,22 +379,26 @@ static cJSON *build_json(const wb_tokenizer *tok) {
         cJSON_AddBoolToObject(o, "special", a->special);
     }
     free(order);
-    cJSON_AddNullToObject(root, "normalizer");
-    cJSON *pre = cJSON_AddObjectToObject(root, "pre_tokenizer");
+    if (tok->json_normalizer) cJSON_AddItemToObject(root, "normalizer", cJSON_Parse(tok->json_normalizer));
+    else cJSON_AddNullToObject(root, "normalizer");
+    cJSON *pre = tok->json_pre ? NULL : cJSON_AddObjectToObject(root, "pre_tokenizer");
+    if (tok->json_pre) cJSON_AddItemToObject(root, "pre_tokenizer", cJSON_Parse(tok->json_pre));
     if (pre) {
         cJSON_AddStringToObject(pre, "type", "ByteLevel");
         cJSON_AddBoolToObject(pre, "add_prefix_space", tok->add_prefix_space);
         cJSON_AddBoolToObject(pre, "trim_offsets", tok->trim_offsets);
         cJSON_AddBoolToObject(pre, "use_regex", tok->use_regex);
     }
-    cJSON *post = cJSON_AddObjectToObject(root, "post_processor");
+    cJSON *post = tok->json_post ? NULL : cJSON_AddObjectToObject(root, "post_processor");
+    if (tok->json_post) cJSON_AddItemToObject(root, "post_processor", cJSON_Parse(tok->json_post));
     if (post) {
         cJSON_AddStringToObject(post, "type", "ByteLevel");
         cJSON_AddBoolToObject(post, "add_prefix_space", tok->add_prefix_space);
         cJSON_AddBoolToObject(post, "trim_offsets", tok->trim_offsets);
         cJSON_AddBoolToObject(post, "use_regex", tok->use_regex);
     }
-    cJSON *dec = cJSON_AddObjectToObject(root, "decoder");
+    cJSON *dec = tok->json_decoder ? NULL : cJSON_AddObjectToObject(root, "decoder");
+    if (tok->json_decoder) cJSON_AddItemToObject(root, "decoder", cJSON_Parse(tok->json_decoder));
     if (dec) {
         cJSON_AddStringToObject(dec, "type", "ByteLevel");
         cJSON_AddBoolToObject(dec, "add_prefix_space", tok->add_prefix_space);

@@ -1,8 +1,10 @@
-/* wb_tokenizer.h - byte-level BPE tokenizer compatible with Hugging Face tokenizer.json.
+/* wb_tokenizer.h - BPE tokenizer compatible with Hugging Face tokenizer.json: byte-level BPE
+ * (GPT-2, Qwen2, Llama-3, SmolLM2) and SentencePiece-style BPE with byte fallback (Llama-2,
+ * TinyLlama).
  *
  * Ids are the 0-based ids of tokenizer.json. Encoding must give ids identical to the Hugging Face
- * `tokenizers` library for every input (model type BPE, ByteLevel pre-tokenizer and decoder,
- * added/special tokens matched before pre-tokenization).
+ * `tokenizers` library for every input (model type BPE; the normalizers, pre-tokenizers and
+ * decoders listed in docs/tokenizer.md; added/special tokens matched before pre-tokenization).
  */
 #ifndef WB_TOKENIZER_H
 #define WB_TOKENIZER_H
@@ -54,7 +56,8 @@ int32_t wb_tokenizer_id_of_str(const wb_tokenizer *tok, const char *str);
 /* Whether id is an added token marked "special" (e.g. <|endoftext|>). */
 int wb_tokenizer_is_special(const wb_tokenizer *tok, int32_t id);
 
-/* Id of "<|endoftext|>" if present, else -1. */
+/* Id of "<|endoftext|>", else "</s>", else "<|end_of_text|>", else -1. A chat model's stop ids
+ * come from generation_config.json (wb_chat_eos_ids in wb_chat.h). */
 int32_t wb_tokenizer_eos_id(const wb_tokenizer *tok);
 
 /* Write the tokenizer as a Hugging Face tokenizer.json (atomic: temp file then rename). */

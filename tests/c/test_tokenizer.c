@@ -456,7 +456,7 @@ static void malformed_files_name_the_field(void) {
         {"\"merges\": [", "\"merges\": [[\"t\"], ", "model.merges[0]"},
         {"\"merges\": [", "\"merges\": [[\"(\", \")\"], ", "model.merges[0]"},
         {"\"merges\": [", "\"merges\": 5, \"y\": [", "model.merges"},
-        {"\"normalizer\": null", "\"normalizer\": {\"type\": \"NFC\"}", "NFC"},
+        {"\"normalizer\": null", "\"normalizer\": {\"type\": \"BertNormalizer\"}", "BertNormalizer"},
         {"\"pre_tokenizer\": {", "\"pre_tokenizer\": {\"type\": \"Whitespace\"}, \"old\": {", "Whitespace"},
         {"\"decoder\": {", "\"decoder\": {\"type\": \"WordPiece\"}, \"old\": {", "decoder"},
         {"\"dropout\": null", "\"dropout\": 0.5", "model.dropout"},

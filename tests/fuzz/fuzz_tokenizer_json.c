@@ -14,7 +14,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     static const char text[] = "Hello  world!\n\n\tI'm <|endoftext|> [MASK] 123 \xe6\x9d\xb1 \xf0\x9f\x98\x80"
-                               "\xff\xe2\x82 ab abc   ";
+                               "\xff\xe2\x82 ab abc   <s>x</s> <|im_start|>\xe2\x96\x81\xe2\x96\x81 "
+                               "\xc4\xb0 I'LL 12345 a-b..c e\xcc\x81 \xef\xac\x81 [X]";
     int32_t *ids = NULL;
     size_t n = 0;
     if (wb_tokenizer_encode(tok, text, sizeof text - 1, &ids, &n, &err) == WB_OK) {
