@@ -10,4 +10,6 @@
 #include "wb_train.h"
 #include "wb_sampler.h"
 #include "wb_generate.h"
+#include "wb_chat.h"
+#include "wb_constraint.h"
 #endif
