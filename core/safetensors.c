@@ -277,7 +277,8 @@ static wb_status st_alloc(const char *name, wb_safetensors **out, wb_err *err) {
     if (st) st->name = strdup(name ? name : "<buffer>");
     if (!st || !st->name) {
         free(st);
-        return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", name ? name : "safetensors");
+        wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", name ? name : "safetensors");
+        return WB_ERR_NOMEM;
     }
     *out = st;
     return WB_OK;

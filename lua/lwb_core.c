@@ -59,7 +59,8 @@ static void exe_datadir(char *buf, size_t size) {
     char *slash = strrchr(exe, '/');
     if (!slash) return;
     *slash = '\0';
-    snprintf(buf, size, "%s/../share/workbench", exe);
+    int w = snprintf(buf, size, "%s/../share/workbench", exe);
+    if (w < 0 || (size_t)w >= size) buf[0] = '\0'; /* too long to be a usable path */
 }
 
 /* The first existing <base>/<sub> over the source tree, install datadir and exe-relative
