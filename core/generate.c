@@ -1,6 +1,7 @@
 /* generate.c - the generation loop over a session, the no-cache path or a custom logits source. */
 #include "wb_generate.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,6 +53,9 @@ struct wb_gen {
     size_t n_gen;
     float *logits;
     uint32_t *allowed;
+    wb_constraint_state *cst;
+    const wb_constraint *constraint; /* retained */
+    float *mass; /* [max_tokens] constraint pressure per masked step */
     wb_detok *detok;
 
     char *text; /* decoded generated text so far (NUL-terminated) */
@@ -97,6 +101,9 @@ void wb_gen_free(wb_gen *g) {
     free(g->ids);
     free(g->logits);
     free(g->allowed);
+    wb_constraint_state_free(g->cst);
+    wb_constraint_free((wb_constraint *)g->constraint);
+    free(g->mass);
     free(g->text);
     free(g->piece);
     free(g->itl);
@@ -172,9 +179,24 @@ static wb_status gen_setup(wb_gen *g, int32_t *prompt_ids, size_t n_ids,
     g->logits = malloc((size_t)g->V * sizeof *g->logits);
     g->itl = malloc((size_t)g->max_tokens * sizeof *g->itl);
     if (!g->logits || !g->itl) goto nomem;
+    if (g->gp.allowed_fn && g->gp.constraint)
+        return wb_err_set(err, WB_ERR_ARG, "generation: give either a constraint or an "
+                          "allowed_fn hook, not both");
     if (g->gp.allowed_fn) {
         g->allowed = malloc(((size_t)g->V + 31) / 32 * sizeof *g->allowed);
         if (!g->allowed) goto nomem;
+    }
+    if (g->gp.constraint) {
+        int32_t cv = wb_constraint_vocab_size(g->gp.constraint);
+        if (cv != g->V)
+            return wb_err_set(err, WB_ERR_ARG, "constraint: compiled for a vocabulary of %d "
+                              "tokens, but the model has %d", (int)cv, (int)g->V);
+        if ((st = wb_constraint_state_new(g->gp.constraint, &g->cst, err)) != WB_OK) return st;
+        g->constraint = wb_constraint_retain(g->gp.constraint);
+    }
+    if (g->gp.allowed_fn || g->gp.constraint) {
+        g->mass = malloc((size_t)g->max_tokens * sizeof *g->mass);
+        if (!g->mass) goto nomem;
     }
     if ((st = wb_detok_new(g->tok, &g->detok, err)) != WB_OK) return st;
     if ((st = text_append(g, "", 0, err)) != WB_OK) return st;
@@ -210,8 +232,22 @@ static wb_status gen_new_model_ids(const wb_model *m, int32_t *ids, size_t n_ids
                           want, (int)cfg->n_ctx);
     }
     g->n_ctx = want > 0 ? want : cfg->n_ctx;
+    if (gp && (gp->chunk_size < 0 || gp->cancel_after < 0)) {
+        free(ids);
+        return wb_err_set(err, WB_ERR_ARG, "%s = %d must be >= 0 (0 turns it off)",
+                          gp->chunk_size < 0 ? "chunk_size" : "cancel_after",
+                          gp->chunk_size < 0 ? gp->chunk_size : gp->cancel_after);
+    }
+    if (gp && gp->chunk_size > 0 && !gp->cache) {
+        free(ids);
+        return wb_err_set(err, WB_ERR_ARG, "chunk_size = %d needs the KV cache: chunks are "
+                          "prefilled through it, so chunking without a cache (cache = 0) is an "
+                          "error", gp->chunk_size);
+    }
     wb_status st = gen_setup(g, ids, n_ids, sp, gp, err);
     if (st != WB_OK) return st;
+    g->res.use_cache = g->gp.cache;
+    g->res.chunk_size = g->gp.chunk_size;
     if (g->gp.cache) st = wb_session_new(m, g->n_ctx, &g->sess, err);
     return st;
 }
@@ -266,6 +302,7 @@ wb_status wb_gen_new(const wb_model *m, const char *prompt, size_t prompt_len,
     else if (!prompt && prompt_len) st = wb_err_set(err, WB_ERR_ARG, "generation: prompt NULL");
     else st = wb_tokenizer_encode(wb_model_tokenizer(m), prompt ? prompt : "", prompt_len, &ids,
                                   &n, err);
+    if (st == WB_OK) g->res.tokenization_ms = wb_clock_ms() - g->t0;
     if (st == WB_OK) st = gen_new_model_ids(m, ids, n, sp, gp, g, err);
     if (st != WB_OK) {
         wb_gen_free(g);
@@ -351,6 +388,16 @@ static wb_status set_piece(wb_gen *g, const char *s, size_t n, wb_err *err) {
     return WB_OK;
 }
 
+/* Free the KV cache as the request ends, whatever ended it: a cancelled request must not keep
+ * its cache alive until the caller gets round to freeing the generator. */
+static void release_cache(wb_gen *g) {
+    if (!g->sess) return;
+    g->res.cache_tokens_before_release = wb_session_pos(g->sess);
+    wb_session_free(g->sess);
+    g->sess = NULL;
+    g->res.cache_released = 1;
+}
+
 static void fill_result(wb_gen *g) {
     wb_gen_result *r = &g->res;
     r->text = g->text;
@@ -359,8 +406,10 @@ static void fill_result(wb_gen *g) {
     r->n_tokens = g->n_gen;
     r->itl_ms = g->itl;
     r->n_itl = g->n_gen > 0 ? g->n_gen - 1 : 0;
+    r->allowed_mass = g->mass;
     double end = g->state == GEN_DONE ? g->t_end : wb_clock_ms();
     r->e2e_ms = end - g->t0;
+    r->last_token_ms = g->n_gen > 0 ? g->t_last_token - g->t0 : 0;
     if (g->t_prefill_end > 0 && g->n_gen > 0)
         r->decode_ms_per_token = (end - g->t_prefill_end) / (double)g->n_gen;
 }
@@ -392,16 +441,46 @@ static wb_status finish(wb_gen *g, wb_stop_reason reason, int stop_index, wb_err
     if (stop_index >= 0) g->res.stop_index = stop_index;
     g->t_end = wb_clock_ms();
     g->state = GEN_DONE;
+    release_cache(g);
     fill_result(g);
     return st;
+}
+
+/* Constraint pressure for this step: the raw model's probability of the allowed set. Computed
+ * in double from the logits as the model gave them, so penalties, bias and temperature (the
+ * request's choices) do not count as the format's doing. */
+static void record_pressure(wb_gen *g, const uint32_t *mask) {
+    const float *z = g->logits;
+    float zmax = -INFINITY;
+    int32_t am = -1;
+    for (int32_t i = 0; i < g->V; i++)
+        if (z[i] > zmax) zmax = z[i], am = i;
+    double tot = 0, in = 0;
+    for (int32_t i = 0; i < g->V; i++) {
+        double e = exp((double)z[i] - (double)zmax);
+        tot += e;
+        if (mask[i >> 5] >> (i & 31) & 1u) in += e;
+    }
+    double m = tot > 0 ? in / tot : 0;
+    g->mass[g->res.n_masked++] = (float)m;
+    g->res.constraint_logprob += m > 0 ? log(m) : -INFINITY;
+    if (am >= 0 && !(mask[am >> 5] >> (am & 31) & 1u)) g->res.constraint_overruled++;
 }
 
 static wb_status evaluate(wb_gen *g, wb_err *err) {
     int n = g->n_prompt + (int)g->n_gen;
     if (g->fn) return g->fn(g->fn_data, g->ids, n, g->logits, err);
     if (g->sess) {
-        if (g->state == GEN_FRESH)
-            return wb_session_prefill(g->sess, g->ids, n, g->logits, 0, err);
+        if (g->state == GEN_FRESH) {
+            const int cs = g->gp.chunk_size > 0 ? g->gp.chunk_size : n;
+            for (int off = 0; off < n; off += cs) {
+                const int k = n - off < cs ? n - off : cs, last = off + k == n;
+                wb_status st = wb_session_prefill(g->sess, g->ids + off, k,
+                                                  last ? g->logits : NULL, 0, err);
+                if (st != WB_OK) return st;
+            }
+            return WB_OK;
+        }
         return wb_session_decode(g->sess, g->ids[n - 1], g->logits, err);
     }
     return wb_model_forward(g->model, g->ids, n, g->logits, 0, err);
@@ -419,6 +498,11 @@ wb_status wb_gen_next(wb_gen *g, const char **piece, size_t *len, int *done, wb_
         st = finish(g, WB_STOP_CANCELLED, -1, err);
         goto out;
     }
+    if (g->cst && wb_constraint_state_complete(g->cst)) {
+        /* A constraint whose only match is the empty string: nothing to generate. */
+        st = finish(g, WB_STOP_CONSTRAINT, -1, err);
+        goto out;
+    }
     double t_eval = wb_clock_ms();
     st = evaluate(g, err);
     if (g->state == GEN_FRESH) {
@@ -433,6 +517,7 @@ wb_status wb_gen_next(wb_gen *g, const char **piece, size_t *len, int *done, wb_
         wb_err keep = err ? *err : (wb_err){0};
         g->t_end = wb_clock_ms();
         g->state = GEN_DONE;
+        release_cache(g);
         fill_result(g);
         if (err) *err = keep;
         if (done) *done = 1;
@@ -451,7 +536,23 @@ wb_status wb_gen_next(wb_gen *g, const char **piece, size_t *len, int *done, wb_
             goto out;
         }
         if (r > 0) mask = g->allowed;
+    } else if (g->cst) {
+        int32_t n_allowed = 0;
+        st = wb_constraint_state_allowed(g->cst, g->ids + g->n_prompt, g->n_gen, &mask,
+                                         &n_allowed, err);
+        if (st != WB_OK) goto fail;
+        if (n_allowed == 0) {
+            if (wb_constraint_state_complete(g->cst)) {
+                st = finish(g, WB_STOP_CONSTRAINT, -1, err);
+                goto out;
+            }
+            st = wb_err_set(err, WB_ERR_STATE, "constraint is unsatisfiable: no token is allowed "
+                            "after %zu generated tokens and the constraint is not complete",
+                            g->n_gen);
+            goto fail;
+        }
     }
+    if (mask) record_pressure(g, mask);
 
     int32_t id;
     st = wb_sampler_sample(g->smp, g->logits, g->ids + g->n_prompt, g->n_gen, mask, &id, NULL,
@@ -460,6 +561,7 @@ wb_status wb_gen_next(wb_gen *g, const char **piece, size_t *len, int *done, wb_
         wb_err keep = err ? *err : (wb_err){0};
         g->t_end = wb_clock_ms();
         g->state = GEN_DONE;
+        release_cache(g);
         fill_result(g);
         if (err) *err = keep;
         if (done) *done = 1;
@@ -472,6 +574,14 @@ wb_status wb_gen_next(wb_gen *g, const char **piece, size_t *len, int *done, wb_
     g->ids[g->n_prompt + (int)g->n_gen] = id;
     g->n_gen++;
 
+    if (g->cst) {
+        int ends = wb_constraint_state_is_end(g->cst, id);
+        if ((st = wb_constraint_state_advance(g->cst, id, err)) != WB_OK) goto fail;
+        if (ends) {
+            st = finish(g, WB_STOP_CONSTRAINT, -1, err);
+            goto out;
+        }
+    }
     if (id == g->eos && !g->gp.ignore_eos) {
         st = finish(g, WB_STOP_EOS, -1, err);
         goto out;
@@ -502,7 +612,16 @@ wb_status wb_gen_next(wb_gen *g, const char **piece, size_t *len, int *done, wb_
         g->res.stop_index = which;
         g->t_end = wb_clock_ms();
         g->state = GEN_DONE;
+        release_cache(g);
         fill_result(g);
+        goto out;
+    }
+    if (g->cst && wb_constraint_state_complete(g->cst)) {
+        st = finish(g, WB_STOP_CONSTRAINT, -1, err);
+        goto out;
+    }
+    if (g->gp.cancel_after > 0 && g->n_gen >= (size_t)g->gp.cancel_after) {
+        st = finish(g, WB_STOP_CANCELLED, -1, err);
         goto out;
     }
     if (g->n_gen >= (size_t)g->max_tokens) {
@@ -525,6 +644,7 @@ out:
 fail:
     g->t_end = wb_clock_ms();
     g->state = GEN_DONE;
+    release_cache(g);
     fill_result(g);
     if (done) *done = 1;
     return st;
@@ -563,4 +683,10 @@ wb_status wb_generate(const wb_model *m, const char *prompt, size_t prompt_len,
     wb_status st = wb_gen_new(m, prompt, prompt_len, sp, gp, out, err);
     if (st != WB_OK) return st;
     return wb_gen_run(*out, err);
+}
+
+wb_status wb_gen_cancel(wb_gen *g, wb_err *err) {
+    if (!g) return wb_err_set(err, WB_ERR_ARG, "generation: generator is NULL");
+    if (g->state == GEN_DONE) return WB_OK;
+    return finish(g, WB_STOP_CANCELLED, -1, err);
 }

@@ -92,6 +92,10 @@ wb_status wb_sampling_params_check(const wb_sampling_params *p, int32_t vocab_si
     if (!isfinite(p->repetition_penalty) || p->repetition_penalty <= 0)
         return wb_err_set(err, WB_ERR_ARG, "repetition_penalty = %g must be finite and > 0",
                           (double)p->repetition_penalty);
+    if (p->mask_stage != WB_MASK_LOGITS && p->mask_stage != WB_MASK_AFTER_FILTERS &&
+        p->mask_stage != WB_MASK_AFTER_FILTERS_UNIFORM)
+        return wb_err_set(err, WB_ERR_ARG, "mask_stage = %d is not one of 0 (logits), 1 (after "
+                          "filters), 2 (after filters, uniform fallback)", (int)p->mask_stage);
     if (p->max_tokens < 1)
         return wb_err_set(err, WB_ERR_ARG, "max_tokens = %d must be >= 1", (int)p->max_tokens);
     if (p->n_logit_bias < 0 || (p->n_logit_bias > 0 && !p->logit_bias))
@@ -147,6 +151,7 @@ struct wb_sampler {
     int32_t n_surv; /* cand[0..n_surv) in ascending id order when !dense           */
     double w_sum;   /* total weight of the survivors                               */
     int32_t argmax;
+    const float *z_used; /* the adjusted (unmasked when the mask comes late) logits   */
 };
 
 wb_status wb_sampler_new(const wb_sampling_params *p, int32_t vocab_size, wb_sampler **out,
@@ -435,14 +440,118 @@ static wb_status bad_generated(const int32_t *gen, size_t i, int32_t V, wb_err *
  * s->cand[0..n_surv) in ascending id order, with their total weight s->w_sum. At temperature 0
  * the single survivor is the argmax. Cost: O(V) passes that vectorize, plus work proportional
  * to the candidates the filters actually look at; the vocabulary is never fully sorted. */
-static wb_status sampler_run(wb_sampler *s, const float *logits, const int32_t *gen, size_t n_gen,
-                             const uint32_t *allowed, wb_err *err) {
+/* Steps 1-5 over the allowed ids only (a sparse mask). Leaves c[0..*n) in ascending id order
+ * with their weights (at temperature 0: the argmax alone, the sampler's final state). */
+static wb_status sparse_candidates(wb_sampler *s, const float *logits, const int32_t *gen,
+                                   size_t n_gen, const uint32_t *allowed, size_t *n_out,
+                                   wb_err *err) {
+    const wb_sampling_params *p = &s->p;
+    const int32_t V = s->V;
+    wb_cand *c = s->cand;
+    size_t n = 0;
+    for (int32_t w = 0; w < (V + 31) / 32; w++)
+        for (uint32_t bits = allowed[w]; bits; bits &= bits - 1) {
+            int32_t id = w * 32 + __builtin_ctz(bits);
+            if (id >= V) break;
+            float x = logits[id];
+            if (isnan(x) || (isinf(x) && x > 0))
+                return wb_err_set(err, WB_ERR_ARG, "logits[%d] is %s", (int)id,
+                                  isnan(x) ? "NaN" : "+inf");
+            c[n].w = x;
+            c[n].id = id;
+            n++;
+        }
+    int penalise = n_gen > 0 && (p->repetition_penalty != 1.0f || p->frequency_penalty != 0.0f ||
+                                 p->presence_penalty != 0.0f);
+    if (penalise) {
+        for (size_t i = 0; i < n_gen; i++) s->count[gen[i]]++;
+        for (size_t i = 0; i < n; i++) {
+            int32_t cnt = s->count[c[i].id];
+            if (cnt == 0) continue;
+            float x = c[i].w;
+            if (p->repetition_penalty != 1.0f)
+                x = x > 0 ? x / p->repetition_penalty : x * p->repetition_penalty;
+            c[i].w = x - ((float)cnt * p->frequency_penalty + p->presence_penalty);
+        }
+        for (size_t i = 0; i < n_gen; i++) s->count[gen[i]] = 0;
+    }
+    for (int b = 0; b < p->n_logit_bias; b++) {
+        int32_t id = p->logit_bias[b].id;
+        size_t lo = 0, hi = n; /* ids ascend: binary search */
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (c[mid].id < id) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo < n && c[lo].id == id) c[lo].w += p->logit_bias[b].bias;
+    }
+    size_t k = 0, best = 0;
+    for (size_t i = 0; i < n; i++)
+        if (c[i].w != -INFINITY) {
+            c[k] = c[i];
+            if (c[k].w > c[best].w || k == 0) best = k; /* strict: the lowest id wins ties */
+            k++;
+        }
+    n = k;
+    if (n == 0)
+        return wb_err_set(err, WB_ERR_ARG,
+                          "every token is banned (logit_bias or the allowed mask): nothing to "
+                          "sample");
+    s->dense = 0;
+    s->argmax = c[best].id;
+    s->z_used = logits;
+    if (p->temperature == 0.0f) {
+        c[0].w = 1.0f;
+        c[0].id = s->argmax;
+        s->n_surv = 1;
+        s->w_sum = 1.0;
+        *n_out = 1;
+        return WB_OK;
+    }
+    const float zmax = c[best].w, inv_t = 1.0f / p->temperature;
+    k = 0;
+    for (size_t i = 0; i < n; i++) {
+        float w = exp_nonpos((c[i].w - zmax) * inv_t);
+        if (w > 0) {
+            c[k].w = w;
+            c[k].id = c[i].id;
+            k++;
+        }
+    }
+    n = k;
+    if (p->top_k > 0 && (size_t)p->top_k < n) {
+        select_best(c, n, (size_t)p->top_k, s->tmp);
+        n = (size_t)p->top_k;
+    }
+    *n_out = n;
+    return WB_OK;
+}
+
+static wb_status sampler_filter(wb_sampler *s, const float *logits, const int32_t *gen,
+                                size_t n_gen, const uint32_t *allowed, wb_err *err) {
     const int32_t V = s->V;
     const wb_sampling_params *p = &s->p;
     if (!logits) return wb_err_set(err, WB_ERR_ARG, "logits is NULL");
     if (n_gen > 0 && !gen) return wb_err_set(err, WB_ERR_ARG, "generated ids: NULL array");
     for (size_t i = 0; i < n_gen; i++)
         if (gen[i] < 0 || gen[i] >= V) return bad_generated(gen, i, V, err);
+
+    wb_cand *c = s->cand;
+    size_t n = 0;
+    int reordered = 0;
+    if (allowed) {
+        int32_t n_allowed = 0;
+        for (int32_t w = 0; w < (V + 31) / 32; w++) n_allowed += __builtin_popcount(allowed[w]);
+        /* A constraint usually allows a few tokens: then work on those alone instead of copying
+         * and masking the whole vocabulary. */
+        if ((int64_t)n_allowed * 8 <= V) {
+            wb_status st = sparse_candidates(s, logits, gen, n_gen, allowed, &n, err);
+            if (st != WB_OK) return st;
+            if (p->temperature == 0.0f) return WB_OK;
+            reordered = 1;
+            goto filters;
+        }
+    }
 
     /* 1-3. Adjust a copy only when something adjusts: most requests use the logits as they are. */
     int penalise = n_gen > 0 && (p->repetition_penalty != 1.0f || p->frequency_penalty != 0.0f ||
@@ -472,6 +581,7 @@ static wb_status sampler_run(wb_sampler *s, const float *logits, const int32_t *
                 if (!(allowed[i >> 5] >> (i & 31) & 1u)) za[i] = -INFINITY;
         z = za;
     }
+    s->z_used = z;
 
     /* 4. Validity, then the argmax (lowest id among ties). */
     int32_t bad = first_invalid(z, V);
@@ -483,8 +593,8 @@ static wb_status sampler_run(wb_sampler *s, const float *logits, const int32_t *
     s->dense = 0;
     const int use_heap = p->temperature != 0.0f && p->top_k > 0 && p->top_k < V;
     float zmax = -INFINITY;
-    wb_cand *c = s->cand;
-    size_t n = 0, k_heap = 0;
+    size_t k_heap = 0;
+    c = s->cand;
     if (use_heap) {
         /* 5. top_k on the logits (softmax is monotone): one pass, and the heap's best is the
          * argmax, so no separate max pass and only k exponentials. */
@@ -510,7 +620,6 @@ static wb_status sampler_run(wb_sampler *s, const float *logits, const int32_t *
     /* Softmax weights relative to the max: exactly 1 for the argmax, no overflow for tiny T.
      * Tokens whose weight underflows to 0 can never be drawn, so they are dropped. */
     const float inv_t = 1.0f / p->temperature;
-    int reordered = 0;
     if (use_heap) {
         for (size_t j = 0; j < k_heap; j++) {
             float w = exp_nonpos((c[j].w - zmax) * inv_t);
@@ -548,6 +657,7 @@ static wb_status sampler_run(wb_sampler *s, const float *logits, const int32_t *
             }
     }
 
+filters:
     /* 6. top_p: sort only as much of the head as the mass needs. Select the best `chunk`
      * remaining, sort just those, accumulate; grow the chunk geometrically, so a peaked
      * distribution costs O(n) and only a flat one approaches a full sort. */
@@ -593,6 +703,80 @@ static wb_status sampler_run(wb_sampler *s, const float *logits, const int32_t *
     for (size_t i = 0; i < n; i++) sum += c[i].w;
     s->n_surv = (int32_t)n;
     s->w_sum = sum;
+    return WB_OK;
+}
+
+static inline int mask_has(const uint32_t *m, int32_t i) {
+    return (int)(m[i >> 5] >> (i & 31) & 1u);
+}
+
+/* Steps 1-8, with the allowed mask where mask_stage puts it. */
+static wb_status sampler_run(wb_sampler *s, const float *logits, const int32_t *gen, size_t n_gen,
+                             const uint32_t *allowed, wb_err *err) {
+    if (!allowed || s->p.mask_stage == WB_MASK_LOGITS)
+        return sampler_filter(s, logits, gen, n_gen, allowed, err);
+    const int32_t V = s->V;
+    int32_t n_allowed = 0, first_allowed = -1;
+    for (int32_t i = 0; i < V; i++)
+        if (mask_has(allowed, i)) {
+            if (first_allowed < 0) first_allowed = i;
+            n_allowed++;
+        }
+    if (n_allowed == 0)
+        return wb_err_set(err, WB_ERR_ARG, "the allowed mask is empty: nothing to sample");
+    wb_status st = sampler_filter(s, logits, gen, n_gen, NULL, err);
+    if (st != WB_OK) return st;
+    /* Intersect the survivors with the mask and renormalise, as the reference loop did. */
+    double sum = 0;
+    if (s->dense) {
+        float *w = s->w;
+        for (int32_t i = 0; i < V; i++) {
+            if (!mask_has(allowed, i)) w[i] = 0.0f;
+            sum += w[i];
+        }
+    } else {
+        int32_t k = 0;
+        for (int32_t i = 0; i < s->n_surv; i++)
+            if (mask_has(allowed, s->cand[i].id)) {
+                s->cand[k++] = s->cand[i];
+                sum += s->cand[i].w;
+            }
+        s->n_surv = k;
+    }
+    if (sum > 0) {
+        s->w_sum = sum;
+        return WB_OK; /* at temperature 0 the argmax itself was allowed */
+    }
+    s->dense = 0;
+    if (s->p.mask_stage == WB_MASK_AFTER_FILTERS_UNIFORM) {
+        /* The bug under study: probs = mask / mask.sum(). Every allowed id weighs the same, so
+         * the greedy argmax is simply the lowest allowed id. */
+        int32_t k = 0;
+        for (int32_t i = 0; i < V; i++)
+            if (mask_has(allowed, i)) {
+                s->cand[k].w = 1.0f;
+                s->cand[k].id = i;
+                k++;
+            }
+        s->n_surv = k;
+        s->w_sum = (double)k;
+        s->argmax = first_allowed;
+        return WB_OK;
+    }
+    /* The fix: the most likely allowed token (highest adjusted logit, lowest id on ties). */
+    const float *z = s->z_used;
+    int32_t best = -1;
+    for (int32_t i = 0; i < V; i++)
+        if (mask_has(allowed, i) && z[i] != -INFINITY && (best < 0 || z[i] > z[best])) best = i;
+    if (best < 0)
+        return wb_err_set(err, WB_ERR_ARG,
+                          "every token is banned (logit_bias or the allowed mask): nothing to "
+                          "sample");
+    s->cand[0].w = 1.0f;
+    s->cand[0].id = best;
+    s->n_surv = 1;
+    s->w_sum = 1.0;
+    s->argmax = best;
     return WB_OK;
 }
 

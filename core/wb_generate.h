@@ -22,6 +22,16 @@
  *   the context is full                      -> "context"
  *   abort callback or model abort            -> "cancelled"
  *   the allowed-mask callback allows nothing -> "constraint"
+ *   the constraint is complete               -> "constraint" (checked after the stop rules
+ *                                               above but before max_tokens; an eos token that
+ *                                               ends a match also counts here, not as "eos")
+ * Constraints (gp.constraint, wb_constraint.h): before each draw the constraint's allowed set
+ * masks the logits (wb_sampler.h, step 3); the drawn token advances the constraint. An allowed
+ * set that is empty while the constraint is not complete is an error (WB_ERR_STATE), never a
+ * hang. Constraint pressure is recorded per step: the probability mass the raw model
+ * (softmax of the logits as they came, temperature 1, no penalties or filters) put on the allowed
+ * set, and the sum of its natural logs over the sequence (the log-probability the format
+ * overruled; 0 when the model already agreed with the format).
  * Hold-back: with gp.holdback (default on) text that could still become the start of a stop
  * string is kept until a later token rules it out, so no byte of a matched stop string is ever
  * released and the concatenation of all pieces equals the final text exactly. With holdback off
@@ -31,6 +41,7 @@
 #define WB_GENERATE_H
 
 #include "wb_base.h"
+#include "wb_constraint.h"
 #include "wb_model.h"
 #include "wb_sampler.h"
 #include "wb_tokenizer.h"
@@ -52,8 +63,9 @@ typedef enum wb_stop_reason {
 /* "stop", "length", "eos", "context", "constraint", "cancelled" ("" for WB_STOP_NONE). */
 const char *wb_stop_reason_name(wb_stop_reason r);
 
-/* Constraint hook (a later issue implements constraints): fill `allowed` (ceil(V/32) words,
- * zeroed by the caller; bit id%32 of word id/32 = may come next) given the ids generated so far.
+/* Low-level constraint hook (gp.constraint with wb_constraint.h is the full engine): fill
+ * `allowed` (ceil(V/32) words, zeroed by the caller; bit id%32 of word id/32 = may come next)
+ * given the ids generated so far.
  * Return the number of allowed ids, 0 to end generation with "constraint", or -1 for "no
  * restriction this step". */
 typedef int (*wb_allowed_fn)(void *user_data, const int32_t *generated, size_t n_generated,
@@ -77,6 +89,11 @@ typedef struct wb_gen_params {
     void *abort_data;
     wb_allowed_fn allowed_fn;/* optional constraint hook                                       */
     void *allowed_data;
+    const wb_constraint *constraint; /* optional; retained by the generator (wb_constraint.h),
+                                        so the caller may free it; not with allowed_fn        */
+    int chunk_size;          /* > 0: prefill the prompt in chunks of this many tokens through
+                                the cache (same logits); needs cache; 0 (default): one pass    */
+    int cancel_after;        /* > 0: end as "cancelled" once this many tokens are generated     */
     wb_piece_fn on_piece;    /* wb_generate only                                               */
     void *piece_data;
 } wb_gen_params;
@@ -99,6 +116,20 @@ typedef struct wb_gen_result {
     size_t n_itl;
     double e2e_ms;             /* request start to the end                                     */
     uint64_t seed;             /* the seed actually used                                       */
+    /* Constraint pressure (allowed_fn or constraint; n_masked 0 otherwise): one entry per step
+     * that had a mask. */
+    const float *allowed_mass;    /* raw model probability of the allowed set, per step         */
+    size_t n_masked;
+    double constraint_logprob;    /* sum of ln(allowed_mass): <= 0, the log-probability overruled */
+    int32_t constraint_overruled; /* steps where the raw model's argmax was not allowed          */
+    /* Trace fields. The KV cache is freed on every stop (cancellation included): a finished
+     * request holds no cache, and cache_tokens_before_release says how much it held. */
+    double tokenization_ms;    /* request start to the prompt ids (0 for id prompts)          */
+    int use_cache;             /* gp.cache as run                                              */
+    int32_t chunk_size;        /* gp.chunk_size as run (0: one-shot prefill)                   */
+    int32_t cache_tokens_before_release; /* tokens in the session when it was freed (0: none) */
+    int cache_released;        /* 1 once the session has been freed                            */
+    double last_token_ms;      /* request start to the last token sampled: the trace's end    */
 } wb_gen_result;
 
 typedef struct wb_gen wb_gen;
@@ -141,6 +172,11 @@ double wb_gen_elapsed_ms(const wb_gen *g);
 wb_status wb_generate(const wb_model *m, const char *prompt, size_t prompt_len,
                       const wb_sampling_params *sp, const wb_gen_params *gp, wb_gen **out,
                       wb_err *err);
+
+/* Cancel a running generator from outside (a closed stream, a caller's own stop): it ends as
+ * "cancelled", held-back text is released into the final text, and the cache is freed. A no-op
+ * once done. */
+wb_status wb_gen_cancel(wb_gen *g, wb_err *err);
 
 /* Run an already created generator to the end (as wb_generate). */
 wb_status wb_gen_run(wb_gen *g, wb_err *err);

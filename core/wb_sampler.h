@@ -14,7 +14,15 @@
  *                          top_k, reaches top_p (the token that crosses the line is kept)
  *   7. min_p               keep tokens with p >= min_p * p_max
  *   8. renormalise         the survivors sum to 1: this is exactly what the draw uses.
- * The single most likely token (after steps 1-4) is never removed by steps 5-7.
+ * The single most likely token (after steps 1-4) is never removed by steps 5-7, so under a mask
+ * the most likely allowed token always survives and greedy is the argmax of the masked logits.
+ *
+ * mask_stage moves the allowed mask after step 7 instead (the course's reference loop, kept for
+ * the lesson that diagnoses it): the filters see the unmasked distribution, the survivors are
+ * intersected with the mask and renormalised. When nothing allowed survives (at temperature 0,
+ * whenever the argmax is disallowed) WB_MASK_AFTER_FILTERS falls back to the most likely allowed
+ * token, and WB_MASK_AFTER_FILTERS_UNIFORM to a uniform distribution over the allowed set, as
+ * the reference did - so its greedy pick is the lowest allowed id, not the most likely one.
  *
  * Random numbers: PCG32 (O'Neill's pcg32, XSH-RR output, 64-bit LCG state), one generator per
  * request; a draw takes one uniform double built from two 32-bit outputs and walks the survivors
@@ -51,6 +59,12 @@ typedef struct wb_logit_bias {
     float bias; /* finite, or -INFINITY to ban */
 } wb_logit_bias;
 
+typedef enum wb_mask_stage {
+    WB_MASK_LOGITS = 0,               /* mask the logits before temperature (the default)      */
+    WB_MASK_AFTER_FILTERS = 1,        /* mask after the filters, most likely allowed fallback   */
+    WB_MASK_AFTER_FILTERS_UNIFORM = 2 /* mask after the filters, uniform fallback (the bug)     */
+} wb_mask_stage;
+
 typedef struct wb_sampling_params {
     float temperature;        /* >= 0; 0 = greedy (default 1)                                  */
     int32_t top_k;            /* >= 0; 0 = off (default 0)                                     */
@@ -68,6 +82,7 @@ typedef struct wb_sampling_params {
     int32_t max_tokens;       /* >= 1; tokens generated at most (default 64)                   */
     uint64_t seed;            /* used when has_seed; otherwise a fresh seed is drawn and       */
     int has_seed;             /*   reported (wb_sampler_seed, generation results)               */
+    wb_mask_stage mask_stage; /* where an allowed mask applies (default WB_MASK_LOGITS)         */
 } wb_sampling_params;
 
 wb_sampling_params wb_sampling_default_params(void);

@@ -15,9 +15,12 @@
 
 static const char *const k_param_keys[] = {
     "temperature",    "top_k",      "top_p", "min_p", "frequency_penalty", "presence_penalty",
-    "repetition_penalty", "logit_bias", "stop", "stop_token_ids", "max_tokens", "seed", NULL};
+    "repetition_penalty", "logit_bias", "stop", "stop_token_ids", "max_tokens", "seed",
+    "mask_stage", NULL};
 
-static const char *const k_gen_opts[] = {"cache", "holdback", "n_ctx", "ignore_eos", NULL};
+static const char *const k_gen_opts[] = {"cache",      "holdback",     "n_ctx",
+                                         "ignore_eos", "chunk_size",   "cancel_after",
+                                         "constraint", NULL};
 
 /* The Model userdata (lwb_model.c) begins with its wb_model pointer, NULL once closed. Reading
  * the first member keeps this file independent of the rest of that private struct. */
@@ -114,6 +117,18 @@ static void check_params(lua_State *L, int idx, int32_t vocab, wb_sampling_param
         sp->has_seed = 1;
     }
     lua_pop(L, 1);
+    if (lua_getfield(L, idx, "mask_stage") != LUA_TNIL) {
+        static const char *const names[] = {"logits", "after_filters", "after_filters_uniform"};
+        const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+        int k = -1;
+        for (int i = 0; i < 3; i++)
+            if (strcmp(v, names[i]) == 0) k = i;
+        if (k < 0)
+            luaL_argerror(L, idx, "option 'mask_stage' must be \"logits\", \"after_filters\" or "
+                          "\"after_filters_uniform\"");
+        sp->mask_stage = (wb_mask_stage)k;
+    }
+    lua_pop(L, 1);
 
     if (n_bias) {
         lua_getfield(L, idx, "logit_bias");
@@ -173,10 +188,11 @@ static int l_check(lua_State *L) {
     return 1;
 }
 
-/* wb.sampling.apply(logits, params, generated) -> Vec of the probabilities the sampler draws
- * from. The same code path generation uses. */
+/* wb.sampling.apply(logits, params, generated, allowed) -> Vec of the probabilities the sampler
+ * draws from. The same code path generation uses. allowed: an optional list of token ids (the
+ * constraint mask), applied where params.mask_stage says. */
 static int l_apply(lua_State *L) {
-    lua_settop(L, 3);
+    lua_settop(L, 4);
     size_t V;
     const float *logits = lwb_check_vec(L, 1, &V);
     if (V < 1 || V > INT32_MAX) luaL_argerror(L, 1, "logits must have between 1 and 2^31-1 entries");
@@ -185,10 +201,28 @@ static int l_apply(lua_State *L) {
     size_t n_gen = 0;
     const int32_t *gen = NULL;
     if (!lua_isnoneornil(L, 3)) gen = lwb_check_ids(L, 3, (int32_t)V, &n_gen);
+    uint32_t *mask = NULL;
+    if (!lua_isnoneornil(L, 4)) {
+        size_t n_allowed;
+        const int32_t *al = lwb_check_ids(L, 4, (int32_t)V, &n_allowed);
+        size_t words = (V + 31) / 32;
+        mask = lua_newuserdatauv(L, words * sizeof *mask, 0);
+        memset(mask, 0, words * sizeof *mask);
+        for (size_t i = 0; i < n_allowed; i++) mask[al[i] >> 5] |= 1u << (al[i] & 31);
+    }
     float *out = lwb_push_vec(L, V);
     wb_err err = {0};
-    if (wb_sampling_apply(logits, (int32_t)V, &sp, gen, n_gen, out, &err) != WB_OK)
-        return lwb_raise(L, &err);
+    if (!mask) {
+        if (wb_sampling_apply(logits, (int32_t)V, &sp, gen, n_gen, out, &err) != WB_OK)
+            return lwb_raise(L, &err);
+        return 1;
+    }
+    sp.has_seed = 1; /* the distribution does not depend on the seed */
+    wb_sampler *smp = NULL;
+    if (wb_sampler_new(&sp, (int32_t)V, &smp, &err) != WB_OK) return lwb_raise(L, &err);
+    wb_status st = wb_sampler_apply(smp, logits, gen, n_gen, mask, out, &err);
+    wb_sampler_free(smp);
+    if (st != WB_OK) return lwb_raise(L, &err);
     return 1;
 }
 
@@ -266,11 +300,37 @@ static void push_result(lua_State *L, const wb_gen_result *r) {
     lua_setfield(L, -2, "e2e_ms");
     lua_pushinteger(L, (lua_Integer)r->seed);
     lua_setfield(L, -2, "seed");
+    lua_pushnumber(L, r->tokenization_ms);
+    lua_setfield(L, -2, "tokenization_ms");
+    lua_pushboolean(L, r->use_cache);
+    lua_setfield(L, -2, "use_cache");
+    lua_pushinteger(L, r->chunk_size);
+    lua_setfield(L, -2, "chunk_size");
+    lua_pushinteger(L, r->cache_tokens_before_release);
+    lua_setfield(L, -2, "cache_tokens_before_release");
+    lua_pushboolean(L, r->cache_released);
+    lua_setfield(L, -2, "cache_released");
+    lua_pushnumber(L, r->last_token_ms);
+    lua_setfield(L, -2, "last_token_ms");
     if (r->stop_index >= 0) {
         lua_pushinteger(L, r->stop_index + 1);
         lua_setfield(L, -2, "stop_index");
     }
+    if (r->n_masked > 0) {
+        lua_createtable(L, (int)r->n_masked, 0);
+        for (size_t i = 0; i < r->n_masked; i++) {
+            lua_pushnumber(L, r->allowed_mass[i]);
+            lua_rawseti(L, -2, (lua_Integer)i + 1);
+        }
+        lua_setfield(L, -2, "constraint_mass");
+        lua_pushnumber(L, r->constraint_logprob);
+        lua_setfield(L, -2, "constraint_logprob");
+        lua_pushinteger(L, r->constraint_overruled);
+        lua_setfield(L, -2, "constraint_overruled");
+    }
 }
+
+static const wb_constraint *opt_constraint(lua_State *L, int32_t V);
 
 /* Build a generator from (model, prompt, params, opts) at stack slots 1-4. */
 static wb_gen *new_gen(lua_State *L) {
@@ -283,10 +343,18 @@ static wb_gen *new_gen(lua_State *L) {
     gp.cache = lwb_opt_bool(L, 4, "cache", 1);
     gp.holdback = lwb_opt_bool(L, 4, "holdback", 1);
     gp.ignore_eos = lwb_opt_bool(L, 4, "ignore_eos", 0);
+    lua_Integer chunk = lwb_opt_integer(L, 4, "chunk_size", 0);
+    if (chunk < 0 || chunk > INT32_MAX) luaL_argerror(L, 4, "option 'chunk_size' must be >= 0");
+    gp.chunk_size = (int)chunk;
+    lua_Integer cancel = lwb_opt_integer(L, 4, "cancel_after", 0);
+    if (cancel < 0 || cancel > INT32_MAX)
+        luaL_argerror(L, 4, "option 'cancel_after' must be >= 0");
+    gp.cancel_after = (int)cancel;
     lua_Integer n_ctx = lwb_opt_integer(L, 4, "n_ctx", 0);
     if (n_ctx < 0 || n_ctx > INT32_MAX) luaL_argerror(L, 4, "option 'n_ctx' must be >= 0");
     gp.n_ctx = (int)n_ctx;
     gp.abort_fn = lwb_abort_fn;
+    gp.constraint = opt_constraint(L, V);
     wb_gen *g = NULL;
     wb_err err = {0};
     wb_status st;
@@ -319,9 +387,50 @@ static void consume_interrupt(lua_State *L, const wb_gen *g) {
 typedef struct Stream {
     wb_gen *g;  /* NULL once finished or closed */
     int done;   /* the iterator has returned nil */
+    lua_State **cb_L; /* a Lua-function constraint's thread pointer, or NULL */
 } Stream;
 
 static Stream *check_stream(lua_State *L, int idx) { return luaL_checkudata(L, idx, STREAM); }
+
+/* The Constraint userdata (lwb_constraint.c) begins with these two members. */
+typedef struct ConstraintView {
+    wb_constraint *c; /* NULL once closed */
+    lua_State *L;     /* where a Lua-function constraint calls back into */
+} ConstraintView;
+
+static void stream_free_gen(Stream *s) {
+    wb_gen_free(s->g);
+    s->g = NULL;
+}
+
+/* opts.constraint (slot 4): a wb.Constraint, or a function allowed(generated_ids) -> set that is
+ * wrapped into one for this model's vocabulary. It goes into user value 3 of the Stream at
+ * slot 5, so it lives as long as the generator that borrows it. */
+static const wb_constraint *opt_constraint(lua_State *L, int32_t V) {
+    if (lua_type(L, 4) != LUA_TTABLE) return NULL;
+    int t = lua_getfield(L, 4, "constraint");
+    if (t == LUA_TNIL) {
+        lua_pop(L, 1);
+        return NULL;
+    }
+    if (t == LUA_TFUNCTION) {
+        luaL_getmetatable(L, "wb.Constraint");
+        lua_getfield(L, -1, "wrap");
+        lua_pushvalue(L, -3);
+        lua_pushinteger(L, V);
+        lua_call(L, 2, 1);
+        lua_replace(L, -3);
+        lua_pop(L, 1);
+    }
+    ConstraintView *cv = luaL_testudata(L, -1, "wb.Constraint");
+    if (!cv) luaL_argerror(L, 4, "option 'constraint' must be a wb.Constraint or a function");
+    if (!cv->c) luaL_argerror(L, 4, "option 'constraint' is a closed Constraint");
+    cv->L = L;
+    Stream *s = check_stream(L, 5);
+    s->cb_L = &cv->L;
+    lua_setiuservalue(L, 5, 3);
+    return cv->c;
+}
 
 /* Snapshot the result into user value 2 and free the generator (session, buffers). */
 static void stream_finish(lua_State *L, Stream *s, int idx) {
@@ -330,42 +439,44 @@ static void stream_finish(lua_State *L, Stream *s, int idx) {
     consume_interrupt(L, s->g);
     push_result(L, wb_gen_result_get(s->g));
     lua_setiuservalue(L, idx, 2);
-    wb_gen_free(s->g);
-    s->g = NULL;
+    stream_free_gen(s);
 }
 
 static int stream_close(lua_State *L) {
     Stream *s = check_stream(L, 1);
-    if (s->g) stream_finish(L, s, 1);
+    if (s->g) {
+        /* Leaving the loop early is a cancellation: the result says so and the cache goes now. */
+        wb_err err = {0};
+        wb_gen_cancel(s->g, &err);
+        stream_finish(L, s, 1);
+    }
     s->done = 1;
     return 0;
 }
 
 static int stream_gc(lua_State *L) {
     Stream *s = check_stream(L, 1);
-    wb_gen_free(s->g); /* no result snapshot: nobody can ask for it any more */
-    s->g = NULL;
+    stream_free_gen(s); /* no result snapshot: nobody can ask for it any more */
     return 0;
 }
 
 /* model:generate(prompt, params, opts) -> result table */
 static int l_generate(lua_State *L) {
     lua_settop(L, 4);
-    Stream *s = lua_newuserdatauv(L, sizeof *s, 2);
+    Stream *s = lua_newuserdatauv(L, sizeof *s, 3);
     s->g = NULL;
     s->done = 0;
+    s->cb_L = NULL;
     luaL_setmetatable(L, STREAM);
     s->g = new_gen(L);
     wb_err err = {0};
     if (wb_gen_run(s->g, &err) != WB_OK) {
-        wb_gen_free(s->g);
-        s->g = NULL;
+        stream_free_gen(s);
         return lwb_raise(L, &err);
     }
     consume_interrupt(L, s->g);
     push_result(L, wb_gen_result_get(s->g));
-    wb_gen_free(s->g);
-    s->g = NULL;
+    stream_free_gen(s);
     return 1;
 }
 
@@ -384,6 +495,7 @@ static int stream_call(lua_State *L) {
         const char *piece;
         size_t n;
         int done;
+        if (s->cb_L) *s->cb_L = L;
         if (wb_gen_next(s->g, &piece, &n, &done, &err) != WB_OK) {
             stream_finish(L, s, 1);
             s->done = 1;
@@ -407,7 +519,8 @@ static int stream_call(lua_State *L) {
                 /* Ctrl-C arrived during this step. Finish here, before returning to Lua where
                  * the host's hook would raise: the next step sees the flag and ends the
                  * generation as "cancelled", releasing any held-back text with this piece. */
-                if (wb_gen_next(s->g, &piece, &n, &done, &err) != WB_OK) {
+                if (s->cb_L) *s->cb_L = L;
+        if (wb_gen_next(s->g, &piece, &n, &done, &err) != WB_OK) {
                     stream_finish(L, s, 1);
                     s->done = 1;
                     return lwb_raise(L, &err);
@@ -441,9 +554,10 @@ static int stream_result(lua_State *L) {
  * stop_reason and timings afterwards. */
 static int l_stream(lua_State *L) {
     lua_settop(L, 4);
-    Stream *s = lua_newuserdatauv(L, sizeof *s, 2);
+    Stream *s = lua_newuserdatauv(L, sizeof *s, 3);
     s->g = NULL;
     s->done = 0;
+    s->cb_L = NULL;
     luaL_setmetatable(L, STREAM);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, 1); /* keep the model alive while the stream is */
