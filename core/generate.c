@@ -582,7 +582,8 @@ wb_status wb_gen_next(wb_gen *g, const char **piece, size_t *len, int *done, wb_
             goto out;
         }
     }
-    if (id == g->eos && !g->gp.ignore_eos) {
+    /* generation_config.json may list more ends than the tokenizer's (Qwen: <|im_end|>) */
+    if ((id == g->eos || (g->model && wb_model_is_eos(g->model, id))) && !g->gp.ignore_eos) {
         st = finish(g, WB_STOP_EOS, -1, err);
         goto out;
     }

@@ -51,6 +51,13 @@ void wb_layernorm_forward(float *out, const float *x, const float *w, const floa
  * W is [rows, in] row-major (the transpose of Conv1D's [in, out]); b may be NULL. */
 void wb_gemv_forward(float *y, const float *x, const float *W, const float *b, int in, int r0,
                      int r1, int accumulate);
+/* The GEMV for nb inputs at once (X rows ldx apart, Y rows ldy apart), each output computed with
+ * the same additions in the same order as wb_gemv_forward, so a row in a batch gets exactly the
+ * values it gets alone. Weights stream once per call (a BLAS GEMM would spend a few-row call
+ * packing them). */
+void wb_gemv_batch_forward(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
+                           const float *W, const float *b, int in, int r0, int r1,
+                           int accumulate);
 /* x[n] = gelu(x) in place. */
 void wb_gelu_forward(float *x, size_t n, wb_act act);
 /* x[n] = softmax(x) in place (max-subtracted). */
@@ -103,6 +110,13 @@ struct wb_model {
     const float *lnf_w, *lnf_b;   /* [C] */
     const float *head;            /* [V, C]: wte when tied, lm_head.weight otherwise */
 
+    /* Llama family (core/llama.c): its weights, the mapped shards they live in, RoPE tables.
+     * NULL for GPT-2, whose weights are the fields above. */
+    struct wb_llama *llama;
+    int32_t *eos_ids;             /* generation_config.json eos_token_id, [n_eos] */
+    size_t n_eos;
+    char model_type[16];
+
     wb_abort_fn abort_fn;
     void *abort_data;
 
@@ -119,6 +133,23 @@ typedef struct wb_scratch {
     size_t cap; /* floats */
 } wb_scratch;
 
+/* One sequence in a multi-sequence forward: n tokens at positions pos..pos+n-1 through its own
+ * cache k/v ([L, cache_ctx, C] each), attending to its rows 0..pos+n-1 only. */
+typedef struct wb_seq_rows {
+    float *k, *v;
+    int cache_ctx;
+    int pos;
+    const int32_t *ids;
+    int n;
+} wb_seq_rows;
+
+/* Forward several sequences in one pass: their rows are stacked so every matrix is one GEMM over
+ * all of them, while attention runs per sequence over its own cache and positions (no padding).
+ * logits: NULL; [n_seqs, V] for the last row of each sequence; or [sum n, V] when all_positions.
+ * wb_forward_tokens is the one-sequence case. */
+wb_status wb_forward_seqs(const wb_model *m, const wb_seq_rows *seqs, int n_seqs, float *logits,
+                          int all_positions, wb_scratch *scratch, wb_err *err);
+
 /* Forward n tokens at positions pos..pos+n-1 with GEMMs, writing their K/V into kcache/vcache
  * ([L, cache_ctx, C] each) and reading rows 0..pos+n-1. logits NULL, [V] or [n, V].
  * scratch may be NULL (allocated for this call only). */
@@ -126,7 +157,35 @@ wb_status wb_forward_tokens(const wb_model *m, float *kcache, float *vcache, int
                             int pos, const int32_t *ids, int n, float *logits,
                             int all_positions, wb_scratch *scratch, wb_err *err);
 
+/* A session as one sequence of a wb_forward_seqs call (core/batch.c): check that ids fit and are in
+ * the vocabulary, then describe its cache; after a successful forward, wb_session_commit records
+ * the ids and moves pos by n. */
+wb_status wb_session_rows(wb_session *s, const int32_t *ids, int n, wb_seq_rows *out,
+                          wb_err *err);
+void wb_session_commit(wb_session *s, const int32_t *ids, int n);
+/* The session's prefill activations, reused by batched calls that run through it. */
+wb_scratch *wb_session_scratch(wb_session *s);
+
 /* Check ids against the vocabulary: WB_ERR_RANGE naming the id and index. */
 wb_status wb_check_ids(const wb_model *m, const int32_t *ids, int n, wb_err *err);
+
+/* ------------------------------------------------------------- Llama family (core/llama.c) */
+
+struct cJSON;
+/* The Llama-family keys of config.json (core/config_llama.c); model_type is llama, qwen2 or
+ * mistral. Fills every wb_config field; errors name `name` and the key. */
+wb_status wb_config_parse_llama(const struct cJSON *root, const char *model_type,
+                                const char *name, wb_config *out, wb_err *err);
+/* Map and check the weights of m->cfg (a Llama-family config) from dir: model.safetensors, or
+ * model.safetensors.index.json and its shards. Sets m->llama and m->n_params. */
+wb_status wb_llama_load(wb_model *m, const char *dir, const wb_model_params *p, wb_err *err);
+void wb_llama_free(struct wb_llama *ll);
+size_t wb_llama_weight_bytes(const struct wb_llama *ll);
+/* The Llama-family forward for wb_forward_seqs (same contract; K/V rows are kv_width wide). */
+wb_status wb_llama_forward_seqs(const wb_model *m, const wb_seq_rows *seqs, int n_seqs,
+                                float *logits, int all_positions, wb_scratch *scratch,
+                                wb_err *err);
+/* Floats per K (and per V) cache row: n_kv_head * head_dim (n_embd for GPT-2). */
+size_t wb_model_kv_width(const wb_model *m);
 
 #endif

@@ -12,4 +12,5 @@
 #include "wb_generate.h"
 #include "wb_chat.h"
 #include "wb_constraint.h"
+#include "wb_batch.h"
 #endif

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "wb_chat.h"
 #include "wb_generate.h"
 #include "wb_sampler.h"
 
@@ -569,6 +570,56 @@ static int l_stream(lua_State *L) {
     return 4;
 }
 
+/* Replace messages (slot 2: a list of {role = ..., content = ...}) by the prompt text the chat
+ * template of the model's directory renders for them, with the assistant header appended. Ends
+ * come from generation_config.json through the model (wb_model_eos_ids), as "eos". */
+static void render_chat(lua_State *L) {
+    wb_model *m = check_model(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    const size_t n = lua_rawlen(L, 2);
+    if (n == 0) luaL_argerror(L, 2, "messages must be a non-empty list of {role=, content=}");
+    wb_chat_message *msgs = lua_newuserdatauv(L, n * sizeof *msgs, 0); /* freed by the GC */
+    for (size_t i = 0; i < n; i++) {
+        if (lua_rawgeti(L, 2, (lua_Integer)i + 1) != LUA_TTABLE)
+            luaL_argerror(L, 2, lua_pushfstring(L, "message %d is not a table", (int)i + 1));
+        /* the strings stay alive in the messages table, so the pointers do too */
+        if (lua_getfield(L, -1, "role") != LUA_TSTRING || lua_getfield(L, -2, "content") != LUA_TSTRING)
+            luaL_argerror(L, 2, lua_pushfstring(L, "message %d needs string role and content",
+                                                (int)i + 1));
+        msgs[i].content = lua_tostring(L, -1);
+        msgs[i].role = lua_tostring(L, -2);
+        lua_pop(L, 3);
+    }
+    wb_chat_template *t = NULL;
+    wb_err err = {0};
+    char *text = NULL;
+    size_t len = 0;
+    if (wb_chat_template_load(wb_model_dir(m), &t, &err) != WB_OK ||
+        wb_chat_render(t, msgs, n, 1, &text, &len, &err) != WB_OK) {
+        wb_chat_template_free(t);
+        lwb_raise(L, &err);
+    }
+    wb_chat_template_free(t);
+    lua_pushlstring(L, text, len);
+    wb_free(text);
+    lua_replace(L, 2);
+    lua_pop(L, 1); /* msgs */
+}
+
+/* model:chat(messages, params, opts) -> result table (model:generate on the rendered prompt) */
+static int l_chat(lua_State *L) {
+    lua_settop(L, 4);
+    render_chat(L);
+    return l_generate(L);
+}
+
+/* model:stream_chat(messages, params, opts) -> stream, as model:stream */
+static int l_stream_chat(lua_State *L) {
+    lua_settop(L, 4);
+    render_chat(L);
+    return l_stream(L);
+}
+
 static int stream_tostring(lua_State *L) {
     Stream *s = check_stream(L, 1);
     lua_pushstring(L, s->g ? "Stream (running)" : "Stream (finished)");
@@ -613,6 +664,10 @@ void lwb_open_sampling(lua_State *L) {
         lua_setfield(L, -2, "generate");
         lua_pushcfunction(L, l_stream);
         lua_setfield(L, -2, "stream");
+        lua_pushcfunction(L, l_chat);
+        lua_setfield(L, -2, "chat");
+        lua_pushcfunction(L, l_stream_chat);
+        lua_setfield(L, -2, "stream_chat");
     }
     lua_pop(L, 1);
 }

@@ -181,7 +181,8 @@ test("breaking out of a stream releases it", function()
   local it, st, ctl, s = model:stream(PROMPT, {max_tokens = 30, temperature = 0})
   for _ in it, st, ctl, s do break end
   assert(tostring(s) == "Stream (finished)")
-  assert(s:result().stop_reason == "")
+  assert(s:result().stop_reason == "cancelled") -- leaving early cancels: the cache goes at once
+  assert(s:result().cache_released == true)
   for i = 1, 200 do
     for _ in model:stream(PROMPT, {max_tokens = 30}) do break end
   end

@@ -1,0 +1,112 @@
+-- prefill_decode.lua - prefill and decode are two phases with very different costs.
+--
+--   workbench scripts/prefill_decode.lua [--repeats N] [--threads N]
+--
+-- Prefill runs every prompt token through the model in one pass (matrix-matrix work, cheap per
+-- token); decode then makes one token per pass (matrix-vector work, paid in full for each token).
+-- For prompts of 8, 32, 64 and 96 tokens and replies of 8 and 32 tokens this times both phases,
+-- 15 runs per cell, and prints "median (min to max)". Prompts are cut from real corpus text to an
+-- exact token count, and each is checked to re-encode to that count, so the lengths in the table
+-- are true. The summary takes the fastest prefill per prompt length (background load only ever
+-- adds time) for the cost of one more prompt token, and the median decode time per token for the
+-- cost of one more output token.
+local wb = require("wb")
+local stats = require("wb.stats")
+
+local repeats, threads = 15, 1
+do
+  local i = 1
+  while arg and i <= #arg do
+    local a, v = arg[i], tonumber(arg[i + 1] or "")
+    if a == "--repeats" and v and v >= 1 then repeats = math.floor(v)
+    elseif a == "--threads" and v and v >= 1 then threads = math.floor(v)
+    else
+      io.stderr:write("usage: workbench scripts/prefill_decode.lua [--repeats N] [--threads N]\n")
+      os.exit(2)
+    end
+    i = i + 2
+  end
+end
+wb.threads(threads)
+
+local model = wb.load()
+local tok = model.tokenizer
+
+-- Real support-corpus text: the corpus file the training run wrote, else a freshly generated one.
+local function corpus_text()
+  for _, name in ipairs({ "brightlane_val.txt", "brightlane_train.txt" }) do
+    local f = io.open(model.dir .. "/../data/" .. name, "rb")
+    if f then
+      local s = f:read(4000)
+      f:close()
+      if s and #s >= 2000 then return s end
+    end
+  end
+  local c = require("wb.corpus").generate({ seed = 1, conversations = 60, tickets = 20 })
+  return c.train:sub(1, 4000)
+end
+local corpus_ids = tok:encode(corpus_text())
+
+-- Decoding a cut of ids and encoding the text again need not give the same ids (a cut can land
+-- inside what BPE would merge differently); take the first start where it does.
+local function prompt_of(n)
+  for start = 1, #corpus_ids - n do
+    local text = tok:decode({ table.unpack(corpus_ids, start, start + n - 1) })
+    if #tok:encode(text) == n then return text end
+  end
+  error(("no slice of the corpus re-encodes to exactly %d tokens"):format(n))
+end
+
+local function measure(prompt, n_out)
+  local params = { temperature = 0, max_tokens = n_out }
+  local m = { prefill = {}, per_token = {}, total = {} }
+  for i = 1, repeats do
+    local r = model:generate(prompt, params, { ignore_eos = true }) -- always runs to length
+    assert(#r.token_ids == n_out)
+    m.prefill[i] = r.prefill_ms
+    m.per_token[i] = r.decode_ms_per_token
+    m.total[i] = r.prefill_ms + r.decode_ms_per_token * n_out
+  end
+  return m
+end
+
+model:generate(prompt_of(16), { temperature = 0, max_tokens = 8 }, { ignore_eos = true }) -- warm-up
+
+print(("model %s, %d thread(s); each cell: median (min to max) over %d runs, in ms\n")
+      :format(model.dir, wb.threads(), repeats))
+local fmt = "%6s %6s | %-26s | %-26s | %-26s"
+print(fmt:format("prompt", "output", "prefill ms", "decode ms/token", "total ms"))
+print(("-"):rep(98))
+local rows, lens = {}, { 8, 32, 64, 96 }
+for _, p in ipairs(lens) do
+  local prompt = prompt_of(p)
+  for _, n in ipairs({ 8, 32 }) do
+    local m = measure(prompt, n)
+    rows[p .. ":" .. n] = m
+    print(fmt:format(p, n, stats.format(m.prefill, "%.3f"), stats.format(m.per_token, "%.3f"),
+                     stats.format(m.total, "%.2f")))
+  end
+end
+
+local best = {}
+for _, p in ipairs(lens) do
+  best[p] = math.min(stats.min(rows[p .. ":8"].prefill), stats.min(rows[p .. ":32"].prefill))
+end
+local prompt_cost = (best[96] - best[8]) / 88
+local per = {}
+for _, m in pairs(rows) do per[#per + 1] = stats.median(m.per_token) end
+local output_cost = stats.median(per)
+print(("\nbest prefill by prompt length: 8: %.3f, 32: %.3f, 64: %.3f, 96: %.3f ms")
+      :format(best[8], best[32], best[64], best[96]))
+print(("prefill, 8 to 96 prompt tokens: %.3f to %.3f ms, so about %.4f ms per extra prompt token")
+      :format(best[8], best[96], prompt_cost))
+if prompt_cost > 0 then
+  print(("decode (typical): about %.3f ms per output token, %.0f times the cost of a prompt token")
+        :format(output_cost, output_cost / prompt_cost))
+else
+  print(("decode (typical): about %.3f ms per output token; prefill did not grow measurably "
+         .. "with the prompt in this run (noise: run again on a quieter machine)")
+        :format(output_cost))
+end
+print("\nRead down a column: a longer prompt adds a little prefill and leaves decode alone. Read")
+print("across a row: more output tokens add a full pass each. Reply length drives latency.")

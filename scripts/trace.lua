@@ -1,0 +1,250 @@
+-- trace.lua - the request-timeline lab: trace requests from tokenization to the last token, under
+-- the lab's five conditions, sweep the batch size, measure prefix reuse, and save it all as one
+-- JSON record that scripts/analyze_trace.lua can summarise later without the model.
+--
+--   workbench scripts/trace.lua [--output FILE] [--model DIR] [--threads N] [--samples N]
+--
+-- Runs (greedy, 24 new tokens, <|endoftext|> treated as an ordinary token so every run has the
+-- same output length; one warm-up request first, then N samples each, default 3):
+--   short_cached          a support question, KV cache on
+--   long_cached           a long prompt (about 96 tokens on TinyLM), cache on
+--   short_without_cache   the short prompt with every step recomputing the whole sequence
+--   long_chunked          the long prompt prefilled 16 tokens at a time through the cache
+--   cancelled             the short prompt, stopped after 4 tokens (the cache is freed anyway)
+-- Batch sweep: the short prompt B times, B = 1, 2, 4, 8, 16, decoded together (one forward pass
+-- per step over the batch). Prefix reuse: the long prompt plus a suffix, tokenized once as a
+-- whole; the first half of its tokens is kept in a session, forked, and only the rest prefilled.
+--
+-- Times are ms from the start of the request (before tokenization); docs/trace.md describes the
+-- boundary and the record layout.
+local wb = require("wb")
+local stats = require("wb.stats")
+local trace = require("wb.trace")
+
+local opts = { threads = 1, samples = 3 }
+do
+  local i = 1
+  local function usage()
+    io.stderr:write("usage: workbench scripts/trace.lua [--output FILE] [--model DIR] "
+                    .. "[--threads N] [--samples N]\n")
+    os.exit(2)
+  end
+  while arg and i <= #arg do
+    local a, v = arg[i], arg[i + 1]
+    if a == "--output" and v then opts.output = v
+    elseif a == "--model" and v then opts.model = v
+    elseif a == "--threads" and (tonumber(v) or 0) >= 1 then opts.threads = math.floor(tonumber(v))
+    elseif a == "--samples" and (tonumber(v) or 0) >= 1 then opts.samples = math.floor(tonumber(v))
+    else usage() end
+    i = i + 2
+  end
+end
+opts.output = opts.output or os.date("trace-%Y%m%d-%H%M%S.json")
+wb.threads(opts.threads) -- one thread by default: steadier for a model this small (threads.lua)
+
+local model = wb.load(opts.model)
+local tok = model.tokenizer
+local cfg = model.config
+local MAX_NEW, WARMUP, CHUNK, CANCEL_AFTER = 24, 4, 16, 4
+local BATCH_SIZES = { 1, 2, 4, 8, 16 }
+
+local SHORT = "Customer (Ana): Hi, I was charged twice for the Team plan this month. "
+              .. "Can you refund the duplicate?\nAgent (Lena):"
+-- The long prompt: earlier conversation in front of the same question, as long as the context
+-- allows with room for the reply.
+local LONG
+do
+  local budget = math.min(cfg.n_positions - MAX_NEW - 8, 256)
+  local turn = "Customer (Bo): Hi, my board export stopped working after the update.\n"
+               .. "Agent (Sam): Sorry about that. Clear the cache and try the export again.\n"
+  local history = turn:rep(budget // 8 + 1)
+  local ids = tok:encode(history)
+  -- Keep the end of the history, cut to the token, so prompt + reply fill the context; a cut can
+  -- re-encode differently, so shorten until the whole prompt fits.
+  for k = budget - #tok:encode(SHORT), 1, -1 do
+    LONG = tok:decode({ table.unpack(ids, #ids - k + 1) }) .. SHORT
+    if #tok:encode(LONG) <= budget then break end
+  end
+end
+local SUFFIX = " Sure, I can help with that."
+
+local params = { temperature = 0, max_tokens = MAX_NEW }
+local function run(prompt, o)
+  local g = { ignore_eos = true }
+  for k, v in pairs(o or {}) do g[k] = v end
+  return model:generate(prompt, params, g)
+end
+
+-- ---- environment and model description --------------------------------------------------
+
+local function read_cmd(cmd)
+  local p = io.popen(cmd .. " 2>/dev/null")
+  if not p then return nil end
+  local s = p:read("a")
+  p:close()
+  s = s and s:gsub("%s+$", "")
+  return s ~= "" and s or nil
+end
+
+local function cpu_name()
+  local f = io.open("/proc/cpuinfo")
+  if not f then return "unknown" end
+  local text = f:read("a")
+  f:close()
+  return text:match("model name%s*:%s*([^\n]+)") or "unknown"
+end
+
+local sha = read_cmd(("sha256sum '%s/model.safetensors'"):format(model.dir))
+local L, C, NH = cfg.n_layer, cfg.n_embd, cfg.n_head
+local environment = {
+  cpu = cpu_name(),
+  online_cpus = tonumber(read_cmd("nproc") or "") or wb.json.null,
+  threads = wb.threads(),
+  workbench = "workbench " .. wb.version,
+  lua = _VERSION,
+  blas = wb.blas_info(),
+  os = read_cmd("uname -sr") or "unknown",
+  load_average = read_cmd("cut -d' ' -f1-3 /proc/loadavg") or wb.json.null,
+  date = os.date("!%Y-%m-%dT%H:%M:%SZ"),
+}
+local model_info = {
+  dir = model.dir,
+  sha256 = sha and sha:match("^(%x+)") or wb.json.null,
+  parameters = model:num_parameters(),
+  dtype = "float32",
+  weight_bytes = model:num_parameters() * 4,
+  layers = L, heads = NH, n_embd = C, vocab_size = cfg.vocab_size, n_ctx = cfg.n_positions,
+  head_dim = C // NH,
+  kv_bytes_per_token = 2 * L * C * 4,
+}
+local generation = {
+  strategy = "greedy argmax", max_new_tokens = MAX_NEW, ignore_eos = true,
+  warmup_tokens = WARMUP, samples_per_run = opts.samples, long_chunk_size = CHUNK,
+  cancel_after = CANCEL_AFTER,
+  short_prompt_tokens = #tok:encode(SHORT), long_prompt_tokens = #tok:encode(LONG),
+}
+
+print(("model %s: %d parameters, context %d; %d thread(s); %s"):format(model.dir,
+      model:num_parameters(), cfg.n_positions, wb.threads(), wb.blas_info()))
+print(("short prompt %d tokens, long prompt %d tokens, %d new tokens, %d samples per run\n")
+      :format(generation.short_prompt_tokens, generation.long_prompt_tokens, MAX_NEW, opts.samples))
+
+-- ---- the five runs ----------------------------------------------------------------------
+
+local warm = run(SHORT, { cancel_after = WARMUP })
+local conditions = {
+  { "short_cached", SHORT, {} },
+  { "long_cached", LONG, {} },
+  { "short_without_cache", SHORT, { cache = false } },
+  { "long_chunked", LONG, { chunk_size = CHUNK } },
+  { "cancelled", SHORT, { cancel_after = CANCEL_AFTER } },
+}
+local runs = {}
+for _, c in ipairs(conditions) do
+  local samples = {}
+  for i = 1, opts.samples do
+    samples[i] = trace.sample(run(c[2], c[3]), { prompt = c[2] })
+  end
+  local s = trace.summarize(samples, c[1])
+  runs[#runs + 1] = {
+    name = c[1], samples = samples,
+    median_ttft_ms = trace.round3(s.median_ttft_ms),
+    median_tpot_ms = s.median_tpot_ms and trace.round3(s.median_tpot_ms) or wb.json.null,
+  }
+  print(("%-20s TTFT %8.3f ms   TPOT %s ms   stop %s, cache held %d tokens before release")
+        :format(c[1], s.median_ttft_ms,
+                s.median_tpot_ms and ("%.3f"):format(s.median_tpot_ms) or "none",
+                samples[1].stop_reason, samples[1].cache_tokens_before_release))
+end
+
+-- ---- batch sweep ------------------------------------------------------------------------
+
+local alone = runs[1].samples[1].generated_token_ids
+local batch_sweep = {}
+print()
+for _, B in ipairs(BATCH_SIZES) do
+  local prompts = {}
+  for i = 1, B do prompts[i] = SHORT end
+  model:generate_batch(prompts, params, { ignore_eos = true }) -- warm-up: sizes the buffers
+  local r = model:generate_batch(prompts, params, { ignore_eos = true })
+  local same, texts = true, {}
+  for i, res in ipairs(r.results) do
+    texts[i] = res.text
+    for k = 1, #alone do
+      if res.token_ids[k] ~= alone[k] then same = false end
+    end
+  end
+  batch_sweep[#batch_sweep + 1] = {
+    batch_size = B, elapsed_ms = trace.round3(r.elapsed_ms),
+    prefill_ms = trace.round3(r.prefill_ms),
+    decode_ms = trace.round3(r.decode_ms), steps = r.steps, output_tokens = r.output_tokens,
+    output_tokens_per_s = trace.round3(r.output_tokens_per_s),
+    decode_tokens_per_s = trace.round3(r.decode_tokens_per_s),
+    same_tokens_as_alone = same, texts = texts,
+  }
+  print(("batch %2d: %8.3f ms, %4d tokens, %9.0f tokens/s (decode %9.0f); same tokens as alone: %s")
+        :format(B, r.elapsed_ms, r.output_tokens, r.output_tokens_per_s, r.decode_tokens_per_s,
+                tostring(same)))
+end
+
+-- ---- prefix reuse -------------------------------------------------------------------------
+
+-- Token boundaries come from the whole text: the prefix is the first half of the full sequence's
+-- ids, never a separate tokenization of the prefix text (which can split differently).
+local full = tok:encode(LONG .. SUFFIX)
+local P = math.max(1, #full // 2)
+local prefix_ids, suffix_ids = { table.unpack(full, 1, P) }, { table.unpack(full, P + 1) }
+local prefix = model:session()
+prefix:prefill(prefix_ids)
+-- Both sides run through warm sessions (a fresh one pays first-touch page faults): the cold
+-- one is reset, the reused one is a fork of the prefix cut back to it before each suffix.
+local s, f = model:session(), prefix:fork()
+local cold_ms, warm_ms, cold, reused = {}, {}, nil, nil
+for i = 1, 7 do
+  s:reset()
+  local t0 = wb.clock_ms()
+  cold = s:prefill(full)
+  cold_ms[i] = wb.clock_ms() - t0
+  f:truncate(P)
+  t0 = wb.clock_ms()
+  reused = f:prefill(suffix_ids)
+  warm_ms[i] = wb.clock_ms() - t0
+end
+s:close()
+f:close()
+prefix:close()
+local diff = 0
+for i = 0, #cold - 1 do diff = math.max(diff, math.abs(cold:get(i) - reused:get(i))) end
+local prefix_reuse = {
+  total_tokens = #full, cached_prefix_tokens = P,
+  cold_prefill_ms = trace.round3(stats.median(cold_ms)),
+  suffix_prefill_ms = trace.round3(stats.median(warm_ms)),
+  cold_prefill_ms_all = wb.json.array((function()
+    local t = {} for i, v in ipairs(cold_ms) do t[i] = trace.round3(v) end return t end)()),
+  suffix_prefill_ms_all = wb.json.array((function()
+    local t = {} for i, v in ipairs(warm_ms) do t[i] = trace.round3(v) end return t end)()),
+  max_abs_last_logit_diff = diff,
+  same_greedy_next_token = cold:argmax() == reused:argmax(),
+}
+print(("\nprefix reuse: %d of %d tokens cached; cold prefill %s ms, suffix prefill %s ms; "
+       .. "max |logit diff| %.2g; same next token: %s"):format(P, #full,
+       stats.format(cold_ms, "%.3f"), stats.format(warm_ms, "%.3f"), diff,
+       tostring(prefix_reuse.same_greedy_next_token)))
+
+local record = {
+  execution_mode = "fresh local inference; no simulated latency",
+  model = model_info,
+  generation = generation,
+  environment = environment,
+  warmup = trace.sample(warm, { prompt = SHORT }),
+  runs = runs,
+  batch_sweep = batch_sweep,
+  prefix_reuse = prefix_reuse,
+  limits = ("%d samples per condition after one warm-up, on a shared CPU; TinyLM's output is "
+            .. "not a quality measure; no transport, queueing or production load.")
+           :format(opts.samples),
+}
+trace.check_record(record) -- the record must pass its own analyzer
+trace.write(opts.output, record)
+print(("\nwrote %s (read it back with: workbench scripts/analyze_trace.lua %s)"):format(opts.output,
+      opts.output))
