@@ -54,8 +54,18 @@ wb_status wb_config_parse_ex(const char *json, size_t len, const char *name, wb_
         goto done;
     }
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    if (mt && cJSON_IsString(mt) &&
+        (!strcmp(mt->valuestring, "llama") || !strcmp(mt->valuestring, "qwen2") ||
+         !strcmp(mt->valuestring, "mistral"))) {
+        /* the Llama family has its own keys (core/config_llama.c) */
+        if (!(s = wb_config_parse_llama(root, mt->valuestring, name, &c, err))) *out = c;
+        if (!s && act) *act = a;
+        goto done;
+    }
     if (mt && (!cJSON_IsString(mt) || strcmp(mt->valuestring, "gpt2") != 0)) {
-        s = wb_err_set(err, WB_ERR_FORMAT, "%s: key \"model_type\" must be \"gpt2\"", name);
+        s = wb_err_set(err, WB_ERR_FORMAT,
+                       "%s: key \"model_type\" must be \"gpt2\", \"llama\", \"qwen2\" or "
+                       "\"mistral\"", name);
         goto done;
     }
     if ((s = get_int(root, "vocab_size", name, 1, 0, 1, CAP_VOCAB, &c.vocab_size, &p, err)))
@@ -126,6 +136,10 @@ wb_status wb_config_parse_ex(const char *json, size_t len, const char *name, wb_
                        (long long)CAP_PARAMS);
         goto done;
     }
+    c.family = WB_FAMILY_GPT2;
+    c.max_position_embeddings = c.n_ctx;
+    c.n_kv_head = c.n_head;
+    c.head_dim = c.n_embd / c.n_head;
     *out = c;
     if (act) *act = a;
 done:

@@ -13,6 +13,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <math.h>
+
+#include <cjson/cJSON.h>
+
 #define CONFIG_MAX_BYTES (16u << 20)
 
 /* ---------------------------------------------------------------------------- file helpers */
@@ -134,6 +138,8 @@ void wb_model_free(wb_model *m) {
     if (!m) return;
     wb_pool_free(m->pool);
     pthread_mutex_destroy(&m->pool_mu);
+    wb_llama_free(m->llama);
+    free(m->eos_ids);
     wb_tokenizer_free(m->tok);
     free(m->block);
     free(m->layers);
@@ -221,9 +227,66 @@ static wb_status load_weights(wb_model *m, const wb_safetensors *st, const char 
     return WB_OK;
 }
 
+wb_model_params wb_model_default_params(void) {
+    wb_model_params p = {0};
+    p.compute_f32 = 0;
+    p.n_ctx = 4096;
+    return p;
+}
+
+/* generation_config.json's eos_token_id (an integer or a list), when the file exists. */
+static wb_status load_generation_config(wb_model *m, const char *dir, wb_err *err) {
+    char *path = path_join(dir, "generation_config.json"), *text = NULL;
+    if (!path) return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", dir);
+    struct stat sb;
+    wb_status s = WB_OK;
+    size_t len;
+    cJSON *root = NULL;
+    if (stat(path, &sb) != 0) goto done; /* optional */
+    if ((s = read_text(path, &text, &len, err))) goto done;
+    root = cJSON_ParseWithLength(text, len);
+    if (!root || !cJSON_IsObject(root)) {
+        s = wb_err_set(err, WB_ERR_FORMAT, "%s: not a JSON object", path);
+        goto done;
+    }
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id");
+    if (!e || cJSON_IsNull(e)) goto done;
+    int n = cJSON_IsArray(e) ? cJSON_GetArraySize(e) : 1;
+    if (!(m->eos_ids = malloc((size_t)(n ? n : 1) * sizeof *m->eos_ids))) {
+        s = wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        const cJSON *v = cJSON_IsArray(e) ? cJSON_GetArrayItem(e, i) : e;
+        if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 ||
+            v->valuedouble >= m->cfg.vocab_size) {
+            s = wb_err_set(err, WB_ERR_FORMAT,
+                           "%s: key \"eos_token_id\" must be a token id in [0, %d) or a list of "
+                           "them", path, m->cfg.vocab_size);
+            goto done;
+        }
+        m->eos_ids[i] = (int32_t)v->valuedouble;
+    }
+    m->n_eos = (size_t)n;
+done:
+    cJSON_Delete(root);
+    free(text);
+    free(path);
+    return s;
+}
+
 wb_status wb_model_load(const char *dir, wb_model **out, wb_err *err) {
+    return wb_model_load_ex(dir, NULL, out, err);
+}
+
+wb_status wb_model_load_ex(const char *dir, const wb_model_params *params, wb_model **out,
+                           wb_err *err) {
     if (!out || !dir) return wb_err_set(err, WB_ERR_ARG, "wb_model_load: NULL argument");
     *out = NULL;
+    const wb_model_params prm = params ? *params : wb_model_default_params();
+    if (prm.n_ctx < 0)
+        return wb_err_set(err, WB_ERR_ARG, "wb_model_load: params.n_ctx = %d is negative",
+                          prm.n_ctx);
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return wb_err_set(err, WB_ERR_IO, "%s: model directory does not exist or is not a directory",
@@ -242,10 +305,25 @@ wb_status wb_model_load(const char *dir, wb_model **out, wb_err *err) {
         goto done;
     }
     if ((s = read_text(cpath, &m->config_json, &clen, err)) ||
-        (s = wb_config_parse_ex(m->config_json, clen, cpath, &m->cfg, &m->act, err)) ||
-        (s = wb_safetensors_open(spath, &st, err)) ||
-        (s = wb_tokenizer_load(tpath, &m->tok, err)))
+        (s = wb_config_parse_ex(m->config_json, clen, cpath, &m->cfg, &m->act, err)))
         goto done;
+    if (m->cfg.family == WB_FAMILY_LLAMA) {
+        cJSON *root = cJSON_ParseWithLength(m->config_json, clen);
+        const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+        snprintf(m->model_type, sizeof m->model_type, "%s",
+                 cJSON_IsString(mt) ? mt->valuestring : "llama");
+        cJSON_Delete(root);
+        /* the KV cache is sized from the context asked for, not max_position_embeddings */
+        int32_t want = prm.n_ctx > 0 ? prm.n_ctx : 4096;
+        m->cfg.n_ctx = want < m->cfg.max_position_embeddings ? want
+                                                             : m->cfg.max_position_embeddings;
+        if ((s = wb_tokenizer_load(tpath, &m->tok, err))) goto done;
+    } else {
+        snprintf(m->model_type, sizeof m->model_type, "gpt2");
+        if ((s = wb_safetensors_open(spath, &st, err)) ||
+            (s = wb_tokenizer_load(tpath, &m->tok, err)))
+            goto done;
+    }
     int32_t tv = wb_tokenizer_vocab_size(m->tok);
     if (tv > m->cfg.vocab_size) {
         s = wb_err_set(err, WB_ERR_FORMAT,
@@ -253,7 +331,9 @@ wb_status wb_model_load(const char *dir, wb_model **out, wb_err *err) {
                        cpath, m->cfg.vocab_size);
         goto done;
     }
-    if (!(s = load_weights(m, st, spath, 1, err))) s = load_weights(m, st, spath, 0, err);
+    if (m->cfg.family == WB_FAMILY_LLAMA) s = wb_llama_load(m, dir, &prm, err);
+    else if (!(s = load_weights(m, st, spath, 1, err))) s = load_weights(m, st, spath, 0, err);
+    if (!s) s = load_generation_config(m, dir, err);
 done:
     wb_safetensors_free(st);
     free(cpath);
@@ -274,6 +354,23 @@ const wb_tokenizer *wb_model_tokenizer(const wb_model *m) { return m ? m->tok : 
 const char *wb_model_dir(const wb_model *m) { return m ? m->dir : NULL; }
 const char *wb_model_config_json(const wb_model *m) { return m ? m->config_json : NULL; }
 int64_t wb_model_num_parameters(const wb_model *m) { return m ? m->n_params : 0; }
+const char *wb_model_type(const wb_model *m) { return m ? m->model_type : NULL; }
+
+const int32_t *wb_model_eos_ids(const wb_model *m, size_t *n) {
+    if (n) *n = m ? m->n_eos : 0;
+    return m ? m->eos_ids : NULL;
+}
+
+int wb_model_is_eos(const wb_model *m, int32_t id) {
+    for (size_t i = 0; m && i < m->n_eos; i++)
+        if (m->eos_ids[i] == id) return 1;
+    return 0;
+}
+
+size_t wb_model_weight_bytes(const wb_model *m) {
+    if (!m) return 0;
+    return m->llama ? wb_llama_weight_bytes(m->llama) : m->block_floats * sizeof(float);
+}
 
 void wb_model_set_abort(wb_model *m, wb_abort_fn fn, void *user_data) {
     if (!m) return;
@@ -301,7 +398,7 @@ wb_status wb_model_forward(const wb_model *m, const int32_t *ids, int n, float *
                           n, m->cfg.n_ctx);
     wb_status s = wb_check_ids(m, ids, n, err);
     if (s) return s;
-    size_t kv = (size_t)m->cfg.n_layer * (size_t)n * (size_t)m->cfg.n_embd;
+    size_t kv = (size_t)m->cfg.n_layer * (size_t)n * wb_model_kv_width(m);
     float *k = malloc(kv * sizeof *k), *v = malloc(kv * sizeof *v);
     if (!k || !v) s = wb_err_set(err, WB_ERR_NOMEM, "wb_model_forward: out of memory");
     else s = wb_forward_tokens(m, k, v, n, 0, ids, n, logits, all_positions, NULL, err);

@@ -70,42 +70,129 @@ static wb_status pool_acquire(const wb_model *m, int nt, wb_pool **out, wb_err *
 
 static void pool_release(const wb_model *m) { pthread_mutex_unlock(&((wb_model *)m)->pool_mu); }
 
-/* Prefill attention on the pool: (head, block of ATT_QB queries) items dealt round-robin, which
- * roughly balances the causal triangle; OpenBLAS stays out of it (its threads would fight ours). */
+/* Up to this many rows a matrix goes through wb_gemv_batch_forward instead of a BLAS GEMM: a
+ * batched decode step (one row per sequence) then sums exactly as a single decode does, and a
+ * few-row GEMM would spend most of its time packing the weights. */
+#ifndef SMALL_ROWS
+#define SMALL_ROWS 48
+#endif
+
+static void split(int n, int tid, int nt, int *r0, int *r1);
+
+typedef struct linear_job {
+    float *Y;
+    const float *X, *W, *b;
+    int n, out, in, residual, gelu;
+    wb_act act;
+} linear_job;
+
+static void linear_worker(void *arg, int tid, int nt) {
+    const linear_job *j = arg;
+    int r0, r1;
+    split(j->out, tid, nt, &r0, &r1);
+    wb_gemv_batch_forward(j->Y, (size_t)j->out, j->X, (size_t)j->in, j->n, j->W, j->b, j->in, r0,
+                          r1, j->residual);
+    /* each thread activates its own rows, in the same slices as the decode path */
+    if (j->gelu)
+        for (int t = 0; t < j->n; t++)
+            wb_gelu_forward(j->Y + (size_t)t * j->out + r0, (size_t)(r1 - r0), j->act);
+}
+
+/* Y[n, out] = X[n, in] . W^T + b (b may be NULL), or Y += that when residual; then gelu(Y) in
+ * place when gelu. */
+static wb_status linear(const wb_model *m, int nt, float *Y, const float *X, int n,
+                        const float *W, const float *b, int out, int in, int residual, int gelu,
+                        wb_err *err) {
+    if (n > SMALL_ROWS) {
+        if (b && residual) add_bias_rows(Y, b, n, out);
+        else if (b) set_bias_rows(Y, b, n, out);
+        gemm_bt(Y, X, W, n, out, in, b || residual ? 1.0f : 0.0f);
+        if (gelu) wb_gelu_forward(Y, (size_t)n * out, m->act);
+        return WB_OK;
+    }
+    linear_job j = {Y, X, W, b, n, out, in, residual, gelu, m->act};
+    if (nt <= 1) {
+        linear_worker(&j, 0, 1);
+        return WB_OK;
+    }
+    wb_pool *pool;
+    wb_status st = pool_acquire(m, nt, &pool, err);
+    if (st) return st;
+    wb_pool_run(pool, linear_worker, &j);
+    pool_release(m);
+    return WB_OK;
+}
+
+/* Attention work items: (sequence, head, block of ATT_QB queries), numbered per sequence from
+ * item0[s]. On the pool they are dealt round-robin, longest rows first within a sequence, which
+ * roughly balances the causal triangles; OpenBLAS stays out of it (its threads would fight
+ * ours). */
 typedef struct att_job {
-    const float *qkv, *kl, *vl;
-    float *att, *sc; /* sc: [nt, sc_stride] per-thread scratch */
+    const wb_seq_rows *seqs;
+    const int *row0;  /* [n_seqs] first stacked row of each sequence */
+    const int *item0; /* [n_seqs + 1] first item of each sequence; item0[n_seqs] = total */
+    int n_seqs, n_items;
+    const float *qkv;
+    float *att, *sc;  /* sc: [nt, sc_stride] per-thread scratch */
     size_t sc_stride;
-    int n, pos, C, NH;
+    int layer, C, NH;
 } att_job;
+
+static void att_item(const att_job *j, int item, int *seq_hint, float *sc) {
+    const int C = j->C, NH = j->NH, hs = C / NH;
+    int s = *seq_hint;
+    while (j->item0[s + 1] <= item) s++;
+    *seq_hint = s;
+    const wb_seq_rows *q = &j->seqs[s];
+    const int local = item - j->item0[s], nblk = (q->n + ATT_QB - 1) / ATT_QB;
+    const int hd = local % NH, q0 = (nblk - 1 - local / NH) * ATT_QB;
+    const int nq = q->n - q0 < ATT_QB ? q->n - q0 : ATT_QB;
+    const size_t lo = (size_t)j->layer * q->cache_ctx * C;
+    const float *kl = q->k + lo + hd * hs, *vl = q->v + lo + hd * hs;
+    const size_t r = (size_t)j->row0[s] + q0;
+    if (nq == 1) /* a decode row: the same kernel, so the same sums, as wb_session_decode */
+        wb_attention_forward(j->att + r * C + hd * hs, j->qkv + r * 3 * C + hd * hs, kl, vl,
+                             (size_t)C, q->pos + q0, hs, sc);
+    else
+        wb_attention_block_forward(j->att + r * C + hd * hs, (size_t)C,
+                                   j->qkv + r * 3 * C + hd * hs, (size_t)3 * C, kl, vl,
+                                   (size_t)C, q->pos + q0, nq, hs, sc);
+}
 
 static void att_worker(void *arg, int tid, int nt) {
     const att_job *j = arg;
-    const int C = j->C, hs = C / j->NH, nblk = (j->n + ATT_QB - 1) / ATT_QB;
     float *sc = j->sc + (size_t)tid * j->sc_stride;
-    for (int i = tid; i < nblk * j->NH; i += nt) {
-        const int hd = i % j->NH, q0 = (nblk - 1 - i / j->NH) * ATT_QB; /* long rows first */
-        const int nq = j->n - q0 < ATT_QB ? j->n - q0 : ATT_QB;
-        wb_attention_block_forward(j->att + (size_t)q0 * C + hd * hs, (size_t)C,
-                                   j->qkv + (size_t)q0 * 3 * C + hd * hs, (size_t)3 * C,
-                                   j->kl + hd * hs, j->vl + hd * hs, (size_t)C, j->pos + q0, nq,
-                                   hs, sc);
-    }
+    int hint = 0;
+    for (int i = tid; i < j->n_items; i += nt) att_item(j, i, &hint, sc);
 }
 
-wb_status wb_forward_tokens(const wb_model *m, float *kcache, float *vcache, int cache_ctx,
-                            int pos, const int32_t *ids, int n, float *logits, int all_positions,
-                            wb_scratch *scratch, wb_err *err) {
+wb_status wb_forward_seqs(const wb_model *m, const wb_seq_rows *seqs, int n_seqs, float *logits,
+                          int all_positions, wb_scratch *scratch, wb_err *err) {
+    if (m->llama) /* the Llama family has its own block (core/llama.c) */
+        return wb_llama_forward_seqs(m, seqs, n_seqs, logits, all_positions, scratch, err);
     const wb_config *c = &m->cfg;
     const int C = c->n_embd, F = c->n_inner, V = c->vocab_size, NH = c->n_head, hs = C / NH;
+    if (n_seqs < 1) return wb_err_set(err, WB_ERR_ARG, "forward: n_seqs = %d, need at least 1",
+                                      n_seqs);
+    int n = 0, n_items = 0;
+    size_t sc_per_thread = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        if (seqs[s].n < 1 || seqs[s].n > INT32_MAX / 2 - n)
+            return wb_err_set(err, WB_ERR_ARG, "forward: sequence %d has n = %d tokens", s,
+                              seqs[s].n);
+        n += seqs[s].n;
+        n_items += (seqs[s].n + ATT_QB - 1) / ATT_QB * NH;
+        size_t need = wb_attention_block_scratch(seqs[s].pos, seqs[s].n, hs);
+        if (need > sc_per_thread) sc_per_thread = need;
+    }
     const size_t nC = (size_t)n * C;
     /* x [n, C] residual; xn [n, C] normed; qkv [n, 3C]; att [n, C]; h [n, F];
-     * sc [nt, attention scratch]; each 64-byte aligned */
+     * sc [nt, attention scratch]; row0/item0 [2 n_seqs + 1] ints; each 64-byte aligned */
     const int nt = compute_threads();
-    const size_t sc_per_thread = wb_attention_block_scratch(pos, n, hs);
-    const size_t sz[6] = {nC, nC, 3 * nC, nC, (size_t)n * F, (size_t)nt * sc_per_thread};
+    const size_t n_int = ((size_t)2 * n_seqs + 1 + 15) & ~(size_t)15;
+    const size_t sz[7] = {nC, nC, 3 * nC, nC, (size_t)n * F, (size_t)nt * sc_per_thread, n_int};
     size_t need = 0;
-    for (int i = 0; i < 6; i++) need += (sz[i] + 15) & ~(size_t)15;
+    for (int i = 0; i < 7; i++) need += (sz[i] + 15) & ~(size_t)15;
     wb_scratch local = {0};
     if (!scratch) scratch = &local;
     if (scratch->cap < need) {
@@ -116,64 +203,94 @@ wb_status wb_forward_tokens(const wb_model *m, float *kcache, float *vcache, int
             return wb_err_set(err, WB_ERR_NOMEM, "forward of %d tokens: out of memory", n);
         scratch->cap = need;
     }
-    float *bufs[6], *q = scratch->p;
-    for (int i = 0; i < 6; i++) bufs[i] = q, q += (sz[i] + 15) & ~(size_t)15;
+    float *bufs[7], *q = scratch->p;
+    for (int i = 0; i < 7; i++) bufs[i] = q, q += (sz[i] + 15) & ~(size_t)15;
     float *x = bufs[0], *xn = bufs[1], *qkv = bufs[2], *att = bufs[3], *h = bufs[4], *sc = bufs[5];
-    wb_status s = WB_OK;
-    for (int t = 0; t < n; t++) {
-        const float *te = m->wte + (size_t)ids[t] * C, *pe = m->wpe + (size_t)(pos + t) * C;
-        for (int i = 0; i < C; i++) x[(size_t)t * C + i] = te[i] + pe[i];
+    int *row0 = (int *)bufs[6], *item0 = row0 + n_seqs;
+    for (int s = 0, r = 0, it = 0; s <= n_seqs; s++) {
+        item0[s] = it;
+        if (s == n_seqs) break;
+        row0[s] = r;
+        r += seqs[s].n;
+        it += (seqs[s].n + ATT_QB - 1) / ATT_QB * NH;
     }
+    wb_status st = WB_OK;
+    for (int s = 0; s < n_seqs; s++)
+        for (int t = 0; t < seqs[s].n; t++) {
+            const float *te = m->wte + (size_t)seqs[s].ids[t] * C;
+            const float *pe = m->wpe + (size_t)(seqs[s].pos + t) * C;
+            float *xr = x + (size_t)(row0[s] + t) * C;
+            for (int i = 0; i < C; i++) xr[i] = te[i] + pe[i];
+        }
+    att_job aj = {seqs, row0, item0, n_seqs, n_items, qkv, att, sc, sc_per_thread, 0, C, NH};
     for (int l = 0; l < c->n_layer; l++) {
         if (m->abort_fn && m->abort_fn(m->abort_data)) {
-            s = wb_err_set(err, WB_ERR_CANCELLED, "forward cancelled by the abort callback at layer %d",
-                           l);
+            st = wb_err_set(err, WB_ERR_CANCELLED,
+                            "forward cancelled by the abort callback at layer %d", l);
             goto done;
         }
         const wb_layer *ly = &m->layers[l];
-        float *kl = kcache + (size_t)l * cache_ctx * C, *vl = vcache + (size_t)l * cache_ctx * C;
         for (int t = 0; t < n; t++)
             wb_layernorm_forward(xn + (size_t)t * C, x + (size_t)t * C, ly->ln1_w, ly->ln1_b, C,
                                  c->layer_norm_epsilon);
-        set_bias_rows(qkv, ly->qkv_b, n, 3 * C);
-        gemm_bt(qkv, xn, ly->qkv_w, n, 3 * C, C, 1.0f);
-        for (int t = 0; t < n; t++) {
-            memcpy(kl + (size_t)(pos + t) * C, qkv + (size_t)t * 3 * C + C, (size_t)C * sizeof(float));
-            memcpy(vl + (size_t)(pos + t) * C, qkv + (size_t)t * 3 * C + 2 * C, (size_t)C * sizeof(float));
+        if ((st = linear(m, nt, qkv, xn, n, ly->qkv_w, ly->qkv_b, 3 * C, C, 0, 0, err)))
+            goto done;
+        for (int s = 0; s < n_seqs; s++) {
+            const size_t lo = (size_t)l * seqs[s].cache_ctx * C;
+            for (int t = 0; t < seqs[s].n; t++) {
+                const float *qr = qkv + (size_t)(row0[s] + t) * 3 * C;
+                memcpy(seqs[s].k + lo + (size_t)(seqs[s].pos + t) * C, qr + C,
+                       (size_t)C * sizeof(float));
+                memcpy(seqs[s].v + lo + (size_t)(seqs[s].pos + t) * C, qr + 2 * C,
+                       (size_t)C * sizeof(float));
+            }
         }
-        if (nt > 1 && n >= ATT_POOL_MIN) {
-            att_job aj = {qkv, kl, vl, att, sc, sc_per_thread, n, pos, C, NH};
+        aj.layer = l;
+        if (nt > 1 && (n >= ATT_POOL_MIN || n_seqs > 1)) {
             wb_pool *pool;
-            if ((s = pool_acquire(m, nt, &pool, err))) goto done;
+            if ((st = pool_acquire(m, nt, &pool, err))) goto done;
             wb_pool_run(pool, att_worker, &aj);
             pool_release(m);
         } else {
-            for (int hd = 0; hd < NH; hd++)
-                wb_attention_block_forward(att + hd * hs, (size_t)C, qkv + hd * hs, (size_t)3 * C,
-                                           kl + hd * hs, vl + hd * hs, (size_t)C, pos, n, hs, sc);
+            att_worker(&aj, 0, 1);
         }
-        add_bias_rows(x, ly->attproj_b, n, C); /* residual: x += att . W^T + b in one GEMM */
-        gemm_bt(x, att, ly->attproj_w, n, C, C, 1.0f);
+        if ((st = linear(m, nt, x, att, n, ly->attproj_w, ly->attproj_b, C, C, 1, 0, err)))
+            goto done;
         for (int t = 0; t < n; t++)
             wb_layernorm_forward(xn + (size_t)t * C, x + (size_t)t * C, ly->ln2_w, ly->ln2_b, C,
                                  c->layer_norm_epsilon);
-        set_bias_rows(h, ly->fc_b, n, F);
-        gemm_bt(h, xn, ly->fc_w, n, F, C, 1.0f);
-        wb_gelu_forward(h, (size_t)n * F, m->act);
-        add_bias_rows(x, ly->mlpproj_b, n, C);
-        gemm_bt(x, h, ly->mlpproj_w, n, C, F, 1.0f);
+        if ((st = linear(m, nt, h, xn, n, ly->fc_w, ly->fc_b, F, C, 0, 1, err)))
+            goto done;
+        if ((st = linear(m, nt, x, h, n, ly->mlpproj_w, ly->mlpproj_b, C, F, 1, 0, err)))
+            goto done;
     }
     if (logits) {
-        int t0 = all_positions ? 0 : n - 1;
-        for (int t = t0; t < n; t++)
-            wb_layernorm_forward(xn + (size_t)t * C, x + (size_t)t * C, m->lnf_w, m->lnf_b, C,
-                                 c->layer_norm_epsilon);
-        if (all_positions) gemm_bt(logits, xn, m->head, n, V, C, 0.0f);
-        else wb_gemv_forward(logits, xn + (size_t)(n - 1) * C, m->head, NULL, C, 0, V, 0);
+        if (all_positions) {
+            for (int t = 0; t < n; t++)
+                wb_layernorm_forward(xn + (size_t)t * C, x + (size_t)t * C, m->lnf_w, m->lnf_b, C,
+                                     c->layer_norm_epsilon);
+            if ((st = linear(m, nt, logits, xn, n, m->head, NULL, V, C, 0, 0, err)))
+                goto done;
+        } else {
+            /* the last row of each sequence, normalised into xn rows 0..n_seqs-1 */
+            for (int s = 0; s < n_seqs; s++)
+                wb_layernorm_forward(xn + (size_t)s * C,
+                                     x + (size_t)(row0[s] + seqs[s].n - 1) * C, m->lnf_w,
+                                     m->lnf_b, C, c->layer_norm_epsilon);
+            if ((st = linear(m, nt, logits, xn, n_seqs, m->head, NULL, V, C, 0, 0, err)))
+                goto done;
+        }
     }
 done:
     free(local.p);
-    return s;
+    return st;
+}
+
+wb_status wb_forward_tokens(const wb_model *m, float *kcache, float *vcache, int cache_ctx,
+                            int pos, const int32_t *ids, int n, float *logits, int all_positions,
+                            wb_scratch *scratch, wb_err *err) {
+    const wb_seq_rows one = {kcache, vcache, cache_ctx, pos, ids, n};
+    return wb_forward_seqs(m, &one, 1, logits, all_positions, scratch, err);
 }
 
 /* --------------------------------------------------------------------------- session */
@@ -233,12 +350,13 @@ wb_status wb_session_new(const wb_model *m, int n_ctx, wb_session **out, wb_err 
     if (!m || !out) return wb_err_set(err, WB_ERR_ARG, "wb_session_new: NULL argument");
     *out = NULL;
     if (n_ctx <= 0) n_ctx = m->cfg.n_ctx;
-    if (n_ctx > m->cfg.n_ctx)
+    if (n_ctx > m->cfg.n_ctx && (!m->llama || n_ctx > m->cfg.max_position_embeddings))
         return wb_err_set(err, WB_ERR_RANGE,
-                          "wb_session_new: n_ctx %d exceeds the model's n_positions %d", n_ctx,
-                          m->cfg.n_ctx);
+                          "wb_session_new: n_ctx %d exceeds the model's %s %d", n_ctx,
+                          m->llama ? "max_position_embeddings" : "n_positions",
+                          m->llama ? m->cfg.max_position_embeddings : m->cfg.n_ctx);
     const size_t C = (size_t)m->cfg.n_embd, F = (size_t)m->cfg.n_inner;
-    const size_t kv = (size_t)m->cfg.n_layer * (size_t)n_ctx * C;
+    const size_t kv = (size_t)m->cfg.n_layer * (size_t)n_ctx * wb_model_kv_width(m);
     wb_session *s = calloc(1, sizeof *s);
     if (!s) return wb_err_set(err, WB_ERR_NOMEM, "wb_session_new: out of memory");
     s->m = m;
@@ -270,7 +388,7 @@ const int32_t *wb_session_tokens(const wb_session *s) { return s ? s->tokens : N
 
 size_t wb_session_cache_bytes(const wb_session *s) {
     if (!s) return 0;
-    return 2 * (size_t)s->m->cfg.n_layer * (size_t)s->n_ctx * (size_t)s->m->cfg.n_embd *
+    return 2 * (size_t)s->m->cfg.n_layer * (size_t)s->n_ctx * wb_model_kv_width(s->m) *
            sizeof(float);
 }
 
@@ -292,7 +410,7 @@ wb_status wb_session_fork(const wb_session *s, wb_session **out, wb_err *err) {
     wb_session *f;
     wb_status st = wb_session_new(s->m, s->n_ctx, &f, err);
     if (st) return st;
-    const size_t C = (size_t)s->m->cfg.n_embd, row = (size_t)s->n_ctx * C;
+    const size_t C = wb_model_kv_width(s->m), row = (size_t)s->n_ctx * C;
     for (int l = 0; l < s->m->cfg.n_layer; l++) {
         memcpy(f->k + l * row, s->k + l * row, (size_t)s->pos * C * sizeof(float));
         memcpy(f->v + l * row, s->v + l * row, (size_t)s->pos * C * sizeof(float));
@@ -391,6 +509,12 @@ wb_status wb_session_decode(wb_session *s, int32_t id, float *logits, wb_err *er
     wb_status st = wb_check_ids(s->m, &id, 1, err);
     if (st) return st;
     const wb_model *m = s->m;
+    if (m->llama) { /* one row through the Llama block, GEMV path (core/llama.c) */
+        const wb_seq_rows one = {s->k, s->v, s->n_ctx, s->pos, &id, 1};
+        if ((st = wb_llama_forward_seqs(m, &one, 1, logits, 0, &s->prefill, err))) return st;
+        s->tokens[s->pos++] = id;
+        return WB_OK;
+    }
     const int C = m->cfg.n_embd;
     const float *te = m->wte + (size_t)id * C, *pe = m->wpe + (size_t)s->pos * C;
     for (int i = 0; i < C; i++) s->x[i] = te[i] + pe[i];
@@ -412,3 +536,27 @@ wb_status wb_session_decode(wb_session *s, int32_t id, float *logits, wb_err *er
     s->tokens[s->pos++] = id;
     return WB_OK;
 }
+
+/* --------------------------------------------------------------- batched calls (batch.c) */
+
+wb_status wb_session_rows(wb_session *s, const int32_t *ids, int n, wb_seq_rows *out,
+                          wb_err *err) {
+    if (!s || !out || (!ids && n > 0))
+        return wb_err_set(err, WB_ERR_ARG, "wb_session_rows: NULL argument");
+    if (n < 1) return wb_err_set(err, WB_ERR_ARG, "wb_session_rows: n = %d, need at least 1", n);
+    if (n > s->n_ctx - s->pos)
+        return wb_err_set(err, WB_ERR_RANGE,
+                          "%d tokens at position %d do not fit the context of %d tokens (n_ctx)",
+                          n, s->pos, s->n_ctx);
+    wb_status st = wb_check_ids(s->m, ids, n, err);
+    if (st) return st;
+    *out = (wb_seq_rows){s->k, s->v, s->n_ctx, s->pos, ids, n};
+    return WB_OK;
+}
+
+void wb_session_commit(wb_session *s, const int32_t *ids, int n) {
+    memcpy(s->tokens + s->pos, ids, (size_t)n * sizeof *ids);
+    s->pos += n;
+}
+
+wb_scratch *wb_session_scratch(wb_session *s) { return &s->prefill; }

@@ -66,9 +66,25 @@ typedef struct wb_config {
     int32_t n_layer;      /* L */
     int32_t n_head;       /* NH; head size C / NH */
     int32_t n_inner;      /* MLP width (4C when config says null) */
-    float layer_norm_epsilon;
+    float layer_norm_epsilon;   /* GPT-2 layer_norm_epsilon; Llama family rms_norm_eps */
     int tie_word_embeddings;
+    /* Llama family (model_type llama, qwen2, mistral; see docs/model.md). GPT-2 has family
+     * WB_FAMILY_GPT2, max_position_embeddings = n_ctx, n_kv_head = n_head, head_dim = C / NH and
+     * zeros elsewhere. For the Llama family n_ctx is the default context of sessions (the load
+     * parameter n_ctx capped at max_position_embeddings), and n_inner is intermediate_size. */
+    int32_t family;                  /* WB_FAMILY_GPT2 or WB_FAMILY_LLAMA */
+    int32_t max_position_embeddings; /* the longest context a session may ask for */
+    int32_t n_kv_head;               /* num_key_value_heads: GQA groups of n_head / n_kv_head */
+    int32_t head_dim;                /* head_dim key, else n_embd / n_head */
+    float rope_theta;
+    int32_t rope_scaling;            /* WB_ROPE_NONE or WB_ROPE_LLAMA3 */
+    float rope_factor, rope_low_freq_factor, rope_high_freq_factor; /* llama3 only */
+    int32_t rope_original_max_pos;   /* llama3 original_max_position_embeddings */
+    int32_t qkv_bias, o_bias, mlp_bias; /* 1 when q/k/v_proj, o_proj, MLP projections have bias */
 } wb_config;
+
+enum { WB_FAMILY_GPT2 = 0, WB_FAMILY_LLAMA = 1 };
+enum { WB_ROPE_NONE = 0, WB_ROPE_LLAMA3 = 1 };
 
 /* Parse a GPT-2 config.json (buffer); errors name `name` and the key. Checks types and ranges
  * (positive sizes, n_embd % n_head == 0, sizes below sane limits, activation gelu_new /
@@ -80,9 +96,41 @@ typedef struct wb_model wb_model;
 
 /* Load a model directory in Hugging Face layout: config.json, model.safetensors (F32/F16/BF16,
  * GPT2LMHeadModel names, with or without the "transformer." prefix, Conv1D [in,out] weights,
- * tied or explicit lm_head.weight) and tokenizer.json. */
+ * tied or explicit lm_head.weight) and tokenizer.json. config.json's model_type llama, qwen2 or
+ * mistral loads the Llama family instead (wb_model_load_ex, docs/model.md). */
 wb_status wb_model_load(const char *dir, wb_model **out, wb_err *err);
 void wb_model_free(wb_model *m);
+
+/* Load options (wb_model_default_params() for the defaults). */
+typedef struct wb_model_params {
+    /* 0 (default): BF16 matrices are used in BF16 straight from the mapped file by the matrix
+     * kernels (F32 accumulation), F32/F16 ones are converted to F32. 1: everything is converted
+     * to F32 at load (twice the memory; for exact comparisons against an F32 reference).
+     * GPT-2 models are always F32. */
+    int compute_f32;
+    /* Llama family: the context sessions and generation get when they ask for n_ctx <= 0, and
+     * so the KV cache size (default 4096, capped at max_position_embeddings). GPT-2: ignored
+     * (n_positions). */
+    int32_t n_ctx;
+} wb_model_params;
+
+wb_model_params wb_model_default_params(void);
+
+/* wb_model_load with options; params NULL means the defaults. A Llama-family directory holds
+ * config.json, model.safetensors or model.safetensors.index.json with its shards, and
+ * tokenizer.json; generation_config.json (eos_token_id) is optional. */
+wb_status wb_model_load_ex(const char *dir, const wb_model_params *params, wb_model **out,
+                           wb_err *err);
+
+/* generation_config.json's eos_token_id (an integer or a list) as read at load: the ids that end
+ * generation with stop_reason "eos" besides the tokenizer's own; *n = 0 when absent. */
+const int32_t *wb_model_eos_ids(const wb_model *m, size_t *n);
+/* 1 when id is one of wb_model_eos_ids. */
+int wb_model_is_eos(const wb_model *m, int32_t id);
+/* "gpt2", "llama", "qwen2" or "mistral" (config.json model_type; "gpt2" when absent). */
+const char *wb_model_type(const wb_model *m);
+/* Bytes of weights the model holds in memory, mapped BF16 matrices included. */
+size_t wb_model_weight_bytes(const wb_model *m);
 
 const wb_config *wb_model_config(const wb_model *m);
 const wb_tokenizer *wb_model_tokenizer(const wb_model *m);

@@ -26,6 +26,9 @@ void lwb_open_safetensors(lua_State *L); /* wb.safetensors_read, wb.safetensors_
 void lwb_open_sampling(lua_State *L);    /* wb.sampling, model:generate, model:stream (after
                                             lwb_open_model: it extends the wb.Model methods)    */
 void lwb_open_train(lua_State *L);       /* wb.Trainer, wb.trainer                              */
+void lwb_open_chat(lua_State *L);        /* wb.ChatTemplate, wb.chat_template                  */
+void lwb_open_constraint(lua_State *L);  /* wb.constraint, wb.Constraint, wb.ConstraintState    */
+void lwb_open_batch(lua_State *L);       /* model:generate_batch (after lwb_open_model)         */
 
 /* The module entry point (lwb_module.c); the host preloads it as package.loaded.wb. */
 int luaopen_wb(lua_State *L);

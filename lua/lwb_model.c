@@ -45,8 +45,18 @@ static int l_load(lua_State *L) {
     m->n_sessions = 0;
     luaL_setmetatable(L, MODEL);
     int mi = lua_gettop(L);
+    /* wb.load(dir, {compute_f32 = true, n_ctx = N}): wb_model_params (wb_model.h) */
+    wb_model_params prm = wb_model_default_params();
+    if (lua_istable(L, 2)) {
+        lwb_check_options(L, 2, (const char *const[]){"compute_f32", "n_ctx", NULL});
+        lua_getfield(L, 2, "compute_f32");
+        prm.compute_f32 = lua_toboolean(L, -1);
+        lua_getfield(L, 2, "n_ctx");
+        if (!lua_isnil(L, -1)) prm.n_ctx = (int32_t)luaL_checkinteger(L, -1);
+        lua_pop(L, 2);
+    }
     wb_err err = {0};
-    if (wb_model_load(dir, &m->m, &err) != WB_OK) return lwb_raise(L, &err);
+    if (wb_model_load_ex(dir, &prm, &m->m, &err) != WB_OK) return lwb_raise(L, &err);
     m->open = 1;
     wb_model_set_abort(m->m, lwb_abort_fn, NULL);
 

@@ -143,7 +143,10 @@ int luaopen_wb(lua_State *L) {
     lwb_open_tokenizer(L);
     lwb_open_model(L);
     lwb_open_sampling(L);
+    lwb_open_constraint(L);
     lwb_open_safetensors(L);
     lwb_open_train(L);
+    lwb_open_chat(L);
+    lwb_open_batch(L);
     return 1;
 }

@@ -17,8 +17,10 @@ local SETTINGS = {
   {name = "min_p = 0.1", params = {min_p = 0.1}},
   {name = "min_p = 0.2", params = {min_p = 0.2}},
 }
--- A sure prompt, an open one, and a flat one (sixteen agent names are about equally likely).
-local SHAPES = {L.CERTAIN, L.UNCERTAIN, "Customer (Ana): Hi, how do I export my board data?\nAgent ("}
+-- A sure prompt, an open one, and a flat one: on its own, "Agent (" is followed by any of the
+-- sixteen agent names about equally often. (After a whole customer line the memorised model often
+-- recalls which agent answered it, so the bare opening is the flat case.)
+local SHAPES = {L.CERTAIN, L.UNCERTAIN, "Agent ("}
 
 local function measure()
   local r = {filters = {}, shapes = {}}

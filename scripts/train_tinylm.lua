@@ -33,6 +33,8 @@ usage: workbench scripts/train_tinylm.lua [options]
   --threads N       compute threads (default: all cores)
   --seed N          trainer seed: initialisation and batch order (default 1337)
   --corpus-seed N   corpus generator seed (default 1)
+  --conversations N conversation documents in the training corpus (default 1000)
+  --tickets N       triage label records in the training corpus (default 550)
   --eval-every N    steps between validation evaluations (default 100; smoke 10)
   --eval-batches N  validation batches per evaluation (default 8)
   --lr X            peak learning rate (default 3e-3)
@@ -51,7 +53,8 @@ local o = {
 }
 local numeric = {
   ["--steps"] = "steps", ["--threads"] = "threads", ["--seed"] = "seed",
-  ["--corpus-seed"] = "corpus_seed", ["--eval-every"] = "eval_every",
+  ["--corpus-seed"] = "corpus_seed", ["--conversations"] = "conversations",
+  ["--tickets"] = "tickets", ["--eval-every"] = "eval_every",
   ["--eval-batches"] = "eval_batches", ["--lr"] = "lr", ["--batch"] = "batch",
   ["--checkpoint-every"] = "checkpoint_every", ["--stop-at"] = "stop_at",
 }
@@ -78,7 +81,7 @@ do
     end
     i = i + 1
   end
-  for _, k in ipairs { "steps", "threads", "seed", "corpus_seed", "eval_every", "eval_batches", "batch", "checkpoint_every", "stop_at" } do
+  for _, k in ipairs { "steps", "threads", "seed", "corpus_seed", "conversations", "tickets", "eval_every", "eval_batches", "batch", "checkpoint_every", "stop_at" } do
     if o[k] and math.type(o[k]) ~= "integer" then
       if o[k] ~= math.floor(o[k]) then usage("--" .. k:gsub("_", "-") .. " must be an integer") end
       o[k] = math.tointeger(o[k])
@@ -99,7 +102,12 @@ end
 local shape = {
   vocab_size = 2048, n_ctx = 128, n_embd = 128, n_layer = 4, n_head = 4, n_inner = 512,
 }
-local corpus_opts = { seed = o.corpus_seed }
+-- TinyLM is meant to memorise its corpus (the lessons rely on a model that is sure of itself on
+-- most prompts), so the default draw is small enough to be memorised in the training budget:
+-- about 0.4 MB of text, 100k tokens, ~60 passes in 3000 steps. The generator's own default (a 4.4 MB draw) is for
+-- make_corpus.lua; both come from the same templates.
+local corpus_opts = { seed = o.corpus_seed, conversations = o.conversations or 1000,
+                      tickets = o.tickets or 550 }
 if o.smoke then
   shape = { vocab_size = 512, n_ctx = 64, n_embd = 64, n_layer = 2, n_head = 2, n_inner = 256 }
   corpus_opts = { seed = o.corpus_seed, conversations = 400, tickets = 200 }
@@ -168,6 +176,7 @@ local train_ids = tok:encode(c.train)
 local val_ids = tok:encode(c.val)
 log("encoded: %d train tokens (%.2f bytes/token), %d validation tokens (%.1f s)",
   #train_ids, #c.train / #train_ids, #val_ids, (wb.clock_ms() - t0) / 1e3)
+local corpus_bytes = #c.train
 c = nil
 collectgarbage()
 
@@ -353,7 +362,8 @@ local summary = {
   final_train_loss = final_train, final_train_loss_note = "mean training-batch loss of the last " .. #recent .. " steps",
   elapsed_s = total_elapsed, threads = o.threads,
   tokens_per_s = run_steps > 0 and run_steps * tokens_per_step / run_seconds or null,
-  corpus_seed = o.corpus_seed, smoke = o.smoke,
+  corpus_seed = o.corpus_seed, corpus_conversations = corpus_opts.conversations,
+  corpus_tickets = corpus_opts.tickets, corpus_bytes = corpus_bytes, smoke = o.smoke,
   params = (function()
     local t = tr:params()
     for k, v in pairs(t) do -- float32 values printed as the decimals they were given
@@ -401,4 +411,5 @@ if o.smoke then
     return
   end
 end
-log("wrote %s: model.safetensors config.json tokenizer.json loss.csv loss.svg summary.json; checkpoint %s", o.out, ckpt)
+require("wb.modelcard").write(o.out)
+log("wrote %s: model.safetensors config.json tokenizer.json loss.csv loss.svg summary.json README.md; checkpoint %s", o.out, ckpt)

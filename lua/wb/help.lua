@@ -17,7 +17,7 @@ M.TEXT = {
   ["wb.threads"] = { "wb.threads([n]) -> previous", "compute thread count; sets it when n (1..4096) is given" },
   ["wb.blas_info"] = { "wb.blas_info() -> string", "the BLAS library and kernel in use" },
   ["wb.default_model_dir"] = { "wb.default_model_dir() -> path", "where wb.load() looks: $WB_MODEL, else models/tinylm-base" },
-  ["wb.load"] = { "wb.load([dir] [, {compute_f32=, n_ctx=}]) -> Model", "load a GPT-2, Llama, Qwen2 or Mistral directory (config.json, safetensors, tokenizer.json; docs/model.md)" },
+  ["wb.load"] = { "wb.load([dir]) -> Model", "load a GPT-2, Llama, Qwen2 or Mistral directory (config.json, safetensors, tokenizer.json); wb.load(dir, {compute_f32=, n_ctx=}) sets load options (docs/model.md)" },
   ["wb.tokenizer_load"] = { "wb.tokenizer_load(path) -> Tokenizer", "a Hugging Face byte-level BPE tokenizer.json" },
   ["wb.bpe_train"] = { "wb.bpe_train(text [, {vocab_size=, special_tokens=, min_pair_count=}]) -> Tokenizer",
     "learn byte-level BPE merges on text (docs/tokenizer.md)" },

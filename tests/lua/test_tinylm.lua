@@ -43,7 +43,9 @@ T.test("after 'Agent (' the 16 agent names are the 16 most likely tokens, none a
   T.eq(#agents, 16)
   local first = {}
   for _, name in ipairs(agents) do first[tok:encode(name)[1]] = name end
-  local top = next_probs("Customer (Ana): Hi, how do I reset my password?\nAgent ("):topk(16)
+  -- The context is exactly "Agent (": which of the 16 agents answers is a coin with 16 sides.
+  -- (After a whole customer line the memorised model often recalls who answered that line.)
+  local top = next_probs("Agent ("):topk(16)
   for i, t in ipairs(top) do
     T.check(first[t.id], ("rank %d is %q, not an agent name"):format(i, tok:token(t.id)))
     T.check(t.p <= 0.20, ("%q has p=%.3f > 0.20"):format(tok:token(t.id), t.p))

@@ -1,0 +1,294 @@
+/* bench_llama.c - a Qwen2.5-0.5B-shaped model (vocab 151936, hidden 896, 24 layers, 14 query and
+ * 2 key/value heads of 64, MLP 4864, tied embeddings, q/k/v bias) with random BF16 weights
+ * written to a temporary directory at start and deleted at the end (about 1 GB; nothing is
+ * committed or downloaded).
+ *
+ * For BF16 (matrices used in BF16 from the mapping) and F32 (compute_f32: widened at load), at 1
+ * and 2 threads: prefill of 44 tokens (ms) and decode (ms/token after that prompt), each as
+ * median [min - max] over repeats, against the memory-bandwidth bound: bound = weight bytes /
+ * bandwidth, since a decode step must read every weight once. The bandwidth is a streaming AVX2
+ * read of 512 MB with the same thread count (four streams per thread, the BF16 GEMV's pattern),
+ * measured in every repeat right before its decode, so that a machine shared with other work
+ * slows both sides of the ratio alike; decode / bound is the median of the per-repeat ratios.
+ *
+ *   bench_llama [repeats] [decode tokens]        (run from the source root, for the tokenizer)
+ *   bench_llama --bandwidth                      (the bandwidth measurement alone)
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <immintrin.h>
+
+#include "wb_model.h"
+
+enum { V = 151936, C = 896, L = 24, NH = 14, NKV = 2, HD = 64, F = 4864, PROMPT = 44 };
+
+static uint64_t rng = 88172645463325252ull;
+static inline uint32_t xr(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (uint32_t)(rng >> 32);
+}
+
+/* uniform in [-s, s) rounded to BF16 */
+static uint16_t rbf(float s) {
+    float x = ((float)(xr() >> 8) * (1.0f / (1 << 24)) * 2.0f - 1.0f) * s;
+    return wb_f32_to_bf16(x);
+}
+
+static int write_model(const char *dir, const char *tokenizer) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    fprintf(f, "{\"model_type\":\"qwen2\",\"vocab_size\":%d,\"hidden_size\":%d,"
+               "\"intermediate_size\":%d,\"num_hidden_layers\":%d,\"num_attention_heads\":%d,"
+               "\"num_key_value_heads\":%d,\"max_position_embeddings\":32768,"
+               "\"rms_norm_eps\":1e-6,\"rope_theta\":1000000.0,\"tie_word_embeddings\":true,"
+               "\"hidden_act\":\"silu\",\"use_sliding_window\":false,\"sliding_window\":32768}",
+            V, C, F, L, NH, NKV);
+    fclose(f);
+    /* tensors: name, rows, cols (0: vector), scale */
+    int n = 0;
+    wb_tensor_view *tv = calloc(3 + 12 * L, sizeof *tv);
+    char (*names)[96] = calloc(3 + 12 * L, sizeof *names);
+    void **bufs = calloc(3 + 12 * L, sizeof *bufs);
+#define T(nm, r, c, s)                                                                           \
+    do {                                                                                          \
+        size_t ne_ = (size_t)(r) * (size_t)((c) ? (c) : 1);                                       \
+        uint16_t *b_ = malloc(ne_ * 2);                                                           \
+        for (size_t i_ = 0; i_ < ne_; i_++) b_[i_] = (s) < 0 ? wb_f32_to_bf16(1.0f) : rbf(s);     \
+        snprintf(names[n], 96, "%s", nm);                                                         \
+        tv[n] = (wb_tensor_view){.name = names[n], .dtype = WB_BF16, .ndim = (c) ? 2 : 1,         \
+                                 .shape = {(r), (c)}, .data = b_, .nbytes = ne_ * 2};             \
+        bufs[n++] = b_;                                                                           \
+    } while (0)
+    char nm[96];
+    T("model.embed_tokens.weight", V, C, 0.05f);
+    for (int l = 0; l < L; l++) {
+#define LT(suffix, r, c, s)                                                                      \
+    do {                                                                                          \
+        snprintf(nm, sizeof nm, "model.layers.%d.%s", l, suffix);                                 \
+        T(nm, r, c, s);                                                                           \
+    } while (0)
+        LT("input_layernorm.weight", C, 0, -1);
+        LT("self_attn.q_proj.weight", NH * HD, C, 0.05f);
+        LT("self_attn.q_proj.bias", NH * HD, 0, 0.05f);
+        LT("self_attn.k_proj.weight", NKV * HD, C, 0.05f);
+        LT("self_attn.k_proj.bias", NKV * HD, 0, 0.05f);
+        LT("self_attn.v_proj.weight", NKV * HD, C, 0.05f);
+        LT("self_attn.v_proj.bias", NKV * HD, 0, 0.05f);
+        LT("self_attn.o_proj.weight", C, NH * HD, 0.05f);
+        LT("post_attention_layernorm.weight", C, 0, -1);
+        LT("mlp.gate_proj.weight", F, C, 0.05f);
+        LT("mlp.up_proj.weight", F, C, 0.05f);
+        LT("mlp.down_proj.weight", C, F, 0.03f);
+#undef LT
+    }
+    T("model.norm.weight", C, 0, -1);
+#undef T
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    wb_err err = {0};
+    wb_status s = wb_safetensors_write(path, tv, n, NULL, 0, &err);
+    for (int i = 0; i < n; i++) free(bufs[i]);
+    free(bufs);
+    free(tv);
+    free(names);
+    if (s) {
+        fprintf(stderr, "bench_llama: %s\n", err.msg);
+        return -1;
+    }
+    /* tokenizer: any Qwen2-style tokenizer.json with at most V ids will do */
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    FILE *in = fopen(tokenizer, "rb"), *out = fopen(path, "wb");
+    if (!in || !out) {
+        if (in) fclose(in);
+        if (out) fclose(out);
+        return -1;
+    }
+    char buf[65536];
+    size_t k;
+    while ((k = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, k, out);
+    fclose(in);
+    fclose(out);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ bandwidth */
+
+#define BW_BYTES ((size_t)512 << 20)
+
+typedef struct bw_arg {
+    const float *p;
+    size_t n;
+    float sink;
+} bw_arg;
+
+/* The read pattern the BF16 GEMV uses on a 4864 x 896 matrix: chunks of 8 MB (one matrix), each
+ * read as four sequential streams a quarter of the chunk apart, prefetched half a KB ahead. (One
+ * single stream is latency-bound well below the DRAM rate; streams 128 MB apart were slower.) */
+#define BW_CHUNK ((size_t)2 << 20) /* floats */
+__attribute__((target("avx2"))) static void *bw_read(void *arg) {
+    bw_arg *a = arg;
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (size_t c0 = 0; c0 + BW_CHUNK <= a->n; c0 += BW_CHUNK) {
+        const size_t q = BW_CHUNK / 4;
+        const float *p0 = a->p + c0, *p1 = p0 + q, *p2 = p1 + q, *p3 = p2 + q;
+        for (size_t i = 0; i < q; i += 16) {
+            _mm_prefetch((const char *)(p0 + i) + 512, _MM_HINT_T0);
+            _mm_prefetch((const char *)(p1 + i) + 512, _MM_HINT_T0);
+            _mm_prefetch((const char *)(p2 + i) + 512, _MM_HINT_T0);
+            _mm_prefetch((const char *)(p3 + i) + 512, _MM_HINT_T0);
+            s0 = _mm256_add_ps(s0, _mm256_add_ps(_mm256_load_ps(p0 + i), _mm256_load_ps(p0 + i + 8)));
+            s1 = _mm256_add_ps(s1, _mm256_add_ps(_mm256_load_ps(p1 + i), _mm256_load_ps(p1 + i + 8)));
+            s2 = _mm256_add_ps(s2, _mm256_add_ps(_mm256_load_ps(p2 + i), _mm256_load_ps(p2 + i + 8)));
+            s3 = _mm256_add_ps(s3, _mm256_add_ps(_mm256_load_ps(p3 + i), _mm256_load_ps(p3 + i + 8)));
+        }
+    }
+    float t[8];
+    _mm256_storeu_ps(t, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    a->sink = t[0] + t[7];
+    return NULL;
+}
+
+/* GB/s of one streaming read over BW_BYTES split across nt threads */
+static double bandwidth(const float *buf, int nt) {
+    pthread_t th[8];
+    bw_arg a[8];
+    const size_t per = BW_BYTES / 4 / (size_t)nt;
+    double t0 = wb_clock_ms();
+    for (int i = 0; i < nt; i++) {
+        a[i] = (bw_arg){buf + (size_t)i * per, per, 0};
+        if (i) pthread_create(&th[i], NULL, bw_read, &a[i]);
+    }
+    bw_read(&a[0]);
+    for (int i = 1; i < nt; i++) pthread_join(th[i], NULL);
+    return (double)BW_BYTES / ((wb_clock_ms() - t0) * 1e6);
+}
+
+/* ------------------------------------------------------------------------ statistics */
+
+static int cmpd(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct stat3 {
+    double med, lo, hi;
+} stat3;
+
+static stat3 stats(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmpd);
+    return (stat3){n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v[0], v[n - 1]};
+}
+
+/* ------------------------------------------------------------------------------ main */
+
+int main(int argc, char **argv) {
+    const char *core = wb_blas_preferred_coretype();
+    if (core) {
+        setenv("OPENBLAS_CORETYPE", core, 1);
+        execv("/proc/self/exe", argv);
+    }
+    int reps = argc > 1 ? atoi(argv[1]) : 5;
+    int ntok = argc > 2 ? atoi(argv[2]) : 16;
+    if (reps < 3) reps = 3;
+    if (ntok < 2) ntok = 2;
+    if (argc > 1 && !strcmp(argv[1], "--bandwidth")) { /* the bound's measurement alone */
+        float *buf = aligned_alloc(64, BW_BYTES);
+        memset(buf, 1, BW_BYTES);
+        for (int nt = 1; nt <= 2; nt++) {
+            double v[9];
+            for (int r = 0; r < 9; r++) v[r] = bandwidth(buf, nt);
+            stat3 st = stats(v, 9);
+            printf("read, %d thread(s): %.1f GB/s [%.1f - %.1f]\n", nt, st.med, st.lo, st.hi);
+        }
+        free(buf);
+        return 0;
+    }
+    const char *tok = getenv("WB_BENCH_TOKENIZER");
+    if (!tok) tok = "tests/vectors/family_qwen2_tokenizer.json";
+    char dir[] = "/tmp/wb_bench_llama_XXXXXX";
+    if (!mkdtemp(dir)) return 1;
+    double t0 = wb_clock_ms();
+    if (write_model(dir, tok)) {
+        fprintf(stderr, "bench_llama: cannot write the model to %s (tokenizer %s)\n", dir, tok);
+        return 1;
+    }
+    printf("Qwen2.5-0.5B-shaped random BF16 model written in %.1f s to %s\n",
+           (wb_clock_ms() - t0) / 1000, dir);
+    printf("kernels %s, OpenBLAS %s\n\n", "avx2+fma when available", wb_blas_info());
+
+    float *bw_buf = aligned_alloc(64, BW_BYTES);
+    memset(bw_buf, 1, BW_BYTES); /* fault the pages in before timing */
+
+    int32_t prompt[PROMPT];
+    for (int i = 0; i < PROMPT; i++) prompt[i] = (int32_t)(17 + 13 * i) % 600;
+    float *logits = malloc((size_t)V * sizeof *logits);
+    printf("| weights | threads | weight GB | prefill 44 (ms) | decode (ms/token) | read GB/s | bound (ms/token) | decode / bound |\n");
+    printf("|---|---|---|---|---|---|---|---|\n");
+    for (int f32 = 0; f32 <= 1; f32++) {
+        wb_model_params p = wb_model_default_params();
+        p.compute_f32 = f32;
+        p.n_ctx = 256;
+        wb_model *m = NULL;
+        wb_err err = {0};
+        if (wb_model_load_ex(dir, &p, &m, &err)) {
+            fprintf(stderr, "bench_llama: %s\n", err.msg);
+            break;
+        }
+        const double gb = (double)wb_model_weight_bytes(m) / 1e9;
+        for (int nt = 1; nt <= 2; nt++) {
+            wb_threads_set(nt);
+            double *pf = malloc((size_t)reps * sizeof *pf), *dc = malloc((size_t)reps * sizeof *dc);
+            double *bw = malloc((size_t)reps * sizeof *bw), *bd = malloc((size_t)reps * sizeof *bd);
+            double *ra = malloc((size_t)reps * sizeof *ra);
+            for (int r = -1; r < reps; r++) { /* r = -1: warm-up (page faults, pool start) */
+                wb_session *s = NULL;
+                if (wb_session_new(m, 256, &s, &err)) break;
+                double a = wb_clock_ms();
+                wb_session_prefill(s, prompt, PROMPT, logits, 0, &err);
+                const double g = bandwidth(bw_buf, nt);
+                double b = wb_clock_ms();
+                int32_t id = 1;
+                for (int t = 0; t < ntok; t++) {
+                    wb_session_decode(s, id, logits, &err);
+                    id = (id * 31 + 7) % 600;
+                }
+                double c = wb_clock_ms();
+                if (r >= 0) {
+                    pf[r] = b - a;
+                    dc[r] = (c - b) / ntok;
+                    bw[r] = g;
+                    bd[r] = gb / g * 1e3;
+                    ra[r] = dc[r] / bd[r];
+                }
+                wb_session_free(s);
+            }
+            stat3 sp = stats(pf, reps), sd = stats(dc, reps), sb = stats(bw, reps),
+                  sbd = stats(bd, reps), sr = stats(ra, reps);
+            printf("| %s | %d | %.2f | %.0f [%.0f - %.0f] | %.1f [%.1f - %.1f] | %.1f [%.1f - %.1f] "
+                   "| %.1f | %.2fx [%.2f - %.2f] |\n",
+                   f32 ? "F32" : "BF16", nt, gb, sp.med, sp.lo, sp.hi, sd.med, sd.lo, sd.hi, sb.med,
+                   sb.lo, sb.hi, sbd.med, sr.med, sr.lo, sr.hi);
+            fflush(stdout);
+            free(pf);
+            free(dc);
+            free(bw);
+            free(bd);
+            free(ra);
+        }
+        wb_model_free(m);
+    }
+    free(logits);
+    free(bw_buf);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "bench_llama: could not remove %s\n", dir);
+    return 0;
+}
