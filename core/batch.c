@@ -5,6 +5,7 @@
  * samplers, the stop rules and the timings. */
 #include "wb_batch.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -188,6 +189,8 @@ wb_status wb_batch_generate(wb_batch *b, const int32_t *const *prompts, const si
     const wb_batch_params p = bp ? *bp : wb_batch_default_params();
     const wb_config *cfg = wb_model_config(b->m);
     const int32_t V = cfg->vocab_size, eos = wb_tokenizer_eos_id(wb_model_tokenizer(b->m));
+    /* ids past the tokenizer (padded embedding rows) have no text: never sampled (generate.c) */
+    const int32_t n_tok = wb_tokenizer_vocab_size(wb_model_tokenizer(b->m));
     if (p.n_ctx > cfg->n_ctx)
         return wb_err_set(err, WB_ERR_RANGE, "n_ctx = %d exceeds the model's n_positions %d",
                           p.n_ctx, (int)cfg->n_ctx);
@@ -235,6 +238,7 @@ wb_status wb_batch_generate(wb_batch *b, const int32_t *const *prompts, const si
     for (int i = 0; i < n_seqs; i++) {
         seq_state *q = &b->seq[i];
         int32_t id;
+        for (int32_t t = n_tok; t < V; t++) b->logits[(size_t)i * V + t] = -INFINITY;
         if ((st = wb_sampler_sample(q->smp, b->logits + (size_t)i * V, q->gen, q->n_gen, NULL, &id,
                                     NULL, err)))
             return st;
@@ -262,6 +266,7 @@ wb_status wb_batch_generate(wb_batch *b, const int32_t *const *prompts, const si
         for (int a = 0; a < n_act; a++) {
             seq_state *q = &b->seq[b->act_index[a]];
             int32_t id;
+            for (int32_t t = n_tok; t < V; t++) b->logits[(size_t)a * V + t] = -INFINITY;
             if ((st = wb_sampler_sample(q->smp, b->logits + (size_t)a * V, q->gen, q->n_gen, NULL,
                                         &id, NULL, err)))
                 return st;

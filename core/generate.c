@@ -467,7 +467,20 @@ static void record_pressure(wb_gen *g, const uint32_t *mask) {
     if (am >= 0 && !(mask[am >> 5] >> (am & 31) & 1u)) g->res.constraint_overruled++;
 }
 
+static wb_status evaluate_logits(wb_gen *g, wb_err *err);
+
+/* Models pad their embedding past the tokenizer (Qwen2.5: 151,936 rows, 151,665 tokens). Those ids
+ * have no text, so they are never sampled: masked here, before penalties, filters and
+ * constraints, and so also absent from every distribution a lesson measures. */
 static wb_status evaluate(wb_gen *g, wb_err *err) {
+    wb_status st = evaluate_logits(g, err);
+    if (st == WB_OK && g->tok)
+        for (int32_t id = wb_tokenizer_vocab_size(g->tok); id < g->V; id++)
+            g->logits[id] = -INFINITY;
+    return st;
+}
+
+static wb_status evaluate_logits(wb_gen *g, wb_err *err) {
     int n = g->n_prompt + (int)g->n_gen;
     if (g->fn) return g->fn(g->fn_data, g->ids, n, g->logits, err);
     if (g->sess) {

@@ -90,6 +90,33 @@ static int model_num_parameters(lua_State *L) {
     return 1;
 }
 
+/* The shape facts scripts need, the same keys for every family (config.json's own names differ:
+ * n_positions vs max_position_embeddings, n_layer vs num_hidden_layers, ...). */
+static int model_info(lua_State *L) {
+    const wb_model *m = checkmodel(L, 1);
+    const wb_config *c = wb_model_config(m);
+    lua_createtable(L, 0, 16);
+    lua_pushstring(L, wb_model_type(m));
+    lua_setfield(L, -2, "model_type");
+    const struct { const char *k; lua_Integer v; } ints[] = {
+        {"vocab_size", c->vocab_size}, {"n_ctx", c->n_ctx},
+        {"max_position_embeddings", c->max_position_embeddings}, {"n_embd", c->n_embd},
+        {"n_layer", c->n_layer}, {"n_head", c->n_head}, {"n_kv_head", c->n_kv_head},
+        {"head_dim", c->head_dim}, {"n_inner", c->n_inner},
+        {"parameters", (lua_Integer)wb_model_num_parameters(m)},
+        {"weight_bytes", (lua_Integer)wb_model_weight_bytes(m)},
+        /* keys and values, F32, for every layer */
+        {"kv_bytes_per_token", (lua_Integer)2 * c->n_layer * c->n_kv_head * c->head_dim * 4},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        lua_pushinteger(L, ints[i].v);
+        lua_setfield(L, -2, ints[i].k);
+    }
+    lua_pushboolean(L, c->tie_word_embeddings);
+    lua_setfield(L, -2, "tie_word_embeddings");
+    return 1;
+}
+
 /* Push a table of n Vecs of V floats from logits [n, V]. */
 static void push_rows(lua_State *L, const float *logits, int n, int32_t V) {
     lua_createtable(L, n, 0);
@@ -313,6 +340,7 @@ static int session_tostring(lua_State *L) {
 
 static const luaL_Reg model_methods[] = {
     {"num_parameters", model_num_parameters},
+    {"info", model_info},
     {"logits", model_logits},
     {"session", model_session},
     {"close", model_close},

@@ -41,7 +41,7 @@ local function run(n, cache)
 end
 
 print(("model %s: %d parameters, context %d; %s"):format(model.dir, model:num_parameters(),
-      model.config.n_positions, wb.blas_info()))
+      model:info().n_ctx, wb.blas_info()))
 print(("prompt: %d tokens; %d thread(s); each cell is the median (min to max) of %d runs\n")
       :format(#tok:encode(PROMPT), wb.threads(), repeats))
 

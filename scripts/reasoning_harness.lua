@@ -85,7 +85,7 @@ local LABEL = "SIMULATED thinking: TinyLM does not reason; each level decodes a 
   .. "tokens that are thrown away before the answer"
 print(LABEL)
 local model = wb.load()
-local n_ctx = model.config.n_positions or model.config.n_ctx
+local n_ctx = model:info().n_ctx
 local runs = {}
 for ti, t in ipairs(tickets(opts.tickets)) do
   local input = "Ticket: " .. t.text

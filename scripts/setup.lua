@@ -13,7 +13,7 @@ L.wb = wb
 L.model = wb.load()
 L.tok = L.model.tokenizer
 L.V = L.model.config.vocab_size
-L.n_ctx = L.model.config.n_positions or L.model.config.n_ctx
+L.n_ctx = L.model:info().n_ctx
 
 -- TinyLM memorised its templated corpus, so most prompts have one obvious continuation. After
 -- "Hi," about nine different questions follow in the corpus; after "Hi, my" one word does.

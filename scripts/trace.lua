@@ -44,26 +44,53 @@ wb.threads(opts.threads) -- one thread by default: steadier for a model this sma
 
 local model = wb.load(opts.model)
 local tok = model.tokenizer
-local cfg = model.config
+local info = model:info() -- the same keys for GPT-2 and the Llama family
 local MAX_NEW, WARMUP, CHUNK, CANCEL_AFTER = 24, 4, 16, 4
 local BATCH_SIZES = { 1, 2, 4, 8, 16 }
 
-local SHORT = "Customer (Ana): Hi, I was charged twice for the Team plan this month. "
-              .. "Can you refund the duplicate?\nAgent (Lena):"
--- The long prompt: earlier conversation in front of the same question, as long as the context
--- allows with room for the reply.
+-- A chat model (a tokenizer_config.json with a chat template) gets its prompts through the
+-- template, as a hosted chat call would; TinyLM is a plain completion model and gets the raw
+-- support-transcript format it was trained on.
+local chat_ok, chat = pcall(wb.chat_template, model.dir)
+if not chat_ok then chat = nil end
+
+local QUESTION = "Hi, I was charged twice for the Team plan this month. Can you refund the duplicate?"
+local EARLIER_Q = "Hi, my board export stopped working after the update."
+local EARLIER_A = "Sorry about that. Clear the cache and try the export again."
+
+-- history: number of earlier question/answer pairs in front of the question
+local function prompt_with_history(history)
+  if chat then
+    local messages = {}
+    for _ = 1, history do
+      messages[#messages + 1] = { role = "user", content = EARLIER_Q }
+      messages[#messages + 1] = { role = "assistant", content = EARLIER_A }
+    end
+    messages[#messages + 1] = { role = "user", content = QUESTION }
+    return chat:render(messages, { add_generation_prompt = true })
+  end
+  local turn = "Customer (Bo): " .. EARLIER_Q .. "\nAgent (Sam): " .. EARLIER_A .. "\n"
+  return turn:rep(history) .. "Customer (Ana): " .. QUESTION .. "\nAgent (Lena):"
+end
+
+local SHORT = prompt_with_history(0)
+-- The long prompt: earlier turns in front of the same question, as many as fit in the budget
+-- (about 96 tokens on TinyLM) with room for the reply.
 local LONG
 do
-  local budget = math.min(cfg.n_positions - MAX_NEW - 8, 256)
-  local turn = "Customer (Bo): Hi, my board export stopped working after the update.\n"
-               .. "Agent (Sam): Sorry about that. Clear the cache and try the export again.\n"
-  local history = turn:rep(budget // 8 + 1)
-  local ids = tok:encode(history)
-  -- Keep the end of the history, cut to the token, so prompt + reply fill the context; a cut can
-  -- re-encode differently, so shorten until the whole prompt fits.
-  for k = budget - #tok:encode(SHORT), 1, -1 do
-    LONG = tok:decode({ table.unpack(ids, #ids - k + 1) }) .. SHORT
-    if #tok:encode(LONG) <= budget then break end
+  local budget = math.min(info.n_ctx - MAX_NEW - 8, 256)
+  local n = 0
+  while #tok:encode(prompt_with_history(n + 1)) <= budget do n = n + 1 end
+  LONG = prompt_with_history(n)
+  if not chat then
+    -- A transcript can start mid-turn: fill the rest of the budget with the end of one more
+    -- earlier turn, cut at a token boundary (a cut can re-encode differently, so shorten until
+    -- the whole prompt fits).
+    local extra = tok:encode(prompt_with_history(n + 1):sub(1, -#LONG - 1))
+    for k = #extra, 1, -1 do
+      local candidate = tok:decode({ table.unpack(extra, #extra - k + 1) }) .. LONG
+      if #tok:encode(candidate) <= budget then LONG = candidate break end
+    end
   end
 end
 local SUFFIX = " Sure, I can help with that."
@@ -95,7 +122,6 @@ local function cpu_name()
 end
 
 local sha = read_cmd(("sha256sum '%s/model.safetensors'"):format(model.dir))
-local L, C, NH = cfg.n_layer, cfg.n_embd, cfg.n_head
 local environment = {
   cpu = cpu_name(),
   online_cpus = tonumber(read_cmd("nproc") or "") or wb.json.null,
@@ -111,11 +137,12 @@ local model_info = {
   dir = model.dir,
   sha256 = sha and sha:match("^(%x+)") or wb.json.null,
   parameters = model:num_parameters(),
-  dtype = "float32",
-  weight_bytes = model:num_parameters() * 4,
-  layers = L, heads = NH, n_embd = C, vocab_size = cfg.vocab_size, n_ctx = cfg.n_positions,
-  head_dim = C // NH,
-  kv_bytes_per_token = 2 * L * C * 4,
+  model_type = info.model_type,
+  chat_template = chat and chat.family or wb.json.null,
+  weight_bytes = info.weight_bytes,
+  layers = info.n_layer, heads = info.n_head, kv_heads = info.n_kv_head, n_embd = info.n_embd,
+  vocab_size = info.vocab_size, n_ctx = info.n_ctx, head_dim = info.head_dim,
+  kv_bytes_per_token = info.kv_bytes_per_token,
 }
 local generation = {
   strategy = "greedy argmax", max_new_tokens = MAX_NEW, ignore_eos = true,
@@ -125,7 +152,7 @@ local generation = {
 }
 
 print(("model %s: %d parameters, context %d; %d thread(s); %s"):format(model.dir,
-      model:num_parameters(), cfg.n_positions, wb.threads(), wb.blas_info()))
+      model:num_parameters(), info.n_ctx, wb.threads(), wb.blas_info()))
 print(("short prompt %d tokens, long prompt %d tokens, %d new tokens, %d samples per run\n")
       :format(generation.short_prompt_tokens, generation.long_prompt_tokens, MAX_NEW, opts.samples))
 

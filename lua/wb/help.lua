@@ -65,6 +65,8 @@ M.TEXT = {
   ["Model:chat"] = { "model:chat(messages, params [, opts]) -> result",
     "messages {{role=, content=}, ...} through the directory's chat template, then generate; generation_config.json eos ids end it as \"eos\"" },
   ["Model:stream_chat"] = { "model:stream_chat(messages, params [, opts]) -> iterator", "model:chat, streamed like model:stream" },
+  ["Model:info"] = { "model:info() -> table",
+    "model_type, vocab_size, n_ctx, max_position_embeddings, n_embd, n_layer, n_head, n_kv_head, head_dim, n_inner, parameters, weight_bytes, kv_bytes_per_token" },
   ["Model:generate_batch"] = { "model:generate_batch(prompts, params [, opts]) -> result",
     "B prompts decoded together, one forward pass per step (docs/trace.md)" },
   ["Model:stream"] = { "model:stream(prompt, params [, opts]) -> iterator", "one released piece per call" },

@@ -1,0 +1,119 @@
+-- A Qwen2-family model directory runs through the same Lua API and lab scripts as TinyLM:
+-- a tiny random checkpoint built here (weights, config, tokenizer, chat template), then
+-- model:info, model:chat (ChatML, <|im_end|> ends it as "eos"), kv_cache.lua and the trace lab.
+local T = dofile((arg[0]:match("^(.*)/") or ".") .. "/helpers.lua")
+local wb = require("wb")
+
+local root = os.getenv("WB_SOURCE_DIR") or "."
+local exe = (os.getenv("WB_BUILD_DIR") or "build") .. "/workbench"
+local dir = os.tmpname()
+os.remove(dir)
+assert(os.execute("mkdir -p '" .. dir .. "'"))
+
+local function slurp(path)
+  local f = assert(io.open(path, "rb")); local s = f:read("a"); f:close(); return s
+end
+local function spit(path, s)
+  local f = assert(io.open(path, "wb")); f:write(s); f:close()
+end
+
+-- ---- the checkpoint ----------------------------------------------------------------------
+local V, C, F, L, NH, NKV = 640, 48, 96, 2, 4, 2
+local HD = C // NH
+local seed = 12345
+local function rand() -- xorshift, so the fixture is the same everywhere
+  seed = seed ~ (seed << 13) & 0xffffffff; seed = seed ~ (seed >> 17); seed = seed ~ (seed << 5) & 0xffffffff
+  return (seed % 2000) / 1000 - 1
+end
+local tensors = {}
+local function add(name, shape, scale)
+  local n = 1
+  for _, d in ipairs(shape) do n = n * d end
+  local v = wb.vec(n)
+  for i = 0, n - 1 do v:set(i, scale and rand() * scale or 1 + 0.1 * rand()) end
+  tensors[#tensors + 1] = { name = name, shape = shape, data = v, dtype = "BF16" }
+end
+add("model.embed_tokens.weight", { V, C }, 0.5)
+for l = 0, L - 1 do
+  local p = "model.layers." .. l .. "."
+  add(p .. "input_layernorm.weight", { C })
+  add(p .. "self_attn.q_proj.weight", { NH * HD, C }, 0.3)
+  add(p .. "self_attn.k_proj.weight", { NKV * HD, C }, 0.3)
+  add(p .. "self_attn.v_proj.weight", { NKV * HD, C }, 0.3)
+  add(p .. "self_attn.q_proj.bias", { NH * HD }, 0.2)
+  add(p .. "self_attn.k_proj.bias", { NKV * HD }, 0.2)
+  add(p .. "self_attn.v_proj.bias", { NKV * HD }, 0.2)
+  add(p .. "self_attn.o_proj.weight", { C, NH * HD }, 0.2)
+  add(p .. "post_attention_layernorm.weight", { C })
+  add(p .. "mlp.gate_proj.weight", { F, C }, 0.3)
+  add(p .. "mlp.up_proj.weight", { F, C }, 0.3)
+  add(p .. "mlp.down_proj.weight", { C, F }, 0.2)
+end
+add("model.norm.weight", { C })
+wb.safetensors_write(dir .. "/model.safetensors", tensors, { format = "pt" })
+
+local tok_json = slurp(root .. "/tests/vectors/family_qwen2_tokenizer.json")
+spit(dir .. "/tokenizer.json", tok_json)
+spit(dir .. "/tokenizer_config.json", slurp(root .. "/tests/vectors/chat/qwen2.5/tokenizer_config.json"))
+local tok = wb.tokenizer_load(dir .. "/tokenizer.json")
+local im_end = assert(tok:id_of_str("<|im_end|>"), "fixture has <|im_end|>")
+spit(dir .. "/generation_config.json", wb.json.encode({ eos_token_id = { im_end } }))
+spit(dir .. "/config.json", wb.json.encode({
+  model_type = "qwen2", architectures = { "Qwen2ForCausalLM" }, vocab_size = V, hidden_size = C,
+  intermediate_size = F, num_hidden_layers = L, num_attention_heads = NH,
+  num_key_value_heads = NKV, max_position_embeddings = 512, rms_norm_eps = 1e-6,
+  rope_theta = 1000000.0, tie_word_embeddings = true, hidden_act = "silu",
+  torch_dtype = "bfloat16", use_sliding_window = false,
+}))
+
+-- ---- the API -----------------------------------------------------------------------------
+local model = wb.load(dir)
+
+T.test("model:info describes a Qwen2 model with the family-independent keys", function()
+  local info = model:info()
+  T.eq(info.model_type, "qwen2")
+  T.eq(info.n_layer, L); T.eq(info.n_head, NH); T.eq(info.n_kv_head, NKV)
+  T.eq(info.head_dim, HD); T.eq(info.vocab_size, V)
+  T.eq(info.kv_bytes_per_token, 2 * L * NKV * HD * 4)
+end)
+
+T.test("model:chat renders ChatML and generates through the template", function()
+  local r = model:chat({ { role = "user", content = "Hi, can I export my board?" } },
+                       { temperature = 0, max_tokens = 6 })
+  T.check(#r.token_ids >= 1 and #r.token_ids <= 6)
+  T.check(r.stop_reason == "length" or r.stop_reason == "eos", r.stop_reason)
+end)
+
+T.test("cached and uncached greedy generation agree on the Qwen2 model", function()
+  local a = model:generate("Hello there", { temperature = 0, max_tokens = 12 }, { ignore_eos = true })
+  local b = model:generate("Hello there", { temperature = 0, max_tokens = 12 },
+                           { ignore_eos = true, cache = false })
+  T.eq(table.concat(a.token_ids, ","), table.concat(b.token_ids, ","))
+end)
+model:close()
+
+-- ---- the lab scripts, pointed at this directory -------------------------------------------
+local function run(cmd)
+  local ok, _, code = os.execute(cmd .. " >" .. dir .. "/out.txt 2>&1")
+  return ok, code, slurp(dir .. "/out.txt")
+end
+
+T.test("kv_cache.lua runs on the Qwen2 directory and finds identical tokens", function()
+  local ok, code, out = run(("WB_MODEL='%s' '%s' scripts/kv_cache.lua --repeats 1"):format(dir, exe))
+  T.check(ok, ("exit %s: %s"):format(code, out))
+  T.check(out:find("true"), out)
+end)
+
+T.test("the trace lab runs on the Qwen2 directory through the chat template and validates", function()
+  local rec = dir .. "/trace.json"
+  local ok, code, out = run(("'%s' -m '%s' scripts/trace.lua --samples 1 --output '%s'")
+                            :format(exe, dir, rec))
+  T.check(ok, ("trace.lua exit %s: %s"):format(code, out))
+  local record = wb.json.decode(slurp(rec))
+  T.eq(record.model.chat_template, "chatml")
+  ok, code, out = run(("'%s' scripts/analyze_trace.lua '%s'"):format(exe, rec))
+  T.check(ok, ("analyze_trace.lua exit %s: %s"):format(code, out))
+end)
+
+os.execute("rm -rf '" .. dir .. "'")
+T.done()
