@@ -63,12 +63,14 @@ static void exe_datadir(char *buf, size_t size) {
     if (w < 0 || (size_t)w >= size) buf[0] = '\0'; /* too long to be a usable path */
 }
 
-/* The first existing <base>/<sub> over the source tree, install datadir and exe-relative
- * datadir; when none exists, the first whose base exists (fallback_any: else the first). */
+/* The first existing <base>/<sub> over the exe-relative datadir (an installed workbench uses its
+ * own files, wherever the prefix was moved), the source tree (a build-tree workbench, so edits
+ * to lua/ and scripts/ need no install) and the configured install datadir; when none exists,
+ * the first whose base exists (fallback_any: else the first). */
 static const char *find_data(const char *sub, char *buf, size_t size, int fallback_any) {
     char exedir[4096];
     exe_datadir(exedir, sizeof exedir);
-    const char *bases[3] = {WB_SOURCE_DIR, WB_INSTALL_DATADIR, exedir};
+    const char *bases[3] = {exedir, WB_SOURCE_DIR, WB_INSTALL_DATADIR};
     for (int i = 0; i < 3; i++) {
         if (!bases[i][0]) continue;
         snprintf(buf, size, "%s/%s", bases[i], sub);
