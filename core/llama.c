@@ -20,6 +20,7 @@
  * (kernels_bf16.c); F32 matrices through wb_gemv_batch_forward up to SMALL_ROWS rows and a
  * cblas_sgemm beyond.
  */
+#include "fileio.h"
 #include "llama_internal.h"
 
 #include <errno.h>
@@ -60,50 +61,7 @@ void wb_llama_free(struct wb_llama *ll) {
 
 /* ------------------------------------------------------------------------- weight files */
 
-static char *path_join(const char *dir, const char *file) {
-    size_t n = strlen(dir) + strlen(file) + 2;
-    char *p = malloc(n);
-    if (p) snprintf(p, n, "%s/%s", dir, file);
-    return p;
-}
 
-static wb_status read_file(const char *path, char **out, size_t *len, wb_err *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return wb_err_set(err, WB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n + 65536 + 1 > cap) {
-            cap = cap ? cap * 2 : 131072;
-            char *q = realloc(buf, cap);
-            if (!q) {
-                free(buf);
-                fclose(f);
-                return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", path);
-            }
-            buf = q;
-        }
-        size_t r = fread(buf + n, 1, 65536, f);
-        n += r;
-        if (n > INDEX_MAX_BYTES) {
-            free(buf);
-            fclose(f);
-            return wb_err_set(err, WB_ERR_FORMAT, "%s: larger than %u bytes", path,
-                              INDEX_MAX_BYTES);
-        }
-        if (r < 65536) break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return wb_err_set(err, WB_ERR_IO, "%s: read error", path);
-    }
-    buf[n] = 0;
-    *out = buf;
-    *len = n;
-    return WB_OK;
-}
 
 /* Where each tensor name lives: one file, or the shards of an index's weight_map. */
 typedef struct weights {
@@ -141,7 +99,7 @@ static wb_status shard_index(weights *w, const char *file, int *out, wb_err *err
     char **p = realloc(w->shard_paths, (size_t)(w->n_shards + 1) * sizeof *p);
     if (!p) return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", w->index_path);
     w->shard_paths = p;
-    if (!(p[w->n_shards] = path_join(w->dir, file)))
+    if (!(p[w->n_shards] = wb_path_join(w->dir, file)))
         return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", w->index_path);
     *out = w->n_shards++;
     return WB_OK;
@@ -151,13 +109,13 @@ static wb_status weights_open(weights *w, const char *dir, wb_err *err) {
     memset(w, 0, sizeof *w);
     w->dir = dir;
     wb_status s;
-    char *ipath = path_join(dir, "model.safetensors.index.json");
+    char *ipath = wb_path_join(dir, "model.safetensors.index.json");
     if (!ipath) return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", dir);
     struct stat sb;
     if (stat(ipath, &sb) != 0) { /* no index: a single file */
         free(ipath);
         w->shard_paths = malloc(sizeof *w->shard_paths);
-        if (!w->shard_paths || !(w->shard_paths[0] = path_join(dir, "model.safetensors"))) {
+        if (!w->shard_paths || !(w->shard_paths[0] = wb_path_join(dir, "model.safetensors"))) {
             free(w->shard_paths);
             w->shard_paths = NULL;
             return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", dir);
@@ -167,7 +125,7 @@ static wb_status weights_open(weights *w, const char *dir, wb_err *err) {
         w->index_path = ipath;
         char *text = NULL;
         size_t len = 0;
-        if ((s = read_file(ipath, &text, &len, err))) return s;
+        if ((s = wb_read_file(ipath, INDEX_MAX_BYTES, &text, &len, err))) return s;
         w->index = cJSON_ParseWithLength(text, len);
         free(text);
         if (!w->index || !cJSON_IsObject(w->index))

@@ -5,6 +5,7 @@
  * weights as one contiguous row and the prefill GEMM uses them as B^T (no copy either way).
  * The safetensors mapping is closed after loading: the block is all the forward pass reads.
  */
+#include "fileio.h"
 #include "model_internal.h"
 
 #include <errno.h>
@@ -21,50 +22,7 @@
 
 /* ---------------------------------------------------------------------------- file helpers */
 
-static char *path_join(const char *dir, const char *file) {
-    size_t n = strlen(dir) + strlen(file) + 2;
-    char *p = malloc(n);
-    if (p) snprintf(p, n, "%s/%s", dir, file);
-    return p;
-}
 
-static wb_status read_text(const char *path, char **out, size_t *len, wb_err *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return wb_err_set(err, WB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n + 4096 + 1 > cap) {
-            cap = cap ? cap * 2 : 8192;
-            char *q = realloc(buf, cap);
-            if (!q) {
-                free(buf);
-                fclose(f);
-                return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", path);
-            }
-            buf = q;
-        }
-        size_t r = fread(buf + n, 1, 4096, f);
-        n += r;
-        if (n > CONFIG_MAX_BYTES) {
-            free(buf);
-            fclose(f);
-            return wb_err_set(err, WB_ERR_FORMAT, "%s: larger than %u bytes", path,
-                              CONFIG_MAX_BYTES);
-        }
-        if (r < 4096) break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return wb_err_set(err, WB_ERR_IO, "%s: read error", path);
-    }
-    buf[n] = 0;
-    *out = buf;
-    *len = n;
-    return WB_OK;
-}
 
 /* ------------------------------------------------------------------------------- tensors */
 
@@ -236,14 +194,14 @@ wb_model_params wb_model_default_params(void) {
 
 /* generation_config.json's eos_token_id (an integer or a list), when the file exists. */
 static wb_status load_generation_config(wb_model *m, const char *dir, wb_err *err) {
-    char *path = path_join(dir, "generation_config.json"), *text = NULL;
+    char *path = wb_path_join(dir, "generation_config.json"), *text = NULL;
     if (!path) return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", dir);
     struct stat sb;
     wb_status s = WB_OK;
     size_t len;
     cJSON *root = NULL;
     if (stat(path, &sb) != 0) goto done; /* optional */
-    if ((s = read_text(path, &text, &len, err))) goto done;
+    if ((s = wb_read_file(path, CONFIG_MAX_BYTES, &text, &len, err))) goto done;
     root = cJSON_ParseWithLength(text, len);
     if (!root || !cJSON_IsObject(root)) {
         s = wb_err_set(err, WB_ERR_FORMAT, "%s: not a JSON object", path);
@@ -294,8 +252,8 @@ wb_status wb_model_load_ex(const char *dir, const wb_model_params *params, wb_mo
     wb_model *m = calloc(1, sizeof *m);
     if (!m) return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", dir);
     pthread_mutex_init(&m->pool_mu, NULL);
-    char *cpath = path_join(dir, "config.json"), *spath = path_join(dir, "model.safetensors"),
-         *tpath = path_join(dir, "tokenizer.json");
+    char *cpath = wb_path_join(dir, "config.json"), *spath = wb_path_join(dir, "model.safetensors"),
+         *tpath = wb_path_join(dir, "tokenizer.json");
     wb_safetensors *st = NULL;
     wb_status s = WB_OK;
     size_t clen = 0;
@@ -304,7 +262,7 @@ wb_status wb_model_load_ex(const char *dir, const wb_model_params *params, wb_mo
         s = wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", dir);
         goto done;
     }
-    if ((s = read_text(cpath, &m->config_json, &clen, err)) ||
+    if ((s = wb_read_file(cpath, CONFIG_MAX_BYTES, &m->config_json, &clen, err)) ||
         (s = wb_config_parse_ex(m->config_json, clen, cpath, &m->cfg, &m->act, err)))
         goto done;
     if (m->cfg.family == WB_FAMILY_LLAMA) {

@@ -1,6 +1,7 @@
 /* tokenizer_json.c - reading and writing Hugging Face tokenizer.json (BPE model, added tokens;
  * the normalizer, pre-tokenizer and decoder sections are parsed in tokenizer_pipeline.c) with
  * errors that name the field at fault. */
+#include "fileio.h"
 #include "tokenizer_internal.h"
 
 #include <cjson/cJSON.h>
@@ -310,36 +311,17 @@ fail:
     return st;
 }
 
+/* Real tokenizer.json files reach ~10 MB (Llama-3, Qwen2); a cap keeps /dev/zero out. */
+#define TOKENIZER_MAX_BYTES ((size_t)256 << 20)
+
 wb_status wb_tokenizer_load(const char *path, wb_tokenizer **out, wb_err *err) {
     if (!path || !out) return wb_err_set(err, WB_ERR_ARG, "wb_tokenizer_load: NULL argument");
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return wb_err_set(err, WB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n == cap) {
-            size_t nc = cap ? cap * 2 : 1 << 16;
-            char *nb = realloc(buf, nc);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", path);
-            }
-            buf = nb;
-            cap = nc;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) break;
-    }
-    int ioerr = ferror(f);
-    fclose(f);
-    if (ioerr) {
-        free(buf);
-        return wb_err_set(err, WB_ERR_IO, "%s: read error", path);
-    }
-    wb_status st = wb_tokenizer_load_json(buf, n, path, out, err);
+    char *buf;
+    size_t n;
+    wb_status st = wb_read_file(path, TOKENIZER_MAX_BYTES, &buf, &n, err);
+    if (st != WB_OK) return st;
+    st = wb_tokenizer_load_json(buf, n, path, out, err);
     free(buf);
     return st;
 }
