@@ -253,6 +253,15 @@ uint32_t tk_utf8_decode(const unsigned char *s, size_t n, int *clen) {
     return ((c & 0x07u) << 18) | ((s[1] & 0x3Fu) << 12) | ((s[2] & 0x3Fu) << 6) | (s[3] & 0x3Fu);
 }
 
+char *tk_strndup(const char *s, size_t n) {
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = 0;
+    }
+    return d;
+}
+
 int tk_utf8_encode(uint32_t cp, char *out) {
     if (cp < 0x80) {
         out[0] = (char)cp;

@@ -54,6 +54,9 @@ const char *tk_utf8_lossy(const char *text, size_t len, size_t *out_len, char **
 uint32_t tk_utf8_decode(const unsigned char *s, size_t n, int *clen);
 int tk_utf8_encode(uint32_t cp, char *out);
 
+/* n bytes of s as a NUL-terminated malloc'd string; NULL when out of memory. */
+char *tk_strndup(const char *s, size_t n);
+
 /* GPT-2 bytes_to_unicode: byte -> code point, and code point -> byte (or -1). */
 uint32_t tk_byte_to_cp(unsigned b);
 int tk_cp_to_byte(uint32_t cp);

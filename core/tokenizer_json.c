@@ -24,14 +24,6 @@ static int valid_utf8(const char *s, size_t n) {
     return 1;
 }
 
-static char *dupn(const char *s, size_t n) {
-    char *d = malloc(n + 1);
-    if (d) {
-        memcpy(d, s, n);
-        d[n] = 0;
-    }
-    return d;
-}
 
 /* A JSON string field: NULL when absent or null; *bad set when present with another type. */
 static const char *opt_string(const cJSON *obj, const char *key, int *bad) {
@@ -160,7 +152,7 @@ static wb_status parse_added(wb_tokenizer *tok, const cJSON *arr, const char *na
                 tok->n_total--;
                 FAIL(WB_ERR_NOMEM, "%s: out of memory", name);
             }
-            tok->str[id] = dupn(c->valuestring, cl);
+            tok->str[id] = tk_strndup(c->valuestring, cl);
             tok->str_len[id] = (uint32_t)cl;
             if (!tok->str[id]) {
                 tok->n_total--;
@@ -168,7 +160,7 @@ static wb_status parse_added(wb_tokenizer *tok, const cJSON *arr, const char *na
             }
         }
         tk_added *a = &tok->added[tok->n_added];
-        a->content = dupn(c->valuestring, cl);
+        a->content = tk_strndup(c->valuestring, cl);
         if (!a->content || tk_strmap_add(&seen, a->content, cl, id, NULL) < 0) {
             free(a->content);
             a->content = NULL;
@@ -269,7 +261,7 @@ wb_status wb_tokenizer_load_json(const char *json, size_t len, const char *name,
         if (tok->str[id])
             FAIL(WB_ERR_FORMAT, "%s: model.vocab: id %d is used by both \"%.60s\" and \"%.60s\"", name,
                  id, tok->str[id], k);
-        if (!(tok->str[id] = dupn(k, kl))) FAIL(WB_ERR_NOMEM, "%s: out of memory", name);
+        if (!(tok->str[id] = tk_strndup(k, kl))) FAIL(WB_ERR_NOMEM, "%s: out of memory", name);
         tok->str_len[id] = (uint32_t)kl;
         int32_t old;
         int r = tk_strmap_add(&tok->model_map, tok->str[id], kl, id, &old);

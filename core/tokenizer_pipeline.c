@@ -155,14 +155,6 @@ int tk_matcher_find(const tk_matcher *m, const char *s, size_t n, tk_span **span
 
 /* ---- normalizers --------------------------------------------------------------------------- */
 
-static char *dupn(const char *s, size_t n) {
-    char *d = malloc(n + 1);
-    if (d) {
-        memcpy(d, s, n);
-        d[n] = 0;
-    }
-    return d;
-}
 
 /* Replace every match of pat in s by to; NULL on failure. */
 static char *replace_all(const tk_matcher *pat, const char *s, size_t n, const char *to,
@@ -217,7 +209,7 @@ static char *lowercase(const char *s, size_t n, size_t *out_len) {
 }
 
 int tk_normalize(const wb_tokenizer *tok, const char *s, size_t n, char **out, size_t *out_len) {
-    char *cur = dupn(s, n);
+    char *cur = tk_strndup(s, n);
     size_t cl = n;
     for (size_t i = 0; cur && i < tok->n_norms; i++) {
         const tk_norm *nm = &tok->norms[i];
@@ -233,7 +225,7 @@ int tk_normalize(const wb_tokenizer *tok, const char *s, size_t n, char **out, s
                                                                          : UTF8PROC_DECOMPOSE;
             if (nm->kind == TK_NORM_NFKC || nm->kind == TK_NORM_NFKD) opt |= UTF8PROC_COMPAT;
             if (cl == 0) {
-                nx = dupn("", 0);
+                nx = tk_strndup("", 0);
                 break;
             }
             utf8proc_uint8_t *d = NULL;
@@ -253,7 +245,7 @@ int tk_normalize(const wb_tokenizer *tok, const char *s, size_t n, char **out, s
         case TK_NORM_PREPEND:
             /* HF prepends only to a non-empty string */
             if (cl == 0) {
-                nx = dupn("", 0);
+                nx = tk_strndup("", 0);
                 break;
             }
             nx = malloc(nm->content_len + cl + 1);
@@ -332,7 +324,7 @@ static wb_status parse_pattern(tk_matcher *m, const cJSON *pat, const char *name
         size_t l = strlen(s->valuestring);
         if (!valid_utf8(s->valuestring, l))
             return wb_err_set(err, WB_ERR_FORMAT, "%s: %s.String is not valid UTF-8", name, field);
-        if (!(m->lit = dupn(s->valuestring, l))) return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", name);
+        if (!(m->lit = tk_strndup(s->valuestring, l))) return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", name);
         m->lit_len = l;
         return WB_OK;
     }
@@ -375,7 +367,7 @@ static wb_status add_norm(wb_tokenizer *tok, const cJSON *j, const char *name, c
         nm.content_len = strlen(c);
         if (!valid_utf8(c, nm.content_len))
             PFAIL(WB_ERR_FORMAT, "%s: %s: content is not valid UTF-8", name, path);
-        if (!(nm.content = dupn(c, nm.content_len))) PFAIL(WB_ERR_NOMEM, "%s: out of memory", name);
+        if (!(nm.content = tk_strndup(c, nm.content_len))) PFAIL(WB_ERR_NOMEM, "%s: out of memory", name);
         if (nm.kind == TK_NORM_REPLACE) {
             snprintf(sub, sizeof sub, "%s.pattern", path);
             wb_status st = parse_pattern(&nm.pat, cJSON_GetObjectItemCaseSensitive(j, "pattern"), name, sub, err);
@@ -497,7 +489,7 @@ static wb_status add_pre(wb_tokenizer *tok, const cJSON *j, const char *name, co
                   path);
         p.split = opt_bool(j, "split", 1);
         if (p.split < 0) PFAIL(WB_ERR_FORMAT, "%s: %s.split is not a boolean", name, path);
-        if (!(p.pat.lit = dupn(p.repl, (size_t)p.repl_len))) PFAIL(WB_ERR_NOMEM, "%s: out of memory", name);
+        if (!(p.pat.lit = tk_strndup(p.repl, (size_t)p.repl_len))) PFAIL(WB_ERR_NOMEM, "%s: out of memory", name);
         p.pat.lit_len = (size_t)p.repl_len;
     } else {
         PFAIL(WB_ERR_FORMAT,
@@ -558,8 +550,8 @@ static wb_status add_dec(wb_tokenizer *tok, const cJSON *j, const char *name, co
         if (!c) PFAIL(WB_ERR_FORMAT, "%s: %s.content is missing or not a string", name, path);
         d.from_len = strlen(s->valuestring);
         d.to_len = strlen(c);
-        d.from = dupn(s->valuestring, d.from_len);
-        d.to = dupn(c, d.to_len);
+        d.from = tk_strndup(s->valuestring, d.from_len);
+        d.to = tk_strndup(c, d.to_len);
         if (!d.from || !d.to) {
             free(d.from);
             free(d.to);
@@ -631,7 +623,7 @@ static int hexdig(char c) {
 int tk_token_decode(const wb_tokenizer *tok, int32_t id, int first, char **out, size_t *out_len) {
     const char *s0 = tok->str[id];
     size_t n = tok->str_len[id];
-    char *cur = dupn(s0, n);
+    char *cur = tk_strndup(s0, n);
     if (!cur) return -1;
     /* special tokens decode to their content (see docs/tokenizer.md) */
     int n_decs = tok->special[id] ? 0 : (int)tok->n_decs;
