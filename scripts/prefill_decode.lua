@@ -13,20 +13,11 @@
 local wb = require("wb")
 local stats = require("wb.stats")
 
-local repeats, threads = 15, 1
-do
-  local i = 1
-  while arg and i <= #arg do
-    local a, v = arg[i], tonumber(arg[i + 1] or "")
-    if a == "--repeats" and v and v >= 1 then repeats = math.floor(v)
-    elseif a == "--threads" and v and v >= 1 then threads = math.floor(v)
-    else
-      io.stderr:write("usage: workbench scripts/prefill_decode.lua [--repeats N] [--threads N]\n")
-      os.exit(2)
-    end
-    i = i + 2
-  end
-end
+local o = require("wb.cli").parse(arg, "scripts/prefill_decode.lua", {
+  { "repeats", "count", 15, "runs per cell" },
+  { "threads", "count", 1, "compute threads" },
+})
+local repeats, threads = o.repeats, o.threads
 wb.threads(threads)
 
 local model = wb.load()

@@ -15,21 +15,12 @@
 local wb = require("wb")
 local stats = require("wb.stats")
 
-local repeats, max_threads, busy = 15, 2, true
-do
-  local i = 1
-  while arg and i <= #arg do
-    local a, v = arg[i], tonumber(arg[i + 1] or "")
-    if a == "--repeats" and v and v >= 3 then repeats, i = math.floor(v), i + 2
-    elseif a == "--max-threads" and v and v >= 2 then max_threads, i = math.floor(v), i + 2
-    elseif a == "--no-busy" then busy, i = false, i + 1
-    else
-      io.stderr:write("usage: workbench scripts/threads.lua [--repeats N] [--max-threads N] "
-                      .. "[--no-busy]\n")
-      os.exit(2)
-    end
-  end
-end
+local o = require("wb.cli").parse(arg, "scripts/threads.lua", {
+  { "repeats", "count", 15, "runs per setting", 3 },
+  { "max-threads", "count", 2, "largest thread count tried", 2 },
+  { "no-busy", "flag", nil, "skip the run with a busy neighbour" },
+})
+local repeats, max_threads, busy = o.repeats, o.max_threads, not o.no_busy
 
 local function read(cmd)
   local p = io.popen(cmd)

@@ -21,24 +21,12 @@ local wb = require("wb")
 local stats = require("wb.stats")
 local trace = require("wb.trace")
 
-local opts = { threads = 1, samples = 3 }
-do
-  local i = 1
-  local function usage()
-    io.stderr:write("usage: workbench scripts/trace.lua [--output FILE] [--model DIR] "
-                    .. "[--threads N] [--samples N]\n")
-    os.exit(2)
-  end
-  while arg and i <= #arg do
-    local a, v = arg[i], arg[i + 1]
-    if a == "--output" and v then opts.output = v
-    elseif a == "--model" and v then opts.model = v
-    elseif a == "--threads" and (tonumber(v) or 0) >= 1 then opts.threads = math.floor(tonumber(v))
-    elseif a == "--samples" and (tonumber(v) or 0) >= 1 then opts.samples = math.floor(tonumber(v))
-    else usage() end
-    i = i + 2
-  end
-end
+local opts = require("wb.cli").parse(arg, "scripts/trace.lua", {
+  { "output", "string", nil, "record file (default: trace-<date>.json here)" },
+  { "model", "string", nil, "model directory (default: -m, WB_MODEL or TinyLM)" },
+  { "threads", "count", 1, "compute threads" },
+  { "samples", "count", 3, "samples per run" },
+})
 opts.output = opts.output or os.date("trace-%Y%m%d-%H%M%S.json")
 wb.threads(opts.threads) -- one thread by default: steadier for a model this small (threads.lua)
 
