@@ -21,6 +21,19 @@ T.test("the shipped model has exactly 1,071,872 parameters and the documented sh
   T.eq(tok:str(tok.eos_id), "<|endoftext|>")
 end)
 
+T.test("the shipped tokenizer gives Hugging Face tokenizers' ids on 414 committed vectors", function()
+  local f = assert(io.open((os.getenv("WB_SOURCE_DIR") or ".") .. "/tests/vectors/tinylm_vectors.json"))
+  local vectors = wb.json.decode(f:read("a"))
+  f:close()
+  T.check(#vectors >= 400, "vector count")
+  for i, v in ipairs(vectors) do
+    local got = table.concat(tok:encode(v.text), ",")
+    local want = table.concat(v.ids, ",")
+    if got ~= want then error(("vector %d %q: got %s, want %s"):format(i, v.text:sub(1, 60), got, want)) end
+    T.eq(tok:decode(tok:encode(v.text)), v.text, "round trip of vector " .. i)
+  end
+end)
+
 T.test("after 'Hi,' the next word is genuinely uncertain", function()
   local p = next_probs("Customer (Ana): Hi,")
   local h = p:entropy_bits()
