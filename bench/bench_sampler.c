@@ -233,7 +233,8 @@ int main(int argc, char **argv) {
     wb_logit_bias bias[16];
     for (int i = 0; i < 16; i++) bias[i] = (wb_logit_bias){i * 97, i % 4 == 0 ? -INFINITY : 0.5f};
 
-    printf("sampling overhead per token, microseconds: median [p10 - p90]\n");
+    printf("sampling overhead per token, microseconds: median [p10 - p90]; O(V) passes: %s\n",
+           wb_sampler_simd() ? "AVX2" : "portable C");
     printf("%-40s %28s %28s\n", "setting", "V = 2048", "V = 150000");
     struct {
         const char *name;
@@ -275,6 +276,30 @@ int main(int argc, char **argv) {
         printf("\n");
     }
     printf("%-40s\n", "  penalties, 16 biases, 64 generated)");
+    if (wb_sampler_simd()) {
+        /* The same rows with the portable build forced, to show what the AVX2 passes buy. */
+        wb_sampler_force_scalar(1);
+        for (int mode = 0; mode < 3; mode++) {
+            static const char *const names[] = {"  portable C: greedy",
+                                                "  portable C: temperature only",
+                                                "  portable C: top_p alone"};
+            printf("%-40s", names[mode]);
+            for (int vi = 0; vi < 2; vi++) {
+                int V = vi == 0 ? 2048 : 150000;
+                wb_sampling_params sp = wb_sampling_default_params();
+                sp.seed = 1;
+                sp.has_seed = 1;
+                sp.temperature = mode == 0 ? 0.0f : 0.8f;
+                if (mode == 2) sp.top_p = 0.95f;
+                stats s = time_sampler(&sp, V, vi == 0 ? reps / 3 + 20 : reps / 45 + 20, gen, 0);
+                char cell[64];
+                snprintf(cell, sizeof cell, "%.1f [%.1f - %.1f]", s.med, s.p10, s.p90);
+                printf(" %28s", cell);
+            }
+            printf("\n");
+        }
+        wb_sampler_force_scalar(0);
+    }
     stats f1 = time_full_sort(2048, reps / 3 + 20), f2 = time_full_sort(150000, reps / 30 + 10);
     char c1[64], c2[64];
     snprintf(c1, sizeof c1, "%.1f [%.1f - %.1f]", f1.med, f1.p10, f1.p90);

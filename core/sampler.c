@@ -136,6 +136,8 @@ typedef struct wb_cand {
     int32_t id;
 } wb_cand;
 
+#define WB_HIST_TRASH 1024 /* top_p histogram row where lanes below the floor go */
+
 struct wb_sampler {
     wb_sampling_params p; /* logit_bias points at `bias`; stop / stop ids are not kept */
     wb_logit_bias *bias;
@@ -147,6 +149,7 @@ struct wb_sampler {
     int32_t *count; /* [V] all zero between calls                                  */
     wb_cand *cand;  /* [V] candidates, then survivors                              */
     wb_cand *tmp;   /* [V] partition scratch                                       */
+    double *hist;   /* [8200] top_p histogram (only when top_p < 1)                */
     int dense;      /* survivors are all ids with weight w[id] > 0, else cand[]    */
     int32_t n_surv; /* cand[0..n_surv) in ascending id order when !dense           */
     double w_sum;   /* total weight of the survivors                               */
@@ -176,12 +179,14 @@ wb_status wb_sampler_new(const wb_sampling_params *p, int32_t vocab_size, wb_sam
     s->count = calloc(V, sizeof *s->count);
     s->cand = malloc(V * sizeof *s->cand);
     s->tmp = malloc(V * sizeof *s->tmp);
+    if (p->top_p < 1.0f) s->hist = malloc((WB_HIST_TRASH + 1) * 8 * sizeof *s->hist);
     if (p->n_logit_bias > 0) {
         s->bias = malloc((size_t)p->n_logit_bias * sizeof *s->bias);
         if (s->bias) memcpy(s->bias, p->logit_bias, (size_t)p->n_logit_bias * sizeof *s->bias);
     }
     s->p.logit_bias = s->bias;
-    if (!s->z || !s->w || !s->count || !s->cand || !s->tmp || (p->n_logit_bias > 0 && !s->bias)) {
+    if (!s->z || !s->w || !s->count || !s->cand || !s->tmp || (p->n_logit_bias > 0 && !s->bias) ||
+        (p->top_p < 1.0f && !s->hist)) {
         wb_sampler_free(s);
         return wb_err_set(err, WB_ERR_NOMEM, "sampler: out of memory for vocab_size %d",
                           (int)vocab_size);
@@ -199,6 +204,7 @@ void wb_sampler_free(wb_sampler *s) {
     free(s->count);
     free(s->cand);
     free(s->tmp);
+    free(s->hist);
     free(s->bias);
     free(s);
 }
@@ -308,7 +314,9 @@ static void select_best(wb_cand *c, size_t n, size_t m, wb_cand *tmp) {
  * worst becomes the threshold. Ids arrive in ascending order, so a newcomer equal to the
  * threshold loses the tie and a strict > is exact. Writes the k best (logit, id) pairs to
  * c[0..k) and returns how many (fewer when fewer are finite). */
-static size_t top_k_logits(const float *z, int32_t V, size_t k, wb_cand *c, wb_cand *tmp) {
+static inline __attribute__((always_inline)) size_t top_k_logits_body(const float *z, int32_t V,
+                                                                     size_t k, wb_cand *c,
+                                                                     wb_cand *tmp) {
     size_t B = 4 * k < 256 ? 256 : 4 * k, nb = 0;
     if (B >= (size_t)V) {
         for (int32_t i = 0; i < V; i++)
@@ -373,14 +381,23 @@ retry:
 
 /* Sort a handful of candidates (n <= 64) by counting, for each, how many come before it: n^2
  * comparisons with no branches beat qsort's mispredicted ones at this size. The keys are
- * distinct (ids are unique), so the ranks are a permutation. */
-static void rank_sort(wb_cand *c, size_t n, wb_cand *tmp, int by_id) {
+ * distinct (ids are unique), so the ranks are a permutation. The comparisons run on separate
+ * arrays of weight bits and ids so they vectorize; weights are > 0 here, so their bit patterns
+ * order as the floats do. */
+static inline __attribute__((always_inline)) void rank_sort_body(wb_cand *c, size_t n,
+                                                                 wb_cand *tmp, int by_id) {
+    int32_t key[64], id[64];
     for (size_t i = 0; i < n; i++) {
-        size_t r = 0;
+        memcpy(&key[i], &c[i].w, sizeof key[i]);
+        id[i] = c[i].id;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int32_t r = 0;
+        const int32_t ki = key[i], ii = id[i];
         if (by_id)
-            for (size_t j = 0; j < n; j++) r += (size_t)(c[j].id < c[i].id);
+            for (size_t j = 0; j < n; j++) r += id[j] < ii;
         else
-            for (size_t j = 0; j < n; j++) r += (size_t)cand_better(&c[j], &c[i]);
+            for (size_t j = 0; j < n; j++) r += (key[j] > ki) | ((key[j] == ki) & (id[j] < ii));
         tmp[r] = c[i];
     }
     memcpy(c, tmp, n * sizeof *c);
@@ -398,7 +415,8 @@ static int cmp_id(const void *a, const void *b) {
 
 /* First NaN or +inf logit, or -1. The common all-valid case is one branch-free pass over the
  * bit patterns (vectorizes); only a bad vector pays for the search. -inf is valid (banned). */
-static int32_t first_invalid(const float *z, int32_t V) {
+static inline __attribute__((always_inline)) int32_t first_invalid_body(const float *z,
+                                                                       int32_t V) {
     uint32_t bad = 0;
     for (int32_t i = 0; i < V; i++) {
         uint32_t u;
@@ -429,6 +447,661 @@ static int32_t argmax_valid(const float *z, int32_t V, float *zmax) {
     for (int32_t i = 0; i < V; i++)
         if (z[i] == m) return i; /* == so that -0.0 and +0.0 tie, lowest id first */
     return -1;
+}
+
+/* ---------------------------------------------------------------- vector kernels, dispatch */
+
+/* The O(V) passes come in two builds: portable C, and AVX2 (chosen at run time). The AVX2 exp
+ * performs exactly the scalar exp_nonpos's operations (separate multiplies and adds: no FMA,
+ * which would round differently), and every sum keeps the scalar code's order (four double
+ * lanes by id % 4), so the two builds produce the same bits and the same draws for a seed. */
+#if defined(__x86_64__) || defined(__i386__)
+#define WB_SAMP_X86 1
+#include <immintrin.h>
+#define WB_AVX2 __attribute__((target("avx2")))
+#endif
+#define WB_INLINE static inline __attribute__((always_inline))
+
+#ifdef WB_SAMP_X86
+static int g_samp_avx2 = -1; /* -1: not probed; racing probes agree */
+#endif
+static int g_samp_force_scalar = 0;
+
+void wb_sampler_force_scalar(int on) {
+    __atomic_store_n(&g_samp_force_scalar, on != 0, __ATOMIC_RELAXED);
+}
+
+int wb_sampler_simd(void) {
+#ifdef WB_SAMP_X86
+    int v = __atomic_load_n(&g_samp_avx2, __ATOMIC_RELAXED);
+    if (v < 0) {
+        __builtin_cpu_init();
+        v = __builtin_cpu_supports("avx2") ? 1 : 0;
+        __atomic_store_n(&g_samp_avx2, v, __ATOMIC_RELAXED);
+    }
+    return v && !__atomic_load_n(&g_samp_force_scalar, __ATOMIC_RELAXED);
+#else
+    return 0;
+#endif
+}
+
+/* Four double lanes by id % 4, combined pairwise: the order every dense sum here uses. */
+WB_INLINE double lanes_total(const double l[4]) { return (l[0] + l[1]) + (l[2] + l[3]); }
+
+/* w[i] = exp((z[i] - zmax) * inv_t) and their total. */
+static double exp_sum_scalar(const float *restrict z, float *restrict w, int32_t V, float zmax,
+                             float inv_t) {
+    exp_weights(z, w, V, zmax, inv_t);
+    double l[4] = {0, 0, 0, 0};
+    int32_t i = 0;
+    for (; i + 4 <= V; i += 4)
+        for (int j = 0; j < 4; j++) l[j] += w[i + j];
+    for (; i < V; i++) l[i & 3] += w[i];
+    return lanes_total(l);
+}
+
+/* Keep w[i] when (w > vcut or (w == vcut and i <= tie_last)) and w >= mp, else 0; the total. */
+static double keep_sum_scalar(float *w, int32_t V, float vcut, int32_t tie_last, float mp) {
+    double l[4] = {0, 0, 0, 0};
+    for (int32_t i = 0; i < V; i++) {
+        float x = w[i];
+        int keep = (isgreater(x, vcut) | (x == vcut && i <= tie_last)) & isgreaterequal(x, mp);
+        x = keep ? x : 0.0f;
+        w[i] = x;
+        l[i & 3] += x;
+    }
+    return lanes_total(l);
+}
+
+/* The total of (float)(w[i] * inv): the probabilities apply would write, summed as the draw
+ * sums them. */
+static double prob_total_scalar(const float *w, int32_t V, double inv) {
+    double l[4] = {0, 0, 0, 0};
+    for (int32_t i = 0; i < V; i++) l[i & 3] += (double)(float)(w[i] * inv);
+    return lanes_total(l);
+}
+
+/* Largest value, the lowest id holding it (-1 if all are -inf) and whether any value is NaN or
+ * +inf, in one pass. */
+static int32_t scan_max_scalar(const float *z, int32_t V, float *zmax, int *bad) {
+    uint32_t b = 0;
+    for (int32_t i = 0; i < V; i++) {
+        uint32_t u;
+        memcpy(&u, &z[i], sizeof u);
+        b |= (uint32_t)((u & 0x7fffffffu) > 0x7f800000u) | (uint32_t)(u == 0x7f800000u);
+    }
+    *bad = b != 0;
+    if (b) return -1;
+    return argmax_valid(z, V, zmax);
+}
+
+#ifdef WB_SAMP_X86
+/* exp_nonpos on eight lanes, the same operations in the same order. */
+WB_AVX2 static inline __m256 exp_nonpos8(__m256 x) {
+    const __m256i lim1 = _mm256_set1_epi32((int)0xC2AE0001u); /* u > bits(-87) <=> u >= lim1 */
+    __m256i u = _mm256_castps_si256(x);
+    __m256i under = _mm256_cmpeq_epi32(_mm256_max_epu32(u, lim1), u);
+    __m256 xc = _mm256_blendv_ps(x, _mm256_set1_ps(-87.0f), _mm256_castsi256_ps(under));
+    __m256 t = _mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f));
+    __m256 n = _mm256_sub_ps(_mm256_add_ps(t, _mm256_set1_ps(12582912.0f)),
+                             _mm256_set1_ps(12582912.0f));
+    __m256 r = _mm256_sub_ps(xc, _mm256_mul_ps(n, _mm256_set1_ps(0.693359375f)));
+    r = _mm256_sub_ps(r, _mm256_mul_ps(n, _mm256_set1_ps(-2.12194440e-4f)));
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_add_ps(_mm256_mul_ps(y, r), _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_add_ps(_mm256_mul_ps(y, r), _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_add_ps(_mm256_mul_ps(y, r), _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_add_ps(_mm256_mul_ps(y, r), _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_add_ps(_mm256_mul_ps(y, r), _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(y, r), r), r),
+                      _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)),
+                                  23);
+    y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+    return _mm256_andnot_ps(_mm256_castsi256_ps(under), y);
+}
+
+/* acc lanes j += x[j], then += x[4 + j]: the scalar l[i & 3] order for eight consecutive ids. */
+WB_AVX2 static inline __m256d lanes_add8(__m256d acc, __m256 x) {
+    acc = _mm256_add_pd(acc, _mm256_cvtps_pd(_mm256_castps256_ps128(x)));
+    return _mm256_add_pd(acc, _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)));
+}
+
+WB_AVX2 static double exp_sum_avx2(const float *restrict z, float *restrict w, int32_t V,
+                                   float zmax, float inv_t) {
+    const __m256 vm = _mm256_set1_ps(zmax), vt = _mm256_set1_ps(inv_t);
+    __m256d acc = _mm256_setzero_pd();
+    int32_t i = 0;
+    for (; i + 8 <= V; i += 8) {
+        __m256 y = exp_nonpos8(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(z + i), vm), vt));
+        _mm256_storeu_ps(w + i, y);
+        acc = lanes_add8(acc, y);
+    }
+    double l[4];
+    _mm256_storeu_pd(l, acc);
+    for (; i < V; i++) {
+        w[i] = exp_nonpos((z[i] - zmax) * inv_t);
+        l[i & 3] += w[i];
+    }
+    return lanes_total(l);
+}
+
+WB_AVX2 static double keep_sum_avx2(float *w, int32_t V, float vcut, int32_t tie_last,
+                                    float mp) {
+    const __m256 vc = _mm256_set1_ps(vcut), vmp = _mm256_set1_ps(mp);
+    const __m256i tl = _mm256_set1_epi32(tie_last), step = _mm256_set1_epi32(8);
+    __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256d acc = _mm256_setzero_pd();
+    int32_t i = 0;
+    for (; i + 8 <= V; i += 8, idx = _mm256_add_epi32(idx, step)) {
+        __m256 x = _mm256_loadu_ps(w + i);
+        __m256 tie = _mm256_and_ps(_mm256_cmp_ps(x, vc, _CMP_EQ_OQ),
+                                   _mm256_castsi256_ps(_mm256_cmpgt_epi32(
+                                       _mm256_add_epi32(tl, _mm256_set1_epi32(1)), idx)));
+        __m256 keep = _mm256_and_ps(_mm256_or_ps(_mm256_cmp_ps(x, vc, _CMP_GT_OQ), tie),
+                                    _mm256_cmp_ps(x, vmp, _CMP_GE_OQ));
+        x = _mm256_and_ps(x, keep);
+        _mm256_storeu_ps(w + i, x);
+        acc = lanes_add8(acc, x);
+    }
+    double l[4];
+    _mm256_storeu_pd(l, acc);
+    for (; i < V; i++) {
+        float x = w[i];
+        int keep = (isgreater(x, vcut) | (x == vcut && i <= tie_last)) & isgreaterequal(x, mp);
+        x = keep ? x : 0.0f;
+        w[i] = x;
+        l[i & 3] += x;
+    }
+    return lanes_total(l);
+}
+
+WB_AVX2 static double prob_total_avx2(const float *w, int32_t V, double inv) {
+    const __m256d vi = _mm256_set1_pd(inv);
+    __m256d acc = _mm256_setzero_pd();
+    int32_t i = 0;
+    for (; i + 4 <= V; i += 4) {
+        __m256d q = _mm256_mul_pd(_mm256_cvtps_pd(_mm_loadu_ps(w + i)), vi);
+        acc = _mm256_add_pd(acc, _mm256_cvtps_pd(_mm256_cvtpd_ps(q)));
+    }
+    double l[4];
+    _mm256_storeu_pd(l, acc);
+    for (; i < V; i++) l[i & 3] += (double)(float)(w[i] * inv);
+    return lanes_total(l);
+}
+
+/* Two independent (max, first index) accumulators so the compare-blend chains overlap; each
+ * lane keeps the first index of its strict maximum, so the lowest index among lanes holding the
+ * overall maximum is the lowest id overall (+0 and -0 compare equal, as in argmax_valid). */
+WB_AVX2 static int32_t scan_max_avx2(const float *z, int32_t V, float *zmax, int *bad) {
+    const __m256 ninf = _mm256_set1_ps(-INFINITY), pinf = _mm256_set1_ps(INFINITY);
+    __m256 m0 = ninf, m1 = ninf, b = _mm256_setzero_ps();
+    __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();
+    __m256i c0 = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256i c1 = _mm256_add_epi32(c0, _mm256_set1_epi32(8));
+    const __m256i step = _mm256_set1_epi32(16);
+    int32_t i = 0;
+    for (; i + 16 <= V; i += 16) {
+        __m256 x0 = _mm256_loadu_ps(z + i), x1 = _mm256_loadu_ps(z + i + 8);
+        b = _mm256_or_ps(b, _mm256_or_ps(_mm256_cmp_ps(x0, x1, _CMP_UNORD_Q),
+                                         _mm256_or_ps(_mm256_cmp_ps(x0, pinf, _CMP_EQ_OQ),
+                                                      _mm256_cmp_ps(x1, pinf, _CMP_EQ_OQ))));
+        __m256 g0 = _mm256_cmp_ps(x0, m0, _CMP_GT_OQ), g1 = _mm256_cmp_ps(x1, m1, _CMP_GT_OQ);
+        m0 = _mm256_blendv_ps(m0, x0, g0);
+        m1 = _mm256_blendv_ps(m1, x1, g1);
+        i0 = _mm256_castps_si256(
+            _mm256_blendv_ps(_mm256_castsi256_ps(i0), _mm256_castsi256_ps(c0), g0));
+        i1 = _mm256_castps_si256(
+            _mm256_blendv_ps(_mm256_castsi256_ps(i1), _mm256_castsi256_ps(c1), g1));
+        c0 = _mm256_add_epi32(c0, step);
+        c1 = _mm256_add_epi32(c1, step);
+    }
+    float mv[16];
+    int32_t iv[16];
+    _mm256_storeu_ps(mv, m0);
+    _mm256_storeu_ps(mv + 8, m1);
+    _mm256_storeu_si256((__m256i *)iv, i0);
+    _mm256_storeu_si256((__m256i *)(iv + 8), i1);
+    int nb = _mm256_movemask_ps(b) != 0;
+    float m = -INFINITY;
+    int32_t best = -1;
+    for (int j = 0; j < 16; j++)
+        if (mv[j] > m || (mv[j] == m && mv[j] != -INFINITY && iv[j] < best)) {
+            m = mv[j];
+            best = iv[j];
+        }
+    for (; i < V; i++) {
+        float x = z[i];
+        nb |= isnan(x) || x == INFINITY;
+        if (x > m) { /* later ids: a tie keeps the earlier one */
+            m = x;
+            best = i;
+        }
+    }
+    *bad = nb;
+    if (nb) return -1;
+    *zmax = best >= 0 ? z[best] : -INFINITY;
+    return best;
+}
+#endif
+
+static double exp_sum(const float *z, float *w, int32_t V, float zmax, float inv_t) {
+#ifdef WB_SAMP_X86
+    if (wb_sampler_simd()) return exp_sum_avx2(z, w, V, zmax, inv_t);
+#endif
+    return exp_sum_scalar(z, w, V, zmax, inv_t);
+}
+
+static double keep_sum(float *w, int32_t V, float vcut, int32_t tie_last, float mp) {
+#ifdef WB_SAMP_X86
+    if (wb_sampler_simd()) return keep_sum_avx2(w, V, vcut, tie_last, mp);
+#endif
+    return keep_sum_scalar(w, V, vcut, tie_last, mp);
+}
+
+static double prob_total(const float *w, int32_t V, double inv) {
+#ifdef WB_SAMP_X86
+    if (wb_sampler_simd()) return prob_total_avx2(w, V, inv);
+#endif
+    return prob_total_scalar(w, V, inv);
+}
+
+static int32_t scan_max(const float *z, int32_t V, float *zmax, int *bad) {
+#ifdef WB_SAMP_X86
+    if (wb_sampler_simd()) return scan_max_avx2(z, V, zmax, bad);
+#endif
+    return scan_max_scalar(z, V, zmax, bad);
+}
+
+/* first_invalid and top_k_logits, also built for AVX2 (the same code, wider vectors). */
+#ifdef WB_SAMP_X86
+WB_AVX2 static int32_t first_invalid_avx2(const float *z, int32_t V) {
+    return first_invalid_body(z, V);
+}
+/* top_k_logits with the validity check fused into its pass, and the buffer appends driven by a
+ * compare mask: eight logits per test, and only the ones above the threshold are visited. A
+ * stale mask after the threshold rises appends a few extra candidates, which the final
+ * selection removes (it is exact on any superset of the k best). *bad: a NaN or +inf exists. */
+WB_AVX2 static size_t top_k_logits_avx2(const float *z, int32_t V, size_t k, wb_cand *c,
+                                        wb_cand *tmp, int *bad) {
+    size_t B = 4 * k < 256 ? 256 : 4 * k, nb = 0;
+    *bad = 0;
+    if (B >= (size_t)V) {
+        if (first_invalid_body(z, V) >= 0) {
+            *bad = 1;
+            return 0;
+        }
+        return top_k_logits_body(z, V, k, c, tmp);
+    }
+    size_t S = (size_t)V / k > 128 ? (size_t)V / k : 128;
+    float thr0 = -INFINITY;
+    if (S <= (size_t)V / 8 && 2 * k * S / (size_t)V >= 1) {
+        size_t stride = (size_t)V / S, r = 2 * k * S / (size_t)V;
+        if (r <= 32) {
+            /* The r-th largest sample by insertion into a short sorted list: most samples
+             * lose to its last entry on one compare. */
+            float best[33];
+            size_t nb0 = 0;
+            for (size_t j = 0; j < S; j++) {
+                float x = z[j * stride];
+                if (nb0 == r && !(x > best[r - 1])) continue;
+                size_t q = nb0 < r ? nb0++ : r - 1;
+                while (q > 0 && best[q - 1] < x) {
+                    best[q] = best[q - 1];
+                    q--;
+                }
+                best[q] = x;
+            }
+            thr0 = best[r - 1];
+        } else {
+            for (size_t j = 0; j < S; j++) {
+                c[j].w = z[j * stride];
+                c[j].id = (int32_t)(j * stride);
+            }
+            select_best(c, S, r, tmp);
+            thr0 = c[0].w;
+            for (size_t j = 1; j < r; j++) thr0 = c[j].w < thr0 ? c[j].w : thr0;
+        }
+        thr0 = nextafterf(thr0, -INFINITY);
+    }
+    float thr = thr0;
+    const __m256 pinf = _mm256_set1_ps(INFINITY);
+    __m256 badv = _mm256_setzero_ps();
+    int nbad = 0;
+retry:;
+    __m256 vthr = _mm256_set1_ps(thr);
+    int32_t i = 0;
+    /* 32 logits per test: fewer, better predicted branches than one per vector. */
+    for (; i + 32 <= V; i += 32) {
+        uint32_t m = 0;
+        for (int q = 0; q < 4; q++) {
+            __m256 x = _mm256_loadu_ps(z + i + 8 * q);
+            badv = _mm256_or_ps(badv, _mm256_or_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q),
+                                                   _mm256_cmp_ps(x, pinf, _CMP_EQ_OQ)));
+            m |= (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(x, vthr, _CMP_GT_OQ)) << (8 * q);
+        }
+        while (m) {
+            int32_t id = i + __builtin_ctz(m);
+            m &= m - 1;
+            c[nb].w = z[id];
+            c[nb].id = id;
+            if (++nb == B) {
+                select_best(c, B, k, tmp);
+                thr = c[0].w;
+                for (size_t j = 1; j < k; j++) thr = c[j].w < thr ? c[j].w : thr;
+                vthr = _mm256_set1_ps(thr);
+                nb = k;
+            }
+        }
+    }
+    for (; i < V; i++) {
+        float x = z[i];
+        nbad |= isnan(x) || x == INFINITY;
+        if (x > thr) {
+            c[nb].w = x;
+            c[nb].id = i;
+            if (++nb == B) {
+                select_best(c, B, k, tmp);
+                thr = c[0].w;
+                for (size_t j = 1; j < k; j++) thr = c[j].w < thr ? c[j].w : thr;
+                nb = k;
+            }
+        }
+    }
+    if (nbad || _mm256_movemask_ps(badv)) {
+        *bad = 1;
+        return 0;
+    }
+    if (nb < k && thr != -INFINITY && thr == thr0) {
+        thr = thr0 = -INFINITY; /* the sample guessed too high */
+        nb = 0;
+        goto retry;
+    }
+    if (nb > k) {
+        select_best(c, nb, k, tmp);
+        nb = k;
+    }
+    return nb;
+}
+WB_AVX2 static void rank_sort_avx2(wb_cand *c, size_t n, wb_cand *tmp, int by_id) {
+    rank_sort_body(c, n, tmp, by_id);
+}
+#endif
+
+static int32_t first_invalid(const float *z, int32_t V) {
+#ifdef WB_SAMP_X86
+    if (wb_sampler_simd()) return first_invalid_avx2(z, V);
+#endif
+    return first_invalid_body(z, V);
+}
+
+/* The k best (logit, id) pairs after checking validity (*bad: some logit is NaN or +inf). */
+static size_t top_k_logits(const float *z, int32_t V, size_t k, wb_cand *c, wb_cand *tmp,
+                           int *bad) {
+#ifdef WB_SAMP_X86
+    if (wb_sampler_simd()) return top_k_logits_avx2(z, V, k, c, tmp, bad);
+#endif
+    *bad = first_invalid_body(z, V) >= 0;
+    return *bad ? 0 : top_k_logits_body(z, V, k, c, tmp);
+}
+
+static void rank_sort(wb_cand *c, size_t n, wb_cand *tmp, int by_id) {
+#ifdef WB_SAMP_X86
+    if (wb_sampler_simd()) {
+        rank_sort_avx2(c, n, tmp, by_id);
+        return;
+    }
+#endif
+    rank_sort_body(c, n, tmp, by_id);
+}
+
+/* Level 1 of top_p_cut: h[key * 8 + id % 8] += w for every w >= t, key = the top 12 bits of
+ * w's pattern (eight interleaved sub-histograms, so consecutive adds to one bucket do not wait
+ * on each other through memory). */
+static void hist_level1_scalar(const float *w, int32_t V, float t, double *h) {
+    for (int32_t i = 0; i < V; i++) {
+        if (!(w[i] >= t)) continue;
+        uint32_t u;
+        memcpy(&u, &w[i], sizeof u);
+        h[(u >> 20) * 8 + (uint32_t)(i & 7)] += w[i];
+    }
+}
+
+/* The tokens whose weight's top 12 bits are b, in id order, into c; returns how many. */
+static size_t collect_bucket_scalar(const float *w, int32_t V, uint32_t b, wb_cand *c) {
+    size_t n = 0;
+    const uint32_t lo = b << 20;
+    for (int32_t i = 0; i < V; i++) {
+        uint32_t u;
+        memcpy(&u, &w[i], sizeof u);
+        c[n].w = w[i];
+        c[n].id = i;
+        n += (size_t)(u - lo < (1u << 20));
+    }
+    return n;
+}
+
+#ifdef WB_SAMP_X86
+/* Blocks of eight with nothing at or above t are skipped on one test; in the others every lane
+ * adds (lanes below t into a trash row), so there is no branch per token to mispredict. */
+WB_AVX2 static void hist_level1_avx2(const float *w, int32_t V, float t, double *h) {
+    const __m256 vt = _mm256_set1_ps(t);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i trash = _mm256_set1_epi32(WB_HIST_TRASH * 8);
+    int32_t i = 0;
+    for (; i + 8 <= V; i += 8) {
+        __m256 x = _mm256_loadu_ps(w + i);
+        __m256 ge = _mm256_cmp_ps(x, vt, _CMP_GE_OQ);
+        if (!_mm256_movemask_ps(ge)) continue;
+        __m256i key = _mm256_slli_epi32(_mm256_srli_epi32(_mm256_castps_si256(x), 20), 3);
+        key = _mm256_castps_si256(
+            _mm256_blendv_ps(_mm256_castsi256_ps(trash), _mm256_castsi256_ps(key), ge));
+        key = _mm256_add_epi32(key, lane);
+        int32_t kb[8];
+        _mm256_storeu_si256((__m256i *)kb, key);
+        for (int j = 0; j < 8; j++) h[kb[j]] += w[i + j];
+    }
+    hist_level1_scalar(w + i, V - i, t, h); /* the tail: i is a multiple of 8, so id % 8 holds */
+}
+
+WB_AVX2 static size_t collect_bucket_avx2(const float *w, int32_t V, uint32_t b, wb_cand *c) {
+    const __m256i vb = _mm256_set1_epi32((int)b);
+    size_t n = 0;
+    int32_t i = 0;
+    for (; i + 8 <= V; i += 8) {
+        __m256i u = _mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)(w + i)), 20);
+        unsigned m = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(u, vb)));
+        while (m) {
+            int32_t id = i + __builtin_ctz(m);
+            m &= m - 1;
+            c[n].w = w[id];
+            c[n].id = id;
+            n++;
+        }
+    }
+    size_t k = collect_bucket_scalar(w + i, V - i, b, c + n);
+    for (size_t j = n; j < n + k; j++) c[j].id += i;
+    return n + k;
+}
+#endif
+
+static void hist_level1(const float *w, int32_t V, float t, double *h) {
+#ifdef WB_SAMP_X86
+    if (wb_sampler_simd()) {
+        hist_level1_avx2(w, V, t, h);
+        return;
+    }
+#endif
+    hist_level1_scalar(w, V, t, h);
+}
+
+static size_t collect_bucket(const float *w, int32_t V, uint32_t b, wb_cand *c) {
+#ifdef WB_SAMP_X86
+    if (wb_sampler_simd()) return collect_bucket_avx2(w, V, b, c);
+#endif
+    return collect_bucket_scalar(w, V, b, c);
+}
+
+/* top_p on dense weights without sorting: a radix select on the weights' bit patterns (for
+ * w >= 0 the integer order is the float order). Level 1 histograms the mass of the weights by
+ * their top 12 bits (exponent and 3 mantissa bits); weights under a floor t are left out, since
+ * together they cannot reach the mass top_p drops. Walking the buckets from the top finds the
+ * one where the cumulative mass reaches target, and only that bucket's tokens are collected. A
+ * few are sorted outright (weight descending, id ascending, the sorted definition's order);
+ * more are split by the next 10 and the last 10 bits, so at the end every remaining candidate
+ * has the same weight v: they are the ties at the cut, taken lowest id first until the mass
+ * reaches target. Survivors: w > v, and w == v with id <= *tie_last. The cumulative mass is
+ * summed bucket by bucket rather than token by token, so only a cut that falls within rounding
+ * of target can differ from the sorted definition. */
+static void top_p_cut(wb_sampler *s, const float *w, int32_t V, double total, double target,
+                      float *vcut, int32_t *tie_last) {
+    double *h = s->hist;
+    /* Tokens under t never reach the nucleus: together they weigh at most V * t, half of the
+     * mass top_p leaves out, so the cut lies above them and level 1 skips them. */
+    float t = (float)((total - target) * 0.5 / (double)V);
+    uint32_t tb;
+    memcpy(&tb, &t, sizeof tb);
+    const uint32_t kt = tb >> 20, ktop = 0x3f800000u >> 20; /* w <= 1 */
+    memset(h + 8 * kt, 0, (ktop + 1 - kt) * 8 * sizeof *h);
+    memset(h + 8 * WB_HIST_TRASH, 0, 8 * sizeof *h);
+    hist_level1(w, V, t, h);
+    double cum = 0;
+    int64_t b = -1;
+    for (int64_t k = ktop; k >= (int64_t)kt; k--) {
+        const double *hk = h + 8 * k;
+        double m = ((hk[0] + hk[1]) + (hk[2] + hk[3])) + ((hk[4] + hk[5]) + (hk[6] + hk[7]));
+        if (m > 0 && cum + m >= target) {
+            b = k;
+            break;
+        }
+        cum += m;
+    }
+    if (b < 0) { /* rounding left the mass short of target: keep every token */
+        *vcut = 0.0f;
+        *tie_last = -1;
+        return;
+    }
+    wb_cand *c = s->cand;
+    size_t n = collect_bucket(w, V, (uint32_t)b, c);
+    if (n <= 64) { /* few ties to break: sort them (weight descending, id ascending) */
+        rank_sort(c, n, s->tmp, 0);
+        size_t j = 0;
+        for (; j + 1 < n; j++) {
+            cum += c[j].w;
+            if (cum >= target) break;
+        }
+        *vcut = c[j].w;
+        *tie_last = c[j].id;
+        return;
+    }
+    static const int shift[2] = {10, 0}, width[2] = {10, 10};
+    for (int lev = 0; lev < 2; lev++) {
+        const uint32_t nb = 1u << width[lev];
+        memset(h, 0, nb * sizeof *h);
+        for (size_t j = 0; j < n; j++) {
+            uint32_t u;
+            memcpy(&u, &c[j].w, sizeof u);
+            h[(u >> shift[lev]) & (nb - 1)] += c[j].w;
+        }
+        int64_t bb = -1;
+        for (int64_t k = (int64_t)nb - 1; k >= 0; k--) {
+            if (h[k] > 0 && cum + h[k] >= target) {
+                bb = k;
+                break;
+            }
+            cum += h[k];
+        }
+        if (bb < 0) { /* rounding: keep the whole candidate set */
+            float mn = c[0].w;
+            for (size_t j = 1; j < n; j++) mn = c[j].w < mn ? c[j].w : mn;
+            *vcut = mn;
+            *tie_last = INT32_MAX;
+            return;
+        }
+        size_t k2 = 0;
+        for (size_t j = 0; j < n; j++) {
+            uint32_t u;
+            memcpy(&u, &c[j].w, sizeof u);
+            c[k2] = c[j];
+            k2 += (size_t)(((u >> shift[lev]) & (nb - 1)) == (uint32_t)bb);
+        }
+        n = k2;
+    }
+    const float v = c[0].w;
+    int32_t last = c[n - 1].id;
+    for (size_t j = 0; j < n; j++) {
+        cum += v;
+        if (cum >= target) {
+            last = c[j].id;
+            break;
+        }
+    }
+    *vcut = v;
+    *tie_last = last;
+}
+
+/* The draw over dense weights: the first id whose running probability passes target, with the
+ * running sum in id order exactly as wb_sampling_draw keeps it. Adding a zero leaves the sum
+ * unchanged, so it cannot be the step that passes target: runs of 16 zero weights are skipped
+ * whole and zeros need no test. If rounding keeps the sum from passing target, the last id with
+ * a non-zero probability is the pick, as in wb_sampling_draw. */
+static inline __attribute__((always_inline)) int32_t walk_dense_body(const float *w, int32_t V,
+                                                                     double inv, double target,
+                                                                     float *pp) {
+    double cum = 0;
+    int32_t i = 0;
+    while (i < V) {
+        int32_t end = i + 16 < V ? i + 16 : V;
+        uint32_t any = 0;
+        for (int32_t j = i; j < end; j++) {
+            uint32_t u;
+            memcpy(&u, &w[j], sizeof u);
+            any |= u;
+        }
+        if (!any) {
+            i = end;
+            continue;
+        }
+        double q[16];
+        for (int32_t j = i; j < end; j++) q[j - i] = (double)(float)(w[j] * inv);
+        for (int32_t j = i; j < end; j++) {
+            cum += q[j - i];
+            if (cum > target) {
+                *pp = (float)q[j - i];
+                return j;
+            }
+        }
+        i = end;
+    }
+    for (int32_t j = V - 1; j >= 0; j--) {
+        float q = (float)(w[j] * inv);
+        if (q > 0) {
+            *pp = q;
+            return j;
+        }
+    }
+    *pp = 0;
+    return -1;
+}
+
+#ifdef WB_SAMP_X86
+WB_AVX2 static int32_t walk_dense_avx2(const float *w, int32_t V, double inv, double target,
+                                       float *pp) {
+    return walk_dense_body(w, V, inv, target, pp);
+}
+#endif
+
+static int32_t walk_dense(const float *w, int32_t V, double inv, double target, float *pp) {
+#ifdef WB_SAMP_X86
+    if (wb_sampler_simd()) return walk_dense_avx2(w, V, inv, target, pp);
+#endif
+    return walk_dense_body(w, V, inv, target, pp);
+}
+
+static wb_status invalid_logit(const float *logits, const float *z, int32_t bad, wb_err *err) {
+    if (bad < 0) bad = 0; /* unreachable: the caller saw an invalid value */
+    return wb_err_set(err, WB_ERR_ARG, "logits[%d] is %s", (int)bad,
+                      isnan(logits[bad]) || isnan(z[bad]) ? "NaN" : "+inf");
 }
 
 static wb_status bad_generated(const int32_t *gen, size_t i, int32_t V, wb_err *err) {
@@ -584,10 +1257,6 @@ static wb_status sampler_filter(wb_sampler *s, const float *logits, const int32_
     s->z_used = z;
 
     /* 4. Validity, then the argmax (lowest id among ties). */
-    int32_t bad = first_invalid(z, V);
-    if (bad >= 0)
-        return wb_err_set(err, WB_ERR_ARG, "logits[%d] is %s", (int)bad,
-                          isnan(logits[bad]) || isnan(z[bad]) ? "NaN" : "+inf");
     static const char all_banned[] =
         "every token is banned (logit_bias or the allowed mask): nothing to sample";
     s->dense = 0;
@@ -596,9 +1265,11 @@ static wb_status sampler_filter(wb_sampler *s, const float *logits, const int32_
     size_t k_heap = 0;
     c = s->cand;
     if (use_heap) {
-        /* 5. top_k on the logits (softmax is monotone): one pass, and the heap's best is the
-         * argmax, so no separate max pass and only k exponentials. */
-        k_heap = top_k_logits(z, V, (size_t)p->top_k, c, s->tmp);
+        /* 5. top_k on the logits (softmax is monotone): one pass that also checks validity,
+         * and the heap's best is the argmax, so no separate max pass and only k exponentials. */
+        int bad = 0;
+        k_heap = top_k_logits(z, V, (size_t)p->top_k, c, s->tmp, &bad);
+        if (bad) return invalid_logit(logits, z, first_invalid(z, V), err);
         if (k_heap == 0) return wb_err_set(err, WB_ERR_ARG, "%s", all_banned);
         size_t b = 0;
         for (size_t j = 1; j < k_heap; j++)
@@ -606,7 +1277,10 @@ static wb_status sampler_filter(wb_sampler *s, const float *logits, const int32_
         s->argmax = c[b].id;
         zmax = c[b].w;
     } else {
-        s->argmax = argmax_valid(z, V, &zmax);
+        /* Validity, the max and the lowest id holding it: one pass. */
+        int bad = 0;
+        s->argmax = scan_max(z, V, &zmax, &bad);
+        if (bad) return invalid_logit(logits, z, first_invalid(z, V), err);
         if (s->argmax < 0) return wb_err_set(err, WB_ERR_ARG, "%s", all_banned);
     }
     if (p->temperature == 0.0f) {
@@ -631,30 +1305,20 @@ static wb_status sampler_filter(wb_sampler *s, const float *logits, const int32_
         }
         reordered = 1;
     } else {
+        /* Dense: one exp pass that also totals the weights; top_p (without top_k) by a radix
+         * select on the weights, and min_p, as one threshold pass that re-totals. */
         float *w = s->w;
-        exp_weights(z, w, V, zmax, inv_t);
-        if (!(p->top_p < 1.0f)) {
-            /* No top_p: min_p is a threshold, so every survivor can stay in place. */
-            if (p->min_p > 0.0f) {
-                const float mp = p->min_p;
-                for (int32_t i = 0; i < V; i++) w[i] = isgreaterequal(w[i], mp) ? w[i] : 0.0f;
-            }
-            double l[4] = {0, 0, 0, 0};
-            int32_t i = 0;
-            for (; i + 4 <= V; i += 4)
-                for (int j = 0; j < 4; j++) l[j] += w[i + j];
-            for (; i < V; i++) l[i & 3] += w[i];
-            double sum = (l[0] + l[1]) + (l[2] + l[3]);
-            s->dense = 1;
-            s->w_sum = sum;
-            return WB_OK;
+        double sum = exp_sum(z, w, V, zmax, inv_t);
+        if (p->top_p < 1.0f || p->min_p > 0.0f) {
+            float vcut = -1.0f;
+            int32_t tie_last = -1;
+            if (p->top_p < 1.0f)
+                top_p_cut(s, w, V, sum, (double)p->top_p * sum, &vcut, &tie_last);
+            sum = keep_sum(w, V, vcut, tie_last, p->min_p);
         }
-        for (int32_t i = 0; i < V; i++)
-            if (w[i] > 0) {
-                c[n].w = w[i];
-                c[n].id = i;
-                n++;
-            }
+        s->dense = 1;
+        s->w_sum = sum;
+        return WB_OK;
     }
 
 filters:
@@ -817,19 +1481,9 @@ wb_status wb_sampler_sample(wb_sampler *s, const float *logits, const int32_t *g
     float pp = 0;
     const double inv = 1.0 / s->w_sum;
     if (s->dense) {
-        const float *w = s->w;
-        double l[4] = {0, 0, 0, 0};
-        for (int32_t i = 0; i < s->V; i++) l[i & 3] += (double)(float)(w[i] * inv);
-        double total = (l[0] + l[1]) + (l[2] + l[3]);
-        double target = wb_rng_uniform(&s->rng) * total, cum = 0;
-        for (int32_t i = 0; i < s->V; i++) {
-            float q = (float)(w[i] * inv);
-            if (!(q > 0)) continue;
-            cum += q;
-            pick = i;
-            pp = q;
-            if (cum > target) break;
-        }
+        double total = prob_total(s->w, s->V, inv);
+        double target = wb_rng_uniform(&s->rng) * total;
+        pick = walk_dense(s->w, s->V, inv, target, &pp);
     } else {
         const wb_cand *c = s->cand;
         double l[4] = {0, 0, 0, 0};

@@ -137,6 +137,15 @@ int32_t wb_sampling_draw(const float *probs, int32_t vocab_size, wb_rng *rng);
 /* Greedy pick: the highest value, lowest id among ties; -1 if V <= 0 or all are NaN/-inf. */
 int32_t wb_sampling_argmax(const float *values, int32_t vocab_size);
 
+/* ==================================== vector dispatch ====================================== */
+
+/* 1 when the O(V) passes (max, exp, sums, the draw's total) use AVX2, chosen at run time; 0 for
+ * the portable build. Both give the same bits: the AVX2 exp does the scalar one's operations
+ * without FMA, and sums keep the scalar order. */
+int wb_sampler_simd(void);
+/* Force the portable build (on != 0) or allow AVX2 again (tests compare the two). Global. */
+void wb_sampler_force_scalar(int on);
+
 #ifdef __cplusplus
 }
 #endif

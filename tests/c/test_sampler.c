@@ -420,6 +420,179 @@ static void bad_parameters_are_errors_naming_the_field(void) {
     wb_sampler_free(NULL);
 }
 
+/* ---- the vectorised fast paths ------------------------------------------------------------ */
+
+/* Apply and 64 seeded draws with the AVX2 build and with the portable one: the same bits. */
+static void the_vector_and_portable_builds_agree_bit_for_bit(void) {
+    static const int Vs[] = {2048, 2053, 150000};
+    int32_t gen[40];
+    for (int i = 0; i < 40; i++) gen[i] = (i * 37) % 1500;
+    wb_logit_bias bias[4] = {{3, -INFINITY}, {97, 0.5f}, {194, 2.0f}, {1999, -1.0f}};
+    for (int v = 0; v < 3; v++) {
+        const int V = Vs[v];
+        float *z = malloc((size_t)V * sizeof *z);
+        float *pa = malloc((size_t)V * sizeof *pa), *pb = malloc((size_t)V * sizeof *pb);
+        random_logits(z, V, 21 + (unsigned)v, 3.0);
+        for (int mode = 0; mode < 6; mode++) {
+            wb_sampling_params sp = wb_sampling_default_params();
+            sp.seed = 77;
+            sp.has_seed = 1;
+            size_t ng = 0;
+            if (mode == 0) sp.temperature = 0;
+            if (mode >= 1) sp.temperature = 0.8f;
+            if (mode == 2) sp.top_p = 0.95f;
+            if (mode == 3) sp.min_p = 0.01f;
+            if (mode == 4) sp.top_p = 0.5f, sp.min_p = 0.001f;
+            if (mode == 5) {
+                sp.top_k = 40, sp.top_p = 0.95f, sp.min_p = 0.05f;
+                sp.repetition_penalty = 1.1f, sp.frequency_penalty = 0.3f;
+                sp.presence_penalty = 0.2f, sp.logit_bias = bias, sp.n_logit_bias = 4, ng = 40;
+            }
+            int32_t ida[64], idb[64];
+            wb_err err = {0};
+            for (int build = 0; build < 2; build++) {
+                wb_sampler_force_scalar(build);
+                wb_sampler *s = NULL;
+                CHECK(wb_sampler_new(&sp, V, &s, &err) == WB_OK);
+                CHECK(wb_sampler_apply(s, z, gen, ng, NULL, build ? pb : pa, &err) == WB_OK);
+                for (int i = 0; i < 64; i++)
+                    CHECK(wb_sampler_sample(s, z, gen, ng, NULL, build ? &idb[i] : &ida[i], NULL,
+                                            &err) == WB_OK);
+                wb_sampler_free(s);
+            }
+            wb_sampler_force_scalar(0);
+            CHECK_MSG(memcmp(pa, pb, (size_t)V * sizeof *pa) == 0, "V=%d mode %d: apply differs",
+                      V, mode);
+            CHECK_MSG(memcmp(ida, idb, sizeof ida) == 0, "V=%d mode %d: draws differ", V, mode);
+        }
+        free(z);
+        free(pa);
+        free(pb);
+    }
+}
+
+/* Greedy is one pass: the argmax of the adjusted, masked logits, lowest id among ties, wherever
+ * the ties sit (vector lanes, the two accumulators, the scalar tail). */
+static void fast_greedy_matches_the_plain_argmax(void) {
+    enum { V = 150007 };
+    float *z = malloc(V * sizeof *z), *adj = malloc(V * sizeof *adj);
+    random_logits(z, V, 5, 2.0);
+    static const int32_t spots[][2] = {{5, 9}, {16, 8}, {140000, 150006}, {150001, 150003},
+                                       {7, 150005}, {100, 3}};
+    wb_err err = {0};
+    for (int build = 0; build < 2; build++) {
+        wb_sampler_force_scalar(build);
+        for (int t = 0; t < 6; t++) {
+            memcpy(adj, z, V * sizeof *z);
+            adj[spots[t][0]] = adj[spots[t][1]] = 40.0f;
+            wb_sampling_params sp = wb_sampling_default_params();
+            sp.temperature = 0;
+            wb_sampler *s = NULL;
+            CHECK(wb_sampler_new(&sp, V, &s, &err) == WB_OK);
+            int32_t id = -1;
+            CHECK(wb_sampler_sample(s, adj, NULL, 0, NULL, &id, NULL, &err) == WB_OK);
+            int32_t lo = spots[t][0] < spots[t][1] ? spots[t][0] : spots[t][1];
+            CHECK_MSG(id == lo, "ties at %d and %d: picked %d", spots[t][0], spots[t][1], id);
+            CHECK(wb_sampling_argmax(adj, V) == lo);
+            wb_sampler_free(s);
+        }
+        /* -0 and +0 tie; a bias that lifts a token; a ban on the argmax. */
+        for (int i = 0; i < V; i++) adj[i] = -1.0f;
+        adj[70000] = -0.0f;
+        adj[80000] = 0.0f;
+        wb_sampling_params sp = wb_sampling_default_params();
+        sp.temperature = 0;
+        int32_t id = -1;
+        wb_sampler *s = NULL;
+        CHECK(wb_sampler_new(&sp, V, &s, &err) == WB_OK);
+        CHECK(wb_sampler_sample(s, adj, NULL, 0, NULL, &id, NULL, &err) == WB_OK && id == 70000);
+        wb_sampler_free(s);
+        wb_logit_bias b[2] = {{70000, -INFINITY}, {123, 1.5f}};
+        sp.logit_bias = b;
+        sp.n_logit_bias = 2;
+        CHECK(wb_sampler_new(&sp, V, &s, &err) == WB_OK);
+        CHECK(wb_sampler_sample(s, adj, NULL, 0, NULL, &id, NULL, &err) == WB_OK && id == 123);
+        wb_sampler_free(s);
+        /* Invalid logits are still found, in the body and in the tail. */
+        sp = wb_sampling_default_params();
+        sp.temperature = 0;
+        CHECK(wb_sampler_new(&sp, V, &s, &err) == WB_OK);
+        adj[150006] = NAN;
+        CHECK(wb_sampler_sample(s, adj, NULL, 0, NULL, &id, NULL, &err) == WB_ERR_ARG);
+        CHECK_ERR_MENTIONS(err.msg, "logits[150006] is NaN");
+        adj[150006] = 0;
+        adj[4242] = INFINITY;
+        CHECK(wb_sampler_sample(s, adj, NULL, 0, NULL, &id, NULL, &err) == WB_ERR_ARG);
+        CHECK_ERR_MENTIONS(err.msg, "logits[4242] is +inf");
+        wb_sampler_free(s);
+        sp.temperature = 1.0f;
+        sp.top_k = 40;
+        CHECK(wb_sampler_new(&sp, V, &s, &err) == WB_OK);
+        CHECK(wb_sampler_sample(s, adj, NULL, 0, NULL, &id, NULL, &err) == WB_ERR_ARG);
+        CHECK_ERR_MENTIONS(err.msg, "logits[4242] is +inf");
+        wb_sampler_free(s);
+    }
+    wb_sampler_force_scalar(0);
+    free(z);
+    free(adj);
+}
+
+/* top_p without top_k finds its cut by a radix select: check it on ties at the cut, few and
+ * many (a bucket of more than 64 equal weights), against the sorting reference. */
+static void top_p_without_top_k_breaks_ties_like_the_sort(void) {
+    enum { V = 5000 };
+    static float z[V], p[V];
+    wb_err err = {0};
+    for (int i = 0; i < V; i++) z[i] = 0.5f;
+    wb_sampling_params sp = wb_sampling_default_params();
+    sp.top_p = 0.5f;
+    CHECK(wb_sampling_apply(z, V, &sp, NULL, 0, p, &err) == WB_OK);
+    CHECK(survivors(p, V) == V / 2);
+    CHECK(p[0] > 0 && p[V / 2 - 1] > 0 && p[V / 2] == 0);
+    for (int levels = 3; levels <= 400; levels *= 4) {
+        for (int i = 0; i < V; i++) z[i] = (float)((i * 7919) % levels) * (4.0f / levels);
+        const float tps[] = {0.3f, 0.9f, 0.95f, 0.999f};
+        for (int t = 0; t < 4; t++) {
+            compare(z, V, 1.0f, 0, tps[t], 0.0f);
+            compare(z, V, 0.5f, 0, tps[t], 0.01f);
+        }
+    }
+}
+
+/* The dense draw (zero runs skipped, sums in four lanes) is the draw over apply's vector. */
+static void dense_draws_equal_draws_from_apply(void) {
+    enum { V = 150000 };
+    float *z = malloc(V * sizeof *z), *p = malloc(V * sizeof *p);
+    random_logits(z, V, 8, 3.0);
+    const float tps[] = {1.0f, 0.95f, 0.3f};
+    for (int t = 0; t < 3; t++) {
+        wb_sampling_params sp = wb_sampling_default_params();
+        sp.seed = 99;
+        sp.has_seed = 1;
+        sp.temperature = 0.8f;
+        sp.top_p = tps[t];
+        wb_sampler *s = NULL;
+        wb_err err = {0};
+        CHECK(wb_sampler_new(&sp, V, &s, &err) == WB_OK);
+        CHECK(wb_sampler_apply(s, z, NULL, 0, NULL, p, &err) == WB_OK);
+        double sum = 0;
+        for (int i = 0; i < V; i++) sum += p[i];
+        CHECK_NEAR(sum, 1.0, 1e-6);
+        wb_rng mirror;
+        wb_rng_seed(&mirror, 99);
+        for (int i = 0; i < 50; i++) {
+            int32_t id;
+            float pp;
+            CHECK(wb_sampler_sample(s, z, NULL, 0, NULL, &id, &pp, &err) == WB_OK);
+            CHECK(wb_sampling_draw(p, V, &mirror) == id);
+            CHECK(pp == p[id]);
+        }
+        wb_sampler_free(s);
+    }
+    free(z);
+    free(p);
+}
+
 int main(void) {
     RUN(temperature_one_is_the_plain_softmax);
     RUN(each_filter_matches_the_reference);
@@ -434,5 +607,9 @@ int main(void) {
     RUN(the_same_seed_gives_the_same_draws);
     RUN(draws_follow_the_distribution);
     RUN(bad_parameters_are_errors_naming_the_field);
+    RUN(the_vector_and_portable_builds_agree_bit_for_bit);
+    RUN(fast_greedy_matches_the_plain_argmax);
+    RUN(top_p_without_top_k_breaks_ties_like_the_sort);
+    RUN(dense_draws_equal_draws_from_apply);
     return check_summary();
 }
