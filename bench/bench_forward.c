@@ -7,10 +7,14 @@
  * at 1 and 2 threads. Every figure: median [min - max] over repeats.
  *
  *   bench_forward [repeats]
+ *   WB_BENCH_ONLY=decode|prefill bench_forward ...   one part only
+ *   WB_BENCH_ONLY=prefill96|chain96 bench_forward N  N bare 96-token prefills or GEMM chains
+ *   (for a profiler; WB_BENCH_THREADS=1|2 picks one thread setting)
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cblas.h>
@@ -232,9 +236,35 @@ int main(int argc, char **argv) {
     wb_session *s = NULL;
     wb_session_new(m, 0, &s, NULL);
 
+    const char *only = getenv("WB_BENCH_ONLY");
+    const int do_decode = !only || strcmp(only, "decode") == 0;
+    const int do_prefill = !only || strcmp(only, "prefill") == 0;
+    const char *thr = getenv("WB_BENCH_THREADS"); /* "1" or "2": that setting only */
     for (int nt = 1; nt <= 2; nt++) {
+        if (thr && atoi(thr) != nt) continue;
         wb_threads_set(nt);
         printf("\n-- %d thread%s --\n", nt, nt > 1 ? "s" : "");
+      if (only && (strcmp(only, "prefill96") == 0 || strcmp(only, "chain96") == 0)) {
+        const int pf = strcmp(only, "prefill96") == 0;
+        struct timespec c0, c1;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+        double t0 = wb_clock_ms();
+        for (int r = 0; r < reps; r++) {
+            if (pf) {
+                wb_session_reset(s);
+                wb_session_prefill(s, ids, 96, logits, 0, NULL);
+            } else {
+                blas_prefill_chain(m, 96, xn, qkv, hb, logits);
+            }
+        }
+        double wall = wb_clock_ms() - t0;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+        double cpu = (c1.tv_sec - c0.tv_sec) * 1e3 + (c1.tv_nsec - c0.tv_nsec) * 1e-6;
+        printf("  %s: %.4f ms mean over %d (calling thread's CPU time %.4f ms)\n", only,
+               wall / reps, reps, cpu / reps);
+        continue;
+      }
+      if (do_decode) {
         /* warm up caches, pool and OpenBLAS threads */
         for (int k = 0; k < 3; k++) {
             wb_session_reset(s);
@@ -272,10 +302,11 @@ int main(int argc, char **argv) {
         show("baseline: OpenBLAS sgemv chain", nt, bgemv, "ms");
         printf("  ratios: no-cache/cache %.1fx, naive/cache %.2fx, sgemv/cache %.2fx\n",
                nocache.med / dec.med, naive.med / dec.med, bgemv.med / dec.med);
+      }
+      if (do_prefill) {
 
-        const int lens[4] = {8, 32, 64, 96};
-        stat3 pf96 = {0};
-        for (int k = 0; k < 4; k++) {
+        const int lens[3] = {8, 32, 64};
+        for (int k = 0; k < 3; k++) {
             for (int r = 0; r < reps + 2; r++) {
                 wb_session_reset(s);
                 double t0 = wb_clock_ms();
@@ -284,18 +315,33 @@ int main(int argc, char **argv) {
             }
             char what[64];
             snprintf(what, sizeof what, "prefill %d tokens (ms)", lens[k]);
-            stat3 st = stats(t, reps);
-            show(what, nt, st, "ms");
-            if (lens[k] == 96) pf96 = st;
+            show(what, nt, stats(t, reps), "ms");
         }
+        /* On 1 thread, 96 tokens and the GEMM chain alternate, so a background hiccup hits both
+         * alike. On more, they run one block after the other: after each threaded GEMM, OpenBLAS's
+         * worker spins (sched_yield) for ~0.1 s, and alternating would run every prefill against
+         * that spinner on the core our pool's worker needs (measured: 1.7x instead of 1.2x). */
+        double *tc = malloc((size_t)reps * sizeof *tc);
         for (int r = 0; r < reps + 2; r++) {
+            wb_session_reset(s);
+            double t0 = wb_clock_ms();
+            wb_session_prefill(s, ids, 96, logits, 0, NULL);
+            double t1 = wb_clock_ms();
+            if (nt == 1) blas_prefill_chain(m, 96, xn, qkv, hb, logits);
+            double t2 = wb_clock_ms();
+            if (r >= 2) t[r - 2] = t1 - t0, tc[r - 2] = t2 - t1;
+        }
+        for (int r = 0; nt > 1 && r < reps + 2; r++) {
             double t0 = wb_clock_ms();
             blas_prefill_chain(m, 96, xn, qkv, hb, logits);
-            if (r >= 2) t[r - 2] = wb_clock_ms() - t0;
+            if (r >= 2) tc[r - 2] = wb_clock_ms() - t0;
         }
-        stat3 chain = stats(t, reps);
+        stat3 pf96 = stats(t, reps), chain = stats(tc, reps);
+        free(tc);
+        show("prefill 96 tokens (ms)", nt, pf96, "ms");
         show("baseline: OpenBLAS sgemm chain, 96 tokens", nt, chain, "ms");
         printf("  ratio: prefill(96) / sgemm chain = %.2fx\n", pf96.med / chain.med);
+      }
     }
     wb_session_free(s);
     wb_model_free(m);

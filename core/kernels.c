@@ -8,6 +8,7 @@
 
 #include <math.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -126,12 +127,25 @@ AVX2 static void gemv_ld_avx2(float *y, const float *x, const float *W, size_t l
                               const float *b, int in, int r0, int r1, int accumulate) {
     int r = r0;
     const int in8 = in & ~7;
+    /* Weight rows are contiguous (ld == in): the next block of 8 rows is the next 32 * in bytes,
+     * fetched 4 lines per step of this block (8 rows of 8-32 lines each are too short a stream
+     * for the hardware prefetcher to ramp up on, and the weights come from L3). */
+    const int pf = ld == (size_t)in && in8 == in;
     for (; r + 8 <= r1; r += 8) {
         const float *w = W + (size_t)r * ld;
         const size_t s = ld;
+        const char *next = (const char *)(w + 8 * s);
+        const int more = pf && r + 16 <= r1;
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
                a7 = a0;
         for (int i = 0; i < in8; i += 8) {
+            if (more) {
+                const char *p = next + (size_t)i * 32;
+                _mm_prefetch(p, _MM_HINT_T0);
+                _mm_prefetch(p + 64, _MM_HINT_T0);
+                _mm_prefetch(p + 128, _MM_HINT_T0);
+                _mm_prefetch(p + 192, _MM_HINT_T0);
+            }
             __m256 xv = _mm256_loadu_ps(x + i);
             a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), xv, a0);
             a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + s + i), xv, a1);
@@ -260,17 +274,42 @@ AVX2 static void gemv_batch_avx2(float *Y, size_t ldy, const float *X, size_t ld
 }
 
 /* gelu_new(x) = 0.5 x (1 + tanh(u)) = x * sigmoid(2u) = x / (1 + exp(-2u)); the last form needs
- * one exp and stays finite at both ends (exp is clamped, x / huge -> 0). */
+ * one exponential and stays finite at both ends. The exponential is taken base 2 with the
+ * log2(e) folded into the cubic's constants, z = -2u log2(e): no Cody-Waite split, 2^f for the
+ * fraction f in [-1/2, 1/2] by Cephes' exp2f polynomial (rel. error ~2e-7), 2^n from the
+ * exponent bits with z clamped to [-126, 126]; the division is a reciprocal estimate and one
+ * Newton step (rel. error ~1e-7; d <= ~1e38 so r stays finite and x * r -> 0 at the far end).
+ * 12 multiply-adds per 8 values where exp256 + divide took 17 and the divider. */
 AVX2 static void gelu_tanh_avx2(float *x, size_t n) {
-    const __m256 c0 = _mm256_set1_ps(-2.0f * 0.7978845608028654f);
-    const __m256 c1 = _mm256_set1_ps(0.044715f), one = _mm256_set1_ps(1.0f);
+    const float k = -2.0f * 0.7978845608028654f * 1.4426950408889634f;
+    const __m256 c0 = _mm256_set1_ps(k), c1 = _mm256_set1_ps(k * 0.044715f);
+    const __m256 one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f);
+    const __m256 hi = _mm256_set1_ps(126.0f), lo = _mm256_set1_ps(-126.0f);
+    const __m256 p0 = _mm256_set1_ps(1.535336188319500e-4f);
+    const __m256 p1 = _mm256_set1_ps(1.339887440266574e-3f);
+    const __m256 p2 = _mm256_set1_ps(9.618437357674640e-3f);
+    const __m256 p3 = _mm256_set1_ps(5.550332471162809e-2f);
+    const __m256 p4 = _mm256_set1_ps(2.402264791363012e-1f);
+    const __m256 p5 = _mm256_set1_ps(6.931472028550421e-1f);
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 v = _mm256_loadu_ps(x + i);
-        __m256 v2 = _mm256_mul_ps(v, v);
-        __m256 u = _mm256_mul_ps(_mm256_mul_ps(c0, v), _mm256_fmadd_ps(c1, v2, one));
-        __m256 e = exp256(u);
-        _mm256_storeu_ps(x + i, _mm256_div_ps(v, _mm256_add_ps(one, e)));
+        __m256 z = _mm256_mul_ps(v, _mm256_fmadd_ps(c1, _mm256_mul_ps(v, v), c0));
+        z = _mm256_max_ps(_mm256_min_ps(z, hi), lo);
+        __m256 fz = _mm256_round_ps(z, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m256 f = _mm256_sub_ps(z, fz);
+        __m256 y = _mm256_fmadd_ps(p0, f, p1);
+        y = _mm256_fmadd_ps(y, f, p2);
+        y = _mm256_fmadd_ps(y, f, p3);
+        y = _mm256_fmadd_ps(y, f, p4);
+        y = _mm256_fmadd_ps(y, f, p5);
+        y = _mm256_fmadd_ps(y, f, one);
+        __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(fz), _mm256_set1_epi32(127));
+        e = _mm256_slli_epi32(e, 23);
+        __m256 d = _mm256_fmadd_ps(y, _mm256_castsi256_ps(e), one);
+        __m256 r = _mm256_rcp_ps(d);
+        r = _mm256_mul_ps(r, _mm256_fnmadd_ps(d, r, two));
+        _mm256_storeu_ps(x + i, _mm256_mul_ps(v, r));
     }
     for (; i < n; i++) x[i] = gelu_tanh_1(x[i]);
 }
@@ -335,58 +374,183 @@ AVX2 static void attention_avx2(float *out, const float *q, const float *k, cons
     }
 }
 
+/* kt[d * P16 + t] = k[t * ldkv + d] for t < P, zero for P <= t < P16: 8x8 register transposes
+ * (hs % 8 == 0), then the last P % 8 rows one by one. */
+AVX2 static void transpose_keys(float *kt, const float *k, size_t ldkv, int P, int P16, int hs) {
+    const int P8 = P & ~7;
+    for (int t = 0; t < P8; t += 8)
+        for (int d = 0; d < hs; d += 8) {
+            __m256 r0 = _mm256_loadu_ps(k + (size_t)(t + 0) * ldkv + d);
+            __m256 r1 = _mm256_loadu_ps(k + (size_t)(t + 1) * ldkv + d);
+            __m256 r2 = _mm256_loadu_ps(k + (size_t)(t + 2) * ldkv + d);
+            __m256 r3 = _mm256_loadu_ps(k + (size_t)(t + 3) * ldkv + d);
+            __m256 r4 = _mm256_loadu_ps(k + (size_t)(t + 4) * ldkv + d);
+            __m256 r5 = _mm256_loadu_ps(k + (size_t)(t + 5) * ldkv + d);
+            __m256 r6 = _mm256_loadu_ps(k + (size_t)(t + 6) * ldkv + d);
+            __m256 r7 = _mm256_loadu_ps(k + (size_t)(t + 7) * ldkv + d);
+            __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+            __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+            __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+            __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+            __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+            __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+            __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+            __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+            float *o = kt + (size_t)d * P16 + t;
+            _mm256_storeu_ps(o + 0 * (size_t)P16, _mm256_permute2f128_ps(u0, u4, 0x20));
+            _mm256_storeu_ps(o + 1 * (size_t)P16, _mm256_permute2f128_ps(u1, u5, 0x20));
+            _mm256_storeu_ps(o + 2 * (size_t)P16, _mm256_permute2f128_ps(u2, u6, 0x20));
+            _mm256_storeu_ps(o + 3 * (size_t)P16, _mm256_permute2f128_ps(u3, u7, 0x20));
+            _mm256_storeu_ps(o + 4 * (size_t)P16, _mm256_permute2f128_ps(u0, u4, 0x31));
+            _mm256_storeu_ps(o + 5 * (size_t)P16, _mm256_permute2f128_ps(u1, u5, 0x31));
+            _mm256_storeu_ps(o + 6 * (size_t)P16, _mm256_permute2f128_ps(u2, u6, 0x31));
+            _mm256_storeu_ps(o + 7 * (size_t)P16, _mm256_permute2f128_ps(u3, u7, 0x31));
+        }
+    for (int d = 0; d < hs; d++) {
+        float *o = kt + (size_t)d * P16;
+        for (int t = P8; t < P; t++) o[t] = k[(size_t)t * ldkv + d];
+        for (int t = P; t < P16; t++) o[t] = 0.0f;
+    }
+}
+
 /* nq consecutive queries of one head (absolute positions pos..pos+nq-1) against keys
- * 0..pos+nq-1. K is first transposed to kt [hs, P8] so that scores for 8 keys x 4 queries come
- * from plain broadcast-FMAs with no horizontal sums; the weighted sum of values then takes two
- * queries at a time with V rows loaded once for both. Needs hs % 8 == 0. */
+ * 0..pos+nq-1, a flash-style pass per group of 6 queries:
+ * - K is transposed once to kt [hs, P16] so scores for 6 queries x 16 keys are 12 independent
+ *   broadcast-FMA chains (2 loads + 6 broadcasts per 12 FMAs: FMA-bound, and 12 chains hide
+ *   the FMA latency where 8 did not quite), scaled on the store;
+ *   only the key blocks the group's last query sees are computed (the causal triangle);
+ * - softmax per row in whole vectors: future keys masked out of the max and to an exact 0
+ *   after the exp (no scalar tails), the 1/sum left for the end;
+ * - the weighted sum of values (over V packed to hs-float rows) takes two queries at a time, V
+ *   rows loaded once for both, and is scaled by 1/sum on the store.
+ * Needs hs % 8 == 0. */
 AVX2 static void attention_block_avx2(float *out, size_t ldo, const float *q, size_t ldq,
                                       const float *k, const float *v, size_t ldkv, int pos, int nq,
                                       int hs, float *scratch) {
-    const int P = pos + nq, P8 = (P + 7) & ~7;
-    const float scale = 1.0f / sqrtf((float)hs);
-    float *kt = scratch, *S = scratch + (size_t)hs * P8; /* kt [hs, P8], S [4, P8] */
-    for (int t = 0; t < P; t++)
-        for (int d = 0; d < hs; d++) kt[(size_t)d * P8 + t] = k[(size_t)t * ldkv + d];
-    for (int d = 0; d < hs; d++)
-        for (int t = P; t < P8; t++) kt[(size_t)d * P8 + t] = 0.0f;
-    for (int i0 = 0; i0 < nq; i0 += 4) {
-        const int g = nq - i0 < 4 ? nq - i0 : 4;
-        const int L = pos + i0 + g, L8 = (L + 7) & ~7; /* keys the last query of the group sees */
-        const float *qi[4];
-        for (int i = 0; i < 4; i++) qi[i] = q + (size_t)(i0 + (i < g ? i : 0)) * ldq;
-        for (int t = 0; t < L8; t += 8) {
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (int d = 0; d < hs; d++) {
-                __m256 kv = _mm256_loadu_ps(kt + (size_t)d * P8 + t);
-                a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(qi[0] + d), kv, a0);
-                a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(qi[1] + d), kv, a1);
-                a2 = _mm256_fmadd_ps(_mm256_broadcast_ss(qi[2] + d), kv, a2);
-                a3 = _mm256_fmadd_ps(_mm256_broadcast_ss(qi[3] + d), kv, a3);
+    const int P = pos + nq, P16 = (P + 15) & ~15;
+    const __m256 scale = _mm256_set1_ps(1.0f / sqrtf((float)hs));
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+    /* kt [hs, P16], S [6, P16], vc [P, hs]: V rows packed, as rows ldkv floats apart (a power
+     * of two in a model) all fall into a few L1 sets and evict each other */
+    /* 64-byte aligned: the score loop's 16-key loads then never split a cache line (a
+     * quarter faster); wb_attention_block_scratch has the 15 floats of slack */
+    float *kt = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    float *S = kt + (size_t)hs * P16, *vc = S + 6 * (size_t)P16;
+    transpose_keys(kt, k, ldkv, P, P16, hs);
+    for (int t = 0; t < P; t++) memcpy(vc + (size_t)t * hs, v + (size_t)t * ldkv, (size_t)hs * 4);
+    v = vc;
+    ldkv = (size_t)hs;
+    for (int i0 = 0; i0 < nq; i0 += 6) {
+        const int g = nq - i0 < 6 ? nq - i0 : 6;
+        const int L = pos + i0 + g, L16 = (L + 15) & ~15; /* keys the group's last query sees */
+        const float *q0 = q + (size_t)i0 * ldq;
+        const float *q1 = q + (size_t)(i0 + (g > 1)) * ldq;
+        const float *q2 = q + (size_t)(i0 + (g > 2 ? 2 : 0)) * ldq;
+        const float *q3 = q + (size_t)(i0 + (g > 3 ? 3 : 0)) * ldq;
+        const float *q4 = q + (size_t)(i0 + (g > 4 ? 4 : 0)) * ldq;
+        const float *q5 = q + (size_t)(i0 + (g > 5 ? 5 : 0)) * ldq;
+        for (int t = 0; t < L16; t += 16) {
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0;
+            __m256 c0 = a0, c1 = a0, c2 = a0, c3 = a0, c4 = a0, c5 = a0;
+            const float *kd = kt + t;
+            for (int d = 0; d < hs; d++, kd += P16) {
+                __m256 k0 = _mm256_load_ps(kd), k1 = _mm256_load_ps(kd + 8);
+                __m256 b = _mm256_broadcast_ss(q0 + d);
+                a0 = _mm256_fmadd_ps(b, k0, a0);
+                c0 = _mm256_fmadd_ps(b, k1, c0);
+                b = _mm256_broadcast_ss(q1 + d);
+                a1 = _mm256_fmadd_ps(b, k0, a1);
+                c1 = _mm256_fmadd_ps(b, k1, c1);
+                b = _mm256_broadcast_ss(q2 + d);
+                a2 = _mm256_fmadd_ps(b, k0, a2);
+                c2 = _mm256_fmadd_ps(b, k1, c2);
+                b = _mm256_broadcast_ss(q3 + d);
+                a3 = _mm256_fmadd_ps(b, k0, a3);
+                c3 = _mm256_fmadd_ps(b, k1, c3);
+                b = _mm256_broadcast_ss(q4 + d);
+                a4 = _mm256_fmadd_ps(b, k0, a4);
+                c4 = _mm256_fmadd_ps(b, k1, c4);
+                b = _mm256_broadcast_ss(q5 + d);
+                a5 = _mm256_fmadd_ps(b, k0, a5);
+                c5 = _mm256_fmadd_ps(b, k1, c5);
             }
-            __m256 sc = _mm256_set1_ps(scale);
-            _mm256_storeu_ps(S + t, _mm256_mul_ps(a0, sc));
-            _mm256_storeu_ps(S + P8 + t, _mm256_mul_ps(a1, sc));
-            _mm256_storeu_ps(S + 2 * (size_t)P8 + t, _mm256_mul_ps(a2, sc));
-            _mm256_storeu_ps(S + 3 * (size_t)P8 + t, _mm256_mul_ps(a3, sc));
+            float *s = S + t;
+            _mm256_store_ps(s, _mm256_mul_ps(a0, scale));
+            _mm256_store_ps(s + 8, _mm256_mul_ps(c0, scale));
+            _mm256_store_ps(s + P16, _mm256_mul_ps(a1, scale));
+            _mm256_store_ps(s + P16 + 8, _mm256_mul_ps(c1, scale));
+            _mm256_store_ps(s + 2 * (size_t)P16, _mm256_mul_ps(a2, scale));
+            _mm256_store_ps(s + 2 * (size_t)P16 + 8, _mm256_mul_ps(c2, scale));
+            _mm256_store_ps(s + 3 * (size_t)P16, _mm256_mul_ps(a3, scale));
+            _mm256_store_ps(s + 3 * (size_t)P16 + 8, _mm256_mul_ps(c3, scale));
+            _mm256_store_ps(s + 4 * (size_t)P16, _mm256_mul_ps(a4, scale));
+            _mm256_store_ps(s + 4 * (size_t)P16 + 8, _mm256_mul_ps(c4, scale));
+            _mm256_store_ps(s + 5 * (size_t)P16, _mm256_mul_ps(a5, scale));
+            _mm256_store_ps(s + 5 * (size_t)P16 + 8, _mm256_mul_ps(c5, scale));
         }
-        for (int i = 0; i < g; i++) {
-            float *row = S + (size_t)i * P8;
-            const int Li = pos + i0 + i + 1;
-            softmax_avx2(row, Li);
-            for (int t = Li; t < L; t++) row[t] = 0.0f; /* causal: future keys weigh nothing */
+        /* softmax for the group's 6 rows together, key block by key block (rows past g hold
+         * finite scores of a duplicated query and are ignored): 6 independent max / exp / sum
+         * chains per block keep the core busy where one row at a time waited on each row's
+         * reductions. Row i sees Li = L0 + i keys; blocks below L0 & ~7 are whole for every
+         * row, the last one or two are masked per row: no max over a future key, and an exact 0
+         * after the exp, up to Le, as far as the value pass reads. */
+        const int L0 = pos + i0 + 1, Lw = L0 & ~7, Le = (L + 7) & ~7;
+        __m256 mv[6], sv[6];
+        float inv[6];
+        for (int i = 0; i < 6; i++) mv[i] = ninf, sv[i] = _mm256_setzero_ps();
+        for (int t = 0; t < Lw; t += 8)
+            for (int i = 0; i < 6; i++)
+                mv[i] = _mm256_max_ps(mv[i], _mm256_load_ps(S + (size_t)i * P16 + t));
+        for (int t = Lw; t < Le; t += 8) {
+            const __m256 idx = _mm256_add_ps(lane, _mm256_set1_ps((float)(t - L0)));
+            for (int i = 0; i < 6; i++) { /* keep t + lane < L0 + i */
+                __m256 keep = _mm256_cmp_ps(idx, _mm256_set1_ps((float)i), _CMP_LT_OQ);
+                mv[i] = _mm256_max_ps(
+                    mv[i], _mm256_blendv_ps(ninf, _mm256_load_ps(S + (size_t)i * P16 + t), keep));
+            }
         }
+        for (int i = 0; i < 6; i++) {
+            __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mv[i]), _mm256_extractf128_ps(mv[i], 1));
+            m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+            mv[i] = _mm256_broadcastss_ps(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+        }
+        for (int t = 0; t < Lw; t += 8)
+            for (int i = 0; i < 6; i++) {
+                float *r = S + (size_t)i * P16 + t;
+                __m256 e = exp256(_mm256_sub_ps(_mm256_load_ps(r), mv[i]));
+                _mm256_store_ps(r, e);
+                sv[i] = _mm256_add_ps(sv[i], e);
+            }
+        for (int t = Lw; t < Le; t += 8) {
+            const __m256 idx = _mm256_add_ps(lane, _mm256_set1_ps((float)(t - L0)));
+            for (int i = 0; i < 6; i++) {
+                float *r = S + (size_t)i * P16 + t;
+                __m256 keep = _mm256_cmp_ps(idx, _mm256_set1_ps((float)i), _CMP_LT_OQ);
+                __m256 e = _mm256_and_ps(exp256(_mm256_sub_ps(_mm256_load_ps(r), mv[i])), keep);
+                _mm256_store_ps(r, e);
+                sv[i] = _mm256_add_ps(sv[i], e);
+            }
+        }
+        for (int i = 0; i < 6; i++) inv[i] = 1.0f / hsum256(sv[i]);
         for (int i = 0; i < g; i += 2) {
             const int two = i + 1 < g;
-            const float *p0 = S + (size_t)i * P8, *p1 = S + (size_t)(i + two) * P8;
+            const float *p0 = S + (size_t)i * P16, *p1 = S + (size_t)(i + two) * P16;
             float *o0 = out + (size_t)(i0 + i) * ldo, *o1 = out + (size_t)(i0 + i + two) * ldo;
+            /* row i sees one key fewer than row i+1: its weight there is 0 */
+            const int Lp = pos + i0 + i + 1 + two;
+            const __m256 s0 = _mm256_set1_ps(inv[i]), s1 = _mm256_set1_ps(inv[i + two]);
             for (int d = 0; d < hs; d += 32 <= hs - d ? 32 : 8) {
                 if (d + 32 <= hs) {
                     __m256 x0 = _mm256_setzero_ps(), x1 = x0, x2 = x0, x3 = x0;
                     __m256 y0 = x0, y1 = x0, y2 = x0, y3 = x0;
-                    for (int t = 0; t < L; t++) {
+                    for (int t = 0; t < Lp; t++) {
                         const float *vt = v + (size_t)t * ldkv + d;
                         __m256 v0 = _mm256_loadu_ps(vt), v1 = _mm256_loadu_ps(vt + 8),
                                v2 = _mm256_loadu_ps(vt + 16), v3 = _mm256_loadu_ps(vt + 24);
+                        /* keep V in registers: folded into the FMAs, each V vector would be
+                         * loaded once per query */
+                        __asm__("" : "+x"(v0), "+x"(v1), "+x"(v2), "+x"(v3));
                         __m256 b0 = _mm256_broadcast_ss(p0 + t), b1 = _mm256_broadcast_ss(p1 + t);
                         x0 = _mm256_fmadd_ps(b0, v0, x0);
                         x1 = _mm256_fmadd_ps(b0, v1, x1);
@@ -397,46 +561,68 @@ AVX2 static void attention_block_avx2(float *out, size_t ldo, const float *q, si
                         y2 = _mm256_fmadd_ps(b1, v2, y2);
                         y3 = _mm256_fmadd_ps(b1, v3, y3);
                     }
-                    _mm256_storeu_ps(o0 + d, x0);
-                    _mm256_storeu_ps(o0 + d + 8, x1);
-                    _mm256_storeu_ps(o0 + d + 16, x2);
-                    _mm256_storeu_ps(o0 + d + 24, x3);
+                    _mm256_storeu_ps(o0 + d, _mm256_mul_ps(x0, s0));
+                    _mm256_storeu_ps(o0 + d + 8, _mm256_mul_ps(x1, s0));
+                    _mm256_storeu_ps(o0 + d + 16, _mm256_mul_ps(x2, s0));
+                    _mm256_storeu_ps(o0 + d + 24, _mm256_mul_ps(x3, s0));
                     if (two) {
-                        _mm256_storeu_ps(o1 + d, y0);
-                        _mm256_storeu_ps(o1 + d + 8, y1);
-                        _mm256_storeu_ps(o1 + d + 16, y2);
-                        _mm256_storeu_ps(o1 + d + 24, y3);
+                        _mm256_storeu_ps(o1 + d, _mm256_mul_ps(y0, s1));
+                        _mm256_storeu_ps(o1 + d + 8, _mm256_mul_ps(y1, s1));
+                        _mm256_storeu_ps(o1 + d + 16, _mm256_mul_ps(y2, s1));
+                        _mm256_storeu_ps(o1 + d + 24, _mm256_mul_ps(y3, s1));
                     }
                 } else {
                     __m256 x0 = _mm256_setzero_ps(), y0 = x0;
-                    for (int t = 0; t < L; t++) {
+                    for (int t = 0; t < Lp; t++) {
                         __m256 v0 = _mm256_loadu_ps(v + (size_t)t * ldkv + d);
                         x0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p0 + t), v0, x0);
                         y0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p1 + t), v0, y0);
                     }
-                    _mm256_storeu_ps(o0 + d, x0);
-                    if (two) _mm256_storeu_ps(o1 + d, y0);
+                    _mm256_storeu_ps(o0 + d, _mm256_mul_ps(x0, s0));
+                    if (two) _mm256_storeu_ps(o1 + d, _mm256_mul_ps(y0, s1));
                 }
             }
         }
     }
 }
 
-AVX2 static void layernorm_avx2(float *out, const float *x, const float *w, const float *b, int C,
-                                float eps) {
-    const int C8 = C & ~7;
-    __m256 sv = _mm256_setzero_ps();
+/* Two accumulators per reduction: a row of 128 is 16 vectors, and one chain of dependent adds
+ * would take 16 x 3-4 cycles. With add (may be NULL), x += add first, in the same pass as the
+ * sum, and x is written back: the residual's bias folded into the LayerNorm that reads it. */
+AVX2 static void layernorm_avx2(float *out, float *x, const float *add, const float *w,
+                                const float *b, int C, float eps) {
+    const int C16 = C & ~15, C8 = C & ~7;
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
     int i = 0;
-    for (; i < C8; i += 8) sv = _mm256_add_ps(sv, _mm256_loadu_ps(x + i));
-    float mean = hsum256(sv);
+    if (add) {
+        for (; i < C8; i += 8) {
+            __m256 v = _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(add + i));
+            _mm256_storeu_ps(x + i, v);
+            s0 = _mm256_add_ps(s0, v);
+        }
+        for (int k = i; k < C; k++) x[k] += add[k];
+    } else {
+        for (; i < C16; i += 16) {
+            s0 = _mm256_add_ps(s0, _mm256_loadu_ps(x + i));
+            s1 = _mm256_add_ps(s1, _mm256_loadu_ps(x + i + 8));
+        }
+        for (; i < C8; i += 8) s0 = _mm256_add_ps(s0, _mm256_loadu_ps(x + i));
+    }
+    float mean = hsum256(_mm256_add_ps(s0, s1));
     for (; i < C; i++) mean += x[i];
     mean /= (float)C;
-    __m256 m = _mm256_set1_ps(mean), vv = _mm256_setzero_ps();
-    for (i = 0; i < C8; i += 8) {
-        __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + i), m);
-        vv = _mm256_fmadd_ps(d, d, vv);
+    __m256 m = _mm256_set1_ps(mean), v0 = _mm256_setzero_ps(), v1 = v0;
+    for (i = 0; i < C16; i += 16) {
+        __m256 d0 = _mm256_sub_ps(_mm256_loadu_ps(x + i), m);
+        __m256 d1 = _mm256_sub_ps(_mm256_loadu_ps(x + i + 8), m);
+        v0 = _mm256_fmadd_ps(d0, d0, v0);
+        v1 = _mm256_fmadd_ps(d1, d1, v1);
     }
-    float var = hsum256(vv);
+    for (; i < C8; i += 8) {
+        __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + i), m);
+        v0 = _mm256_fmadd_ps(d, d, v0);
+    }
+    float var = hsum256(_mm256_add_ps(v0, v1));
     for (; i < C; i++) var += (x[i] - mean) * (x[i] - mean);
     var /= (float)C;
     float rs = 1.0f / sqrtf(var + eps);
@@ -455,10 +641,23 @@ void wb_layernorm_forward(float *out, const float *x, const float *w, const floa
                           float eps) {
 #ifdef WB_X86
     if (use_avx2()) {
-        layernorm_avx2(out, x, w, b, C, eps);
+        layernorm_avx2(out, (float *)x, NULL, w, b, C, eps); /* x only read without add */
         return;
     }
 #endif
+    layernorm_scalar(out, x, w, b, C, eps);
+}
+
+void wb_layernorm_add_forward(float *out, float *x, const float *add, const float *w,
+                              const float *b, int C, float eps) {
+#ifdef WB_X86
+    if (use_avx2()) {
+        layernorm_avx2(out, x, add, w, b, C, eps);
+        return;
+    }
+#endif
+    if (add)
+        for (int i = 0; i < C; i++) x[i] += add[i];
     layernorm_scalar(out, x, w, b, C, eps);
 }
 
@@ -529,8 +728,10 @@ void wb_attention_forward(float *out, const float *q, const float *k, const floa
 }
 
 size_t wb_attention_block_scratch(int pos, int nq, int hs) {
-    size_t P8 = (size_t)((pos + nq + 7) & ~7);
-    return ((size_t)hs + 4) * P8;
+    size_t P16 = (size_t)((pos + nq + 15) & ~15);
+    /* kt, S, packed V and 16 floats to align them; the fallback needs att[pos + nq] */
+    size_t blk = (2 * (size_t)hs + 6) * P16 + 16, one = (size_t)(pos + nq);
+    return blk > one ? blk : one;
 }
 
 void wb_attention_block_forward(float *out, size_t ldo, const float *q, size_t ldq, const float *k,

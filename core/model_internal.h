@@ -47,6 +47,10 @@ const char *wb_kernels_name(void);
 /* out[C] = (x - mean) / sqrt(var + eps) * w + b over one row. */
 void wb_layernorm_forward(float *out, const float *x, const float *w, const float *b, int C,
                           float eps);
+/* x[C] += add (when add is not NULL), then out = layernorm(x) as above: a residual's pending
+ * bias folded into the LayerNorm that reads it (prefill). */
+void wb_layernorm_add_forward(float *out, float *x, const float *add, const float *w,
+                              const float *b, int C, float eps);
 /* For rows r in [r0, r1): y[r] = (accumulate ? y[r] : 0) + b[r] + W[r, :in] . x.
  * W is [rows, in] row-major (the transpose of Conv1D's [in, out]); b may be NULL. */
 void wb_gemv_forward(float *y, const float *x, const float *W, const float *b, int in, int r0,
@@ -70,8 +74,9 @@ void wb_attention_forward(float *out, const float *q, const float *k, const floa
 
 /* nq consecutive queries of one head at absolute positions pos..pos+nq-1: q rows ldq apart,
  * keys/values rows 0..pos+nq-1 ldkv apart, out rows ldo apart. scratch holds
- * wb_attention_block_scratch(pos, nq, hs) floats. Same result as wb_attention_forward per
- * query; faster for many queries (prefill). */
+ * wb_attention_block_scratch(pos, nq, hs) floats (any alignment). The same result as
+ * wb_attention_forward per query up to float rounding (it scales by 1/sum after the weighted
+ * sum); faster for many queries (prefill). */
 size_t wb_attention_block_scratch(int pos, int nq, int hs);
 void wb_attention_block_forward(float *out, size_t ldo, const float *q, size_t ldq, const float *k,
                                 const float *v, size_t ldkv, int pos, int nq, int hs,

@@ -5,10 +5,12 @@
  *   x += mlp_proj(gelu(c_fc(ln_2(x))))
  * then logits = head(ln_f(x)) with head = wte (tied) or lm_head.
  *
- * Prefill runs n positions at once: the matrices through cblas_sgemm (OpenBLAS threads itself),
- * attention through our block kernel (on the pool when threaded). Decode runs one position
- * through our GEMV kernels with each pool thread owning a slice of output rows of every matrix
- * and a slice of the heads, five barriers per layer.
+ * Prefill runs n positions at once, one pool job per layer: each thread owns a slice of the
+ * output columns of every matrix (a single-threaded cblas_sgemm above SMALL_ROWS rows, our batched
+ * GEMV below, bias and GELU on the same slice), a share of the rows for the LayerNorms and a share
+ * of the attention heads (our block kernel); OpenBLAS is kept to one thread meanwhile. Decode runs
+ * one position through our GEMV kernels with each pool thread owning a slice of output rows of
+ * every matrix and a slice of the heads, five barriers per layer.
  */
 #include "model_internal.h"
 
@@ -20,26 +22,13 @@
 #include <cblas.h>
 
 /* Prefill attention goes to the pool from this many tokens (below, waking it costs more than it
- * saves), in items of ATT_QB queries of one head. */
+ * saves), in items of one head and a block of queries: every query of the sequence when the
+ * heads alone deal evenly over the threads (each item then packs its head's K and V once),
+ * else blocks of ATT_QB. */
 #define ATT_POOL_MIN 16
 #define ATT_QB 16
 
 /* ------------------------------------------------------------------------- GEMM prefill */
-
-/* Y[n, out] = (beta ? Y : 0) + X[n, in] . W[out, in]^T; W is stored [out, in]. */
-static void gemm_bt(float *Y, const float *X, const float *W, int n, int out, int in, float beta) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, X, in, W, in, beta, Y,
-                out);
-}
-
-static void add_bias_rows(float *Y, const float *b, int n, int cols) {
-    for (int t = 0; t < n; t++)
-        for (int i = 0; i < cols; i++) Y[(size_t)t * cols + i] += b[i];
-}
-
-static void set_bias_rows(float *Y, const float *b, int n, int cols) {
-    for (int t = 0; t < n; t++) memcpy(Y + (size_t)t * cols, b, (size_t)cols * sizeof *Y);
-}
 
 /* wb_threads_get() capped at the online CPUs: more spinning threads than cores turns every
  * barrier into a wait for a descheduled peer. */
@@ -79,59 +68,47 @@ static void pool_release(const wb_model *m) { pthread_mutex_unlock(&((wb_model *
 
 static void split(int n, int tid, int nt, int *r0, int *r1);
 
-typedef struct linear_job {
-    float *Y;
-    const float *X, *W, *b;
-    int n, out, in, residual, gelu;
-    wb_act act;
-} linear_job;
-
-static void linear_worker(void *arg, int tid, int nt) {
-    const linear_job *j = arg;
+/* Thread tid's share of Y[n, out] = X[n, in] . W^T + b (b may be NULL), or Y += that when
+ * residual, then gelu(Y) in place when gelu: output columns [r0, r1) in the decode path's slices
+ * (blocks of 8), so bias, activation and the GEMM's writes stay in the thread's own columns.
+ * Above SMALL_ROWS rows the slice is one single-threaded cblas_sgemm (OpenBLAS packs only this
+ * thread's share of W); the bias is written (or added) just before it, as the initial C of a
+ * beta = 1 GEMM, which costs what the zeroing pass of beta = 0 would. */
+static void mm_part(const wb_model *m, float *Y, const float *X, int n, const float *W,
+                    const float *b, int out, int in, int residual, int gelu, int tid, int nt) {
     int r0, r1;
-    split(j->out, tid, nt, &r0, &r1);
-    wb_gemv_batch_forward(j->Y, (size_t)j->out, j->X, (size_t)j->in, j->n, j->W, j->b, j->in, r0,
-                          r1, j->residual);
-    /* each thread activates its own rows, in the same slices as the decode path */
-    if (j->gelu)
-        for (int t = 0; t < j->n; t++)
-            wb_gelu_forward(j->Y + (size_t)t * j->out + r0, (size_t)(r1 - r0), j->act);
+    split(out, tid, nt, &r0, &r1);
+    if (r0 >= r1) return;
+    const int w = r1 - r0;
+    if (n <= SMALL_ROWS) {
+        wb_gemv_batch_forward(Y, (size_t)out, X, (size_t)in, n, W, b, in, r0, r1, residual);
+    } else {
+        if (b)
+            for (int t = 0; t < n; t++) {
+                float *y = Y + (size_t)t * out + r0;
+                const float *bb = b + r0;
+                if (residual)
+                    for (int i = 0; i < w; i++) y[i] += bb[i];
+                else
+                    memcpy(y, bb, (size_t)w * sizeof *y);
+            }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, w, in, 1.0f, X, in,
+                    W + (size_t)r0 * in, in, b || residual ? 1.0f : 0.0f, Y + r0, out);
+    }
+    if (gelu)
+        for (int t = 0; t < n; t++) wb_gelu_forward(Y + (size_t)t * out + r0, (size_t)w, m->act);
 }
 
-/* Y[n, out] = X[n, in] . W^T + b (b may be NULL), or Y += that when residual; then gelu(Y) in
- * place when gelu. */
-static wb_status linear(const wb_model *m, int nt, float *Y, const float *X, int n,
-                        const float *W, const float *b, int out, int in, int residual, int gelu,
-                        wb_err *err) {
-    if (n > SMALL_ROWS) {
-        if (b && residual) add_bias_rows(Y, b, n, out);
-        else if (b) set_bias_rows(Y, b, n, out);
-        gemm_bt(Y, X, W, n, out, in, b || residual ? 1.0f : 0.0f);
-        if (gelu) wb_gelu_forward(Y, (size_t)n * out, m->act);
-        return WB_OK;
-    }
-    linear_job j = {Y, X, W, b, n, out, in, residual, gelu, m->act};
-    if (nt <= 1) {
-        linear_worker(&j, 0, 1);
-        return WB_OK;
-    }
-    wb_pool *pool;
-    wb_status st = pool_acquire(m, nt, &pool, err);
-    if (st) return st;
-    wb_pool_run(pool, linear_worker, &j);
-    pool_release(m);
-    return WB_OK;
-}
-
-/* Attention work items: (sequence, head, block of ATT_QB queries), numbered per sequence from
+/* Attention work items: (sequence, head, block of queries), numbered per sequence from
  * item0[s]. On the pool they are dealt round-robin, longest rows first within a sequence, which
- * roughly balances the causal triangles; OpenBLAS stays out of it (its threads would fight
- * ours). */
+ * roughly balances the causal triangles. */
 typedef struct att_job {
     const wb_seq_rows *seqs;
     const int *row0;  /* [n_seqs] first stacked row of each sequence */
     const int *item0; /* [n_seqs + 1] first item of each sequence; item0[n_seqs] = total */
     int n_seqs, n_items;
+    int qb;           /* queries per item; 0: every query of the sequence (the item also
+                       * copies its head's new K/V rows into the cache) */
     const float *qkv;
     float *att, *sc;  /* sc: [nt, sc_stride] per-thread scratch */
     size_t sc_stride;
@@ -144,12 +121,19 @@ static void att_item(const att_job *j, int item, int *seq_hint, float *sc) {
     while (j->item0[s + 1] <= item) s++;
     *seq_hint = s;
     const wb_seq_rows *q = &j->seqs[s];
-    const int local = item - j->item0[s], nblk = (q->n + ATT_QB - 1) / ATT_QB;
-    const int hd = local % NH, q0 = (nblk - 1 - local / NH) * ATT_QB;
-    const int nq = q->n - q0 < ATT_QB ? q->n - q0 : ATT_QB;
+    const int qb = j->qb ? j->qb : q->n;
+    const int local = item - j->item0[s], nblk = (q->n + qb - 1) / qb;
+    const int hd = local % NH, q0 = (nblk - 1 - local / NH) * qb;
+    const int nq = q->n - q0 < qb ? q->n - q0 : qb;
     const size_t lo = (size_t)j->layer * q->cache_ctx * C;
-    const float *kl = q->k + lo + hd * hs, *vl = q->v + lo + hd * hs;
+    float *kl = q->k + lo + hd * hs, *vl = q->v + lo + hd * hs;
     const size_t r = (size_t)j->row0[s] + q0;
+    if (!j->qb)
+        for (int t = 0; t < q->n; t++) {
+            const float *qr = j->qkv + (r + t) * 3 * C + hd * hs;
+            memcpy(kl + (size_t)(q->pos + t) * C, qr + C, (size_t)hs * sizeof(float));
+            memcpy(vl + (size_t)(q->pos + t) * C, qr + 2 * C, (size_t)hs * sizeof(float));
+        }
     if (nq == 1) /* a decode row: the same kernel, so the same sums, as wb_session_decode */
         wb_attention_forward(j->att + r * C + hd * hs, j->qkv + r * 3 * C + hd * hs, kl, vl,
                              (size_t)C, q->pos + q0, hs, sc);
@@ -159,11 +143,104 @@ static void att_item(const att_job *j, int item, int *seq_hint, float *sc) {
                                    (size_t)C, q->pos + q0, nq, hs, sc);
 }
 
-static void att_worker(void *arg, int tid, int nt) {
-    const att_job *j = arg;
+static void att_worker(const att_job *j, int tid, int nt) {
     float *sc = j->sc + (size_t)tid * j->sc_stride;
     int hint = 0;
     for (int i = tid; i < j->n_items; i += nt) att_item(j, i, &hint, sc);
+}
+
+/* One layer (or, with layer = -1, the final LayerNorm and head) on every pool thread, phases
+ * separated by barriers: LayerNorm by rows, matrices by output columns (mm_part), attention by
+ * items. One wake-up per layer, and with OpenBLAS kept single-threaded meanwhile, only our
+ * threads run: no second pool of spinning workers competes for the cores. */
+typedef struct fwd_job {
+    const wb_model *m;
+    const wb_seq_rows *seqs;
+    int n_seqs, n;
+    const int *row0;
+    float *x, *xn, *qkv, *att, *h;
+    att_job *aj;
+    wb_pool *pool;
+    int layer;
+    int att_threads;    /* 1: attention on thread 0 only (too small to split) */
+    float *logits;      /* head phase */
+    int all_positions;
+} fwd_job;
+
+/* Above SMALL_ROWS rows a residual matrix leaves its bias to the LayerNorm that next reads x
+ * (one pass over x fewer); at or below, the bias is added inside the GEMV as in decode, so the
+ * sums stay decode's. */
+static const float *deferred_bias(const fwd_job *j, const float *b) {
+    return j->n > SMALL_ROWS ? b : NULL;
+}
+
+/* xn = layernorm(x += add) over thread tid's rows; add: a deferred bias or NULL. */
+static void ln_rows(const fwd_job *j, const float *add, const float *w, const float *b, int tid,
+                    int nt) {
+    const int C = j->m->cfg.n_embd, t0 = (int)((int64_t)j->n * tid / nt),
+              t1 = (int)((int64_t)j->n * (tid + 1) / nt);
+    for (int t = t0; t < t1; t++)
+        wb_layernorm_add_forward(j->xn + (size_t)t * C, j->x + (size_t)t * C, add, w, b, C,
+                                 j->m->cfg.layer_norm_epsilon);
+}
+
+static void fwd_worker(void *arg, int tid, int nt) {
+    const fwd_job *j = arg;
+    const wb_model *m = j->m;
+    const wb_config *c = &m->cfg;
+    const int C = c->n_embd, F = c->n_inner, n = j->n;
+    if (j->layer < 0) { /* final LayerNorm + head */
+        const float *add = deferred_bias(j, m->layers[c->n_layer - 1].mlpproj_b);
+        if (j->all_positions) {
+            ln_rows(j, add, m->lnf_w, m->lnf_b, tid, nt);
+            wb_pool_barrier(j->pool);
+            mm_part(m, j->logits, j->xn, n, m->head, NULL, c->vocab_size, C, 0, 0, tid, nt);
+        } else {
+            /* the last row of each sequence, normalised into xn rows 0..n_seqs-1 */
+            if (tid == 0)
+                for (int s = 0; s < j->n_seqs; s++)
+                    wb_layernorm_add_forward(
+                        j->xn + (size_t)s * C, j->x + (size_t)(j->row0[s] + j->seqs[s].n - 1) * C,
+                        add, m->lnf_w, m->lnf_b, C, c->layer_norm_epsilon);
+            wb_pool_barrier(j->pool);
+            mm_part(m, j->logits, j->xn, j->n_seqs, m->head, NULL, c->vocab_size, C, 0, 0, tid,
+                    nt);
+        }
+        return;
+    }
+    const wb_layer *ly = &m->layers[j->layer];
+    ln_rows(j, j->layer ? deferred_bias(j, m->layers[j->layer - 1].mlpproj_b) : NULL, ly->ln1_w,
+            ly->ln1_b, tid, nt);
+    wb_pool_barrier(j->pool);
+    mm_part(m, j->qkv, j->xn, n, ly->qkv_w, ly->qkv_b, 3 * C, C, 0, 0, tid, nt);
+    wb_pool_barrier(j->pool);
+    if (j->aj->qb) { /* K/V rows into the caches, by rows (whole-sequence items copy their own) */
+        const int t0 = (int)((int64_t)n * tid / nt), t1 = (int)((int64_t)n * (tid + 1) / nt);
+        for (int s = 0, r = 0; s < j->n_seqs; r += j->seqs[s].n, s++) {
+            const wb_seq_rows *q = &j->seqs[s];
+            const size_t lo = (size_t)j->layer * q->cache_ctx * C;
+            for (int t = r > t0 ? r : t0; t < r + q->n && t < t1; t++) {
+                const float *qr = j->qkv + (size_t)t * 3 * C;
+                memcpy(q->k + lo + (size_t)(q->pos + t - r) * C, qr + C, (size_t)C * sizeof(float));
+                memcpy(q->v + lo + (size_t)(q->pos + t - r) * C, qr + 2 * C,
+                       (size_t)C * sizeof(float));
+            }
+        }
+        wb_pool_barrier(j->pool);
+    }
+    if (j->att_threads > 1) att_worker(j->aj, tid, nt);
+    else if (tid == 0) att_worker(j->aj, 0, 1);
+    wb_pool_barrier(j->pool);
+    mm_part(m, j->x, j->att, n, ly->attproj_w, deferred_bias(j, ly->attproj_b) ? NULL
+                                                                              : ly->attproj_b,
+            C, C, 1, 0, tid, nt);
+    wb_pool_barrier(j->pool);
+    ln_rows(j, deferred_bias(j, ly->attproj_b), ly->ln2_w, ly->ln2_b, tid, nt);
+    wb_pool_barrier(j->pool);
+    mm_part(m, j->h, j->xn, n, ly->fc_w, ly->fc_b, F, C, 0, 1, tid, nt);
+    wb_pool_barrier(j->pool);
+    mm_part(m, j->x, j->h, n, ly->mlpproj_w,
+            deferred_bias(j, ly->mlpproj_b) ? NULL : ly->mlpproj_b, C, F, 1, 0, tid, nt);
 }
 
 wb_status wb_forward_seqs(const wb_model *m, const wb_seq_rows *seqs, int n_seqs, float *logits,
@@ -171,24 +248,26 @@ wb_status wb_forward_seqs(const wb_model *m, const wb_seq_rows *seqs, int n_seqs
     if (m->llama) /* the Llama family has its own block (core/llama.c) */
         return wb_llama_forward_seqs(m, seqs, n_seqs, logits, all_positions, scratch, err);
     const wb_config *c = &m->cfg;
-    const int C = c->n_embd, F = c->n_inner, V = c->vocab_size, NH = c->n_head, hs = C / NH;
+    const int C = c->n_embd, F = c->n_inner, NH = c->n_head, hs = C / NH;
     if (n_seqs < 1) return wb_err_set(err, WB_ERR_ARG, "forward: n_seqs = %d, need at least 1",
                                       n_seqs);
     int n = 0, n_items = 0;
     size_t sc_per_thread = 0;
+    const int nt = compute_threads();
+    const int qb = n_seqs == 1 && NH % nt == 0 ? 0 : ATT_QB;
     for (int s = 0; s < n_seqs; s++) {
         if (seqs[s].n < 1 || seqs[s].n > INT32_MAX / 2 - n)
             return wb_err_set(err, WB_ERR_ARG, "forward: sequence %d has n = %d tokens", s,
                               seqs[s].n);
         n += seqs[s].n;
-        n_items += (seqs[s].n + ATT_QB - 1) / ATT_QB * NH;
-        size_t need = wb_attention_block_scratch(seqs[s].pos, seqs[s].n, hs);
+        n_items += (qb ? (seqs[s].n + qb - 1) / qb : 1) * NH;
+        /* rounded to 16 floats: each thread's scratch starts on its own cache line */
+        size_t need = (wb_attention_block_scratch(seqs[s].pos, seqs[s].n, hs) + 15) & ~(size_t)15;
         if (need > sc_per_thread) sc_per_thread = need;
     }
     const size_t nC = (size_t)n * C;
     /* x [n, C] residual; xn [n, C] normed; qkv [n, 3C]; att [n, C]; h [n, F];
      * sc [nt, attention scratch]; row0/item0 [2 n_seqs + 1] ints; each 64-byte aligned */
-    const int nt = compute_threads();
     const size_t n_int = ((size_t)2 * n_seqs + 1 + 15) & ~(size_t)15;
     const size_t sz[7] = {nC, nC, 3 * nC, nC, (size_t)n * F, (size_t)nt * sc_per_thread, n_int};
     size_t need = 0;
@@ -212,9 +291,8 @@ wb_status wb_forward_seqs(const wb_model *m, const wb_seq_rows *seqs, int n_seqs
         if (s == n_seqs) break;
         row0[s] = r;
         r += seqs[s].n;
-        it += (seqs[s].n + ATT_QB - 1) / ATT_QB * NH;
+        it += (qb ? (seqs[s].n + qb - 1) / qb : 1) * NH;
     }
-    wb_status st = WB_OK;
     for (int s = 0; s < n_seqs; s++)
         for (int t = 0; t < seqs[s].n; t++) {
             const float *te = m->wte + (size_t)seqs[s].ids[t] * C;
@@ -222,66 +300,30 @@ wb_status wb_forward_seqs(const wb_model *m, const wb_seq_rows *seqs, int n_seqs
             float *xr = x + (size_t)(row0[s] + t) * C;
             for (int i = 0; i < C; i++) xr[i] = te[i] + pe[i];
         }
-    att_job aj = {seqs, row0, item0, n_seqs, n_items, qkv, att, sc, sc_per_thread, 0, C, NH};
-    for (int l = 0; l < c->n_layer; l++) {
-        if (m->abort_fn && m->abort_fn(m->abort_data)) {
+    att_job aj = {seqs, row0, item0, n_seqs, n_items, qb, qkv, att, sc, sc_per_thread, 0, C, NH};
+    fwd_job fj = {m, seqs, n_seqs, n, row0, x, xn, qkv, att, h, &aj, NULL, 0,
+                  nt > 1 && (n >= ATT_POOL_MIN || n_seqs > 1) ? nt : 1, logits, all_positions};
+    wb_status st = WB_OK;
+    /* our threads split every GEMM: OpenBLAS's own would only compete with them */
+    if (nt > 1) openblas_set_num_threads(1);
+    for (int l = 0; l <= c->n_layer; l++) {
+        if (l == c->n_layer && !logits) break;
+        if (l < c->n_layer && m->abort_fn && m->abort_fn(m->abort_data)) {
             st = wb_err_set(err, WB_ERR_CANCELLED,
                             "forward cancelled by the abort callback at layer %d", l);
-            goto done;
-        }
-        const wb_layer *ly = &m->layers[l];
-        for (int t = 0; t < n; t++)
-            wb_layernorm_forward(xn + (size_t)t * C, x + (size_t)t * C, ly->ln1_w, ly->ln1_b, C,
-                                 c->layer_norm_epsilon);
-        if ((st = linear(m, nt, qkv, xn, n, ly->qkv_w, ly->qkv_b, 3 * C, C, 0, 0, err)))
-            goto done;
-        for (int s = 0; s < n_seqs; s++) {
-            const size_t lo = (size_t)l * seqs[s].cache_ctx * C;
-            for (int t = 0; t < seqs[s].n; t++) {
-                const float *qr = qkv + (size_t)(row0[s] + t) * 3 * C;
-                memcpy(seqs[s].k + lo + (size_t)(seqs[s].pos + t) * C, qr + C,
-                       (size_t)C * sizeof(float));
-                memcpy(seqs[s].v + lo + (size_t)(seqs[s].pos + t) * C, qr + 2 * C,
-                       (size_t)C * sizeof(float));
-            }
+            break;
         }
         aj.layer = l;
-        if (nt > 1 && (n >= ATT_POOL_MIN || n_seqs > 1)) {
-            wb_pool *pool;
-            if ((st = pool_acquire(m, nt, &pool, err))) goto done;
-            wb_pool_run(pool, att_worker, &aj);
+        fj.layer = l < c->n_layer ? l : -1;
+        if (nt > 1) { /* the pool is locked per layer, so the abort callback runs unlocked */
+            if ((st = pool_acquire(m, nt, &fj.pool, err))) break;
+            wb_pool_run(fj.pool, fwd_worker, &fj);
             pool_release(m);
         } else {
-            att_worker(&aj, 0, 1);
-        }
-        if ((st = linear(m, nt, x, att, n, ly->attproj_w, ly->attproj_b, C, C, 1, 0, err)))
-            goto done;
-        for (int t = 0; t < n; t++)
-            wb_layernorm_forward(xn + (size_t)t * C, x + (size_t)t * C, ly->ln2_w, ly->ln2_b, C,
-                                 c->layer_norm_epsilon);
-        if ((st = linear(m, nt, h, xn, n, ly->fc_w, ly->fc_b, F, C, 0, 1, err)))
-            goto done;
-        if ((st = linear(m, nt, x, h, n, ly->mlpproj_w, ly->mlpproj_b, C, F, 1, 0, err)))
-            goto done;
-    }
-    if (logits) {
-        if (all_positions) {
-            for (int t = 0; t < n; t++)
-                wb_layernorm_forward(xn + (size_t)t * C, x + (size_t)t * C, m->lnf_w, m->lnf_b, C,
-                                     c->layer_norm_epsilon);
-            if ((st = linear(m, nt, logits, xn, n, m->head, NULL, V, C, 0, 0, err)))
-                goto done;
-        } else {
-            /* the last row of each sequence, normalised into xn rows 0..n_seqs-1 */
-            for (int s = 0; s < n_seqs; s++)
-                wb_layernorm_forward(xn + (size_t)s * C,
-                                     x + (size_t)(row0[s] + seqs[s].n - 1) * C, m->lnf_w,
-                                     m->lnf_b, C, c->layer_norm_epsilon);
-            if ((st = linear(m, nt, logits, xn, n_seqs, m->head, NULL, V, C, 0, 0, err)))
-                goto done;
+            fwd_worker(&fj, 0, 1);
         }
     }
-done:
+    if (nt > 1) openblas_set_num_threads(wb_threads_get());
     free(local.p);
     return st;
 }

@@ -1,7 +1,7 @@
-/* threadpool.c - a persistent pool for the decode path, tuned for microsecond-scale jobs.
+/* threadpool.c - a persistent pool for decode and prefill, tuned for microsecond-scale jobs.
  *
  * A decode step is ~20 short phases (one per matrix) separated by barriers, so sync cost is what
- * matters: workers spin on a generation counter for a while (a token every few hundred us keeps
+ * matters: workers poll a generation counter for a while (a token every few hundred us keeps
  * them hot) and only then sleep on a futex, so an idle pool costs no CPU. The caller is thread 0
  * and does its share, which also means a 1-thread "pool" is just a function call.
  */
@@ -12,6 +12,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #ifdef __linux__
 #include <linux/futex.h>
@@ -26,16 +27,48 @@
 #define cpu_relax() ((void)0)
 #endif
 
-/* PAUSE costs ~50-65 ns on Zen3 (more on Skylake+). Every wait spins ~10 us, then yields,
- * then sleeps on the futex:
- * - barriers inside a job separate phases of a few us; after the spin they yield only a few
- *   times (an oversubscribed peer may be waiting for this very core): on a loaded machine a
- *   long spin would be paid ~20 times per token;
- * - idle workers yield for longer (~50 us alone) to catch the next decode call hot, while a
- *   yield, unlike a pause, hands the core to OpenBLAS's threads in a prefill's GEMMs. */
-#define SPIN 200
-#define YIELDS_BARRIER 4
-#define YIELDS_IDLE 64
+/* Every wait (an idle worker for the next job, a barrier, the caller for the workers' last phase)
+ * polls for a bounded time, then sleeps on the futex: PAUSE for the first SPIN_PAUSE_NS, then a
+ * sched_yield between polls. The clock is read every SPIN_CHECK polls through the vDSO, so the
+ * budgets are in time whatever a PAUSE costs (~10-150 cycles depending on the core).
+ * - Idle workers poll up to SPIN_IDLE_NS after a job: a generation loop that samples and
+ *   detokenises for 5-100 us between tokens finds them awake (a futex wake costs more than the
+ *   whole token), and an idle pool still costs no CPU a fraction of a millisecond later.
+ * - Barriers separate phases of a few us; SPIN_BARRIER_NS covers a peer late by a scheduler
+ *   hiccup, and a peer descheduled for longer wakes us through the futex.
+ * - The yields are for a loaded machine: a waiter that only PAUSEs holds the core its
+ *   descheduled peer needs (measured on 2 cores with one taken by another process: 0.7-1.6
+ *   ms/token at 2 threads with a 200 us PAUSE spin, 0.06-0.09 with the yields). A yield returns
+ *   at once when nothing else is runnable on the core.
+ * A 1-thread pool never waits: wb_pool_run calls the function, barriers return at once. */
+#define SPIN_IDLE_NS 200000
+#define SPIN_BARRIER_NS 50000
+#define SPIN_PAUSE_NS 4000
+#define SPIN_CHECK 32
+
+static long long now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* One poll of a bounded wait: pause or yield, and 0 once budget_ns has passed since the first
+ * clock reading. */
+typedef struct spin {
+    unsigned i;
+    long long t0, t;
+} spin;
+
+static int spin_more(spin *sp, long long budget_ns) {
+    if (++sp->i % SPIN_CHECK == 0) {
+        sp->t = now_ns();
+        if (!sp->t0) sp->t0 = sp->t;
+        else if (sp->t - sp->t0 > budget_ns) return 0;
+    }
+    if (sp->t - sp->t0 < SPIN_PAUSE_NS) cpu_relax();
+    else sched_yield();
+    return 1;
+}
 
 struct wb_pool {
     int n;
@@ -74,18 +107,14 @@ static void fwake(atomic_uint *addr) {
 #endif
 }
 
-/* Wait until *addr != val: spin, then sleep with a registered sleeper count so the waker only
- * pays for a syscall when someone is actually asleep. The seq_cst increment of the sleeper count
- * before the futex's own compare closes the lost-wakeup window. */
-static void wait_change(atomic_uint *addr, unsigned val, atomic_int *sleepers, int yields) {
-    for (int i = 0; i < SPIN; i++) {
+/* Wait until *addr != val: poll for up to spin_ns (spin_more), then sleep with a registered
+ * sleeper count so the waker only pays for a syscall when someone is actually asleep. The seq_cst
+ * increment of the sleeper count before the futex's own compare closes the lost-wakeup window. */
+static void wait_change(atomic_uint *addr, unsigned val, atomic_int *sleepers, long long spin_ns) {
+    spin sp = {0};
+    do {
         if (atomic_load_explicit(addr, memory_order_acquire) != val) return;
-        cpu_relax();
-    }
-    for (int i = 0; i < yields; i++) {
-        if (atomic_load_explicit(addr, memory_order_acquire) != val) return;
-        sched_yield();
-    }
+    } while (spin_more(&sp, spin_ns));
     while (atomic_load(addr) == val) {
         atomic_fetch_add(sleepers, 1);
         fwait(addr, val);
@@ -99,7 +128,7 @@ static void *worker_main(void *a) {
     wb_pool *p = wa.p;
     unsigned seen = 0;
     for (;;) {
-        wait_change(&p->gen, seen, &p->sleepers, YIELDS_IDLE);
+        wait_change(&p->gen, seen, &p->sleepers, SPIN_IDLE_NS);
         seen = atomic_load(&p->gen);
         if (atomic_load(&p->stop)) break;
         p->fn(p->arg, wa.tid, p->n);
@@ -163,10 +192,10 @@ void wb_pool_run(wb_pool *p, wb_pool_fn fn, void *arg) {
     atomic_fetch_add(&p->gen, 1);
     if (atomic_load(&p->sleepers)) fwake(&p->gen);
     fn(arg, 0, p->n);
-    for (int i = 0; i < SPIN; i++) {
+    spin sp = {0};
+    do {
         if (atomic_load_explicit(&p->pending, memory_order_acquire) == 0) return;
-        cpu_relax();
-    }
+    } while (spin_more(&sp, SPIN_IDLE_NS));
     for (;;) {
         unsigned v = atomic_load(&p->pending);
         if (v == 0) break;
@@ -185,5 +214,5 @@ void wb_pool_barrier(wb_pool *p) {
         if (atomic_load(&p->bar_sleepers)) fwake(&p->bar_gen);
         return;
     }
-    wait_change(&p->bar_gen, g, &p->bar_sleepers, YIELDS_BARRIER);
+    wait_change(&p->bar_gen, g, &p->bar_sleepers, SPIN_BARRIER_NS);
 }
