@@ -371,31 +371,7 @@ done:
 
 /* ------------------------------------------------------------------------- forward pass */
 
-static int compute_threads(void) {
-    static atomic_int ncpu = 0;
-    if (ncpu == 0) {
-        long k = sysconf(_SC_NPROCESSORS_ONLN);
-        ncpu = k < 1 ? 1 : k > 4096 ? 4096 : (int)k;
-    }
-    int nt = wb_threads_get();
-    return nt < ncpu ? nt : ncpu;
-}
-
-/* The model's pool, nt threads wide, locked (session.c does the same for GPT-2). */
-static wb_status pool_acquire(const wb_model *m, int nt, wb_pool **out, wb_err *err) {
-    wb_model *mm = (wb_model *)m;
-    pthread_mutex_lock(&mm->pool_mu);
-    if (mm->pool && wb_pool_size(mm->pool) != nt) {
-        wb_pool_free(mm->pool);
-        mm->pool = NULL;
-    }
-    wb_status s = mm->pool ? WB_OK : wb_pool_new(nt, &mm->pool, err);
-    if (s) pthread_mutex_unlock(&mm->pool_mu);
-    *out = mm->pool;
-    return s;
-}
-
-static void pool_release(const wb_model *m) { pthread_mutex_unlock(&((wb_model *)m)->pool_mu); }
+/* Thread count and the model's pool: shared with the GPT-2 path (session.c). */
 
 static void split8(int n, int tid, int nt, int *r0, int *r1) {
     int nb = (n + 7) / 8;
@@ -448,10 +424,10 @@ static wb_status linear(const wb_model *m, int nt, float *Y, const float *X, int
         return WB_OK;
     }
     wb_pool *pool;
-    wb_status st = pool_acquire(m, nt, &pool, err);
+    wb_status st = wb_model_pool_acquire(m, nt, &pool, err);
     if (st) return st;
     wb_pool_run(pool, lin_worker, &j);
-    pool_release(m);
+    wb_model_pool_release(m);
     return WB_OK;
 }
 
@@ -515,7 +491,7 @@ static wb_status forward_one(const wb_model *m, const wb_seq_rows *sq, float *lo
     const int n = sq->n, C = c->n_embd, F = c->n_inner, NH = c->n_head,
               hd = c->head_dim, Q = NH * hd, KV = c->n_kv_head * hd;
     const float eps = c->layer_norm_epsilon;
-    const int nt = compute_threads();
+    const int nt = wb_compute_threads();
     /* enough for the last (longest) query block, and for att[pos + n] of a single query */
     const size_t sc_per = wb_attention_block_scratch(sq->pos, n, hd) + 16;
     /* x, xn [n, C]; q, att [n, Q]; k, v [n, KV]; g, u [n, F]; cs [n, hd]; sc [nt, sc_per] */
@@ -571,9 +547,9 @@ static wb_status forward_one(const wb_model *m, const wb_seq_rows *sq, float *lo
         aj.layer = l;
         if (nt > 1 && (n_items >= 2 * nt || sq->pos + n >= 256)) {
             wb_pool *pool;
-            if ((st = pool_acquire(m, nt, &pool, err))) goto done;
+            if ((st = wb_model_pool_acquire(m, nt, &pool, err))) goto done;
             wb_pool_run(pool, att_worker, &aj);
-            pool_release(m);
+            wb_model_pool_release(m);
         } else {
             att_worker(&aj, 0, 1);
         }

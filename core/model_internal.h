@@ -193,4 +193,10 @@ wb_status wb_llama_forward_seqs(const wb_model *m, const wb_seq_rows *seqs, int 
 /* Floats per K (and per V) cache row: n_kv_head * head_dim (n_embd for GPT-2). */
 size_t wb_model_kv_width(const wb_model *m);
 
+/* session.c: wb_threads_get() capped at the online CPUs, and the model's thread pool made nt
+ * wide and locked (the caller releases it); used by the GPT-2 and Llama forward passes alike. */
+int wb_compute_threads(void);
+wb_status wb_model_pool_acquire(const wb_model *m, int nt, wb_pool **out, wb_err *err);
+void wb_model_pool_release(const wb_model *m);
+
 #endif

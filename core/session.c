@@ -32,7 +32,7 @@
 
 /* wb_threads_get() capped at the online CPUs: more spinning threads than cores turns every
  * barrier into a wait for a descheduled peer. */
-static int compute_threads(void) {
+int wb_compute_threads(void) {
     static atomic_int ncpu = 0; /* racing first calls agree */
     if (ncpu == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -44,7 +44,7 @@ static int compute_threads(void) {
 
 /* Lock the model's pool and make it nt threads wide; the caller unlocks pool_mu. The pool is
  * mutable state behind a const model, which is why the cast is here and nowhere else. */
-static wb_status pool_acquire(const wb_model *m, int nt, wb_pool **out, wb_err *err) {
+wb_status wb_model_pool_acquire(const wb_model *m, int nt, wb_pool **out, wb_err *err) {
     wb_model *mm = (wb_model *)m;
     pthread_mutex_lock(&mm->pool_mu);
     if (mm->pool && wb_pool_size(mm->pool) != nt) {
@@ -57,7 +57,7 @@ static wb_status pool_acquire(const wb_model *m, int nt, wb_pool **out, wb_err *
     return s;
 }
 
-static void pool_release(const wb_model *m) { pthread_mutex_unlock(&((wb_model *)m)->pool_mu); }
+void wb_model_pool_release(const wb_model *m) { pthread_mutex_unlock(&((wb_model *)m)->pool_mu); }
 
 /* Up to this many rows a matrix goes through wb_gemv_batch_forward instead of a BLAS GEMM: a
  * batched decode step (one row per sequence) then sums exactly as a single decode does, and a
@@ -253,7 +253,7 @@ wb_status wb_forward_seqs(const wb_model *m, const wb_seq_rows *seqs, int n_seqs
                                       n_seqs);
     int n = 0, n_items = 0;
     size_t sc_per_thread = 0;
-    const int nt = compute_threads();
+    const int nt = wb_compute_threads();
     const int qb = n_seqs == 1 && NH % nt == 0 ? 0 : ATT_QB;
     for (int s = 0; s < n_seqs; s++) {
         if (seqs[s].n < 1 || seqs[s].n > INT32_MAX / 2 - n)
@@ -316,9 +316,9 @@ wb_status wb_forward_seqs(const wb_model *m, const wb_seq_rows *seqs, int n_seqs
         aj.layer = l;
         fj.layer = l < c->n_layer ? l : -1;
         if (nt > 1) { /* the pool is locked per layer, so the abort callback runs unlocked */
-            if ((st = pool_acquire(m, nt, &fj.pool, err))) break;
+            if ((st = wb_model_pool_acquire(m, nt, &fj.pool, err))) break;
             wb_pool_run(fj.pool, fwd_worker, &fj);
-            pool_release(m);
+            wb_model_pool_release(m);
         } else {
             fwd_worker(&fj, 0, 1);
         }
@@ -561,18 +561,18 @@ wb_status wb_session_decode(wb_session *s, int32_t id, float *logits, wb_err *er
     const float *te = m->wte + (size_t)id * C, *pe = m->wpe + (size_t)s->pos * C;
     for (int i = 0; i < C; i++) s->x[i] = te[i] + pe[i];
     decode_job job = {s, logits, NULL};
-    int nt = compute_threads();
+    int nt = wb_compute_threads();
     if (nt <= 1) {
         decode_worker(&job, 0, 1); /* no pool, no atomics: the 1-thread path pays nothing */
     } else {
         wb_pool *pool;
-        if ((st = pool_acquire(m, nt, &pool, err))) return st;
+        if ((st = wb_model_pool_acquire(m, nt, &pool, err))) return st;
         st = ensure_scratch(s, nt, err);
         if (!st) {
             job.pool = pool;
             wb_pool_run(pool, decode_worker, &job);
         }
-        pool_release(m);
+        wb_model_pool_release(m);
         if (st) return st;
     }
     s->tokens[s->pos++] = id;
