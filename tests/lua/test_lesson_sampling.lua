@@ -57,10 +57,21 @@ T.test("filters: top_k = 5 leaves exactly 5 and min-p adapts to the shape", func
   T.check(r.shapes[3].min_p_0_1 > r.shapes[1].min_p_0_1)
 end)
 
-T.test("penalties: a frequency penalty makes a greedy continuation less repetitive", function()
-  local rows = lesson("penalties")
-  T.check(rows[3].distinct >= rows[1].distinct)
-  T.check(rows[3].max_count <= rows[1].max_count)
+T.test("penalties: frequency grows with the count, presence does not; strong settings change greedy text", function()
+  local r = lesson("penalties")
+  local a = r.arithmetic
+  T.near(a[1].frequency, a[1].none, 1e-6, "no repeats, no effect")
+  for i = 3, #a do
+    T.check(a[i].frequency < a[i - 1].frequency, "frequency penalty pushes harder with each repeat")
+    T.near(a[i].presence, a[2].presence, 1e-6, "presence penalty is charged once")
+  end
+  T.check(a[2].presence < a[1].none, "presence penalty lowers an already-said token")
+  local by = {}
+  for _, row in ipairs(r.behaviour) do by[row.setting] = row end
+  T.check(by["repetition 2.0"].distinct > by["no penalty"].distinct,
+          "a strong repetition penalty makes the greedy continuation more varied")
+  T.check(by["frequency 2.0"].max_count < by["no penalty"].max_count,
+          "a strong frequency penalty lowers the most repeated token's count")
 end)
 
 T.test("stops: hold-back keeps the stream equal to the text, the leak does not", function()
