@@ -461,14 +461,21 @@ static int stream_gc(lua_State *L) {
     return 0;
 }
 
-/* model:generate(prompt, params, opts) -> result table */
-static int l_generate(lua_State *L) {
-    lua_settop(L, 4);
+/* An empty Stream userdata, pushed before the generator exists so an error while building it
+ * cannot leak (the generator is attached by the caller; __gc frees it). */
+static Stream *push_stream(lua_State *L) {
     Stream *s = lua_newuserdatauv(L, sizeof *s, 3);
     s->g = NULL;
     s->done = 0;
     s->cb_L = NULL;
     luaL_setmetatable(L, STREAM);
+    return s;
+}
+
+/* model:generate(prompt, params, opts) -> result table */
+static int l_generate(lua_State *L) {
+    lua_settop(L, 4);
+    Stream *s = push_stream(L);
     s->g = new_gen(L);
     wb_err err = {0};
     if (wb_gen_run(s->g, &err) != WB_OK) {
@@ -555,11 +562,7 @@ static int stream_result(lua_State *L) {
  * stop_reason and timings afterwards. */
 static int l_stream(lua_State *L) {
     lua_settop(L, 4);
-    Stream *s = lua_newuserdatauv(L, sizeof *s, 3);
-    s->g = NULL;
-    s->done = 0;
-    s->cb_L = NULL;
-    luaL_setmetatable(L, STREAM);
+    Stream *s = push_stream(L);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, 1); /* keep the model alive while the stream is */
     s->g = new_gen(L);
