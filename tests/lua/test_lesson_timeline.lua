@@ -26,6 +26,61 @@ local function lesson(script, args)
   return text
 end
 
+-- Run a lesson with WB_LESSON_RECORD set; returns its stdout and the record it wrote.
+local function lesson_record(script, args)
+  local path = dir .. "/record.json"
+  os.remove(path)
+  local out, errf = dir .. "/out.txt", dir .. "/err.txt"
+  local cmd = ("WB_MODEL= WB_LESSON_RECORD=%s %s %s %s > %s 2> %s"):format(path, exe, script,
+    args or "", out, errf)
+  local ok = os.execute(cmd)
+  local text = T.read_file(out)
+  T.check(ok, ("%s failed:\n%s\n%s"):format(script, text, T.read_file(errf)), 2)
+  return text, require("wb").json.decode(T.read_file(path))
+end
+
+-- Every conclusion in the record is printed, and the load warning appears exactly when busy.
+local function check_printed(out, rec)
+  local flat = out:gsub("%s+", " ")
+  for _, c in ipairs(rec.conclusions) do
+    T.check(flat:find(c.text:gsub("%s+", " "), 1, true), "conclusion not printed: " .. c.text)
+  end
+  if rec.load then
+    T.eq(flat:find("WARNING: the machine was busy", 1, true) ~= nil, rec.load.busy, "load warning")
+    local cpus = rec.load.cpus
+    local busy = (rec.load.load_before > cpus - 1) or (rec.load.load_after > cpus)
+    T.eq(rec.load.busy, busy, "busy recomputed from the load averages")
+  end
+end
+
+local function conclusion(rec, id)
+  for _, c in ipairs(rec.conclusions) do if c.id == id then return c end end
+  error("no conclusion " .. id, 2)
+end
+
+local function lo(xs) local m = math.huge for _, x in ipairs(xs) do m = math.min(m, x) end return m end
+local function hi(xs) local m = -math.huge for _, x in ipairs(xs) do m = math.max(m, x) end return m end
+
+T.test("kv_cache.lua: each printed sentence follows from this run's step costs", function()
+  local out, rec = lesson_record("scripts/kv_cache.lua", "--repeats 3")
+  T.eq(rec.same_tokens, true)
+  check_printed(out, rec)
+  local first, final = rec.rows[1], rec.rows[#rec.rows]
+  T.eq(first.step, 8); T.eq(final.step, 96)
+  local overlap = not (hi(final.cache_ms) < lo(first.cache_ms) or lo(final.cache_ms) > hi(first.cache_ms))
+  T.eq(conclusion(rec, "cache_flat").holds, overlap, "cache_flat")
+  T.eq(conclusion(rec, "no_cache_grows").holds, lo(final.no_cache_ms) > hi(first.no_cache_ms),
+       "no_cache_grows")
+  T.eq(conclusion(rec, "slowdown_grows").holds, lo(final.slowdown) > hi(first.slowdown),
+       "slowdown_grows")
+  for _, row in ipairs(rec.rows) do
+    for i = 1, #row.slowdown do T.near(row.slowdown[i], row.no_cache_ms[i] / row.cache_ms[i], 1e-9) end
+  end
+  -- The sentence that claims growth is printed only when it holds.
+  T.eq(out:find("grows with the length of the reply", 1, true) ~= nil,
+       conclusion(rec, "slowdown_grows").holds)
+end)
+
 T.test("trace.lua writes a record that the analyzer accepts, with the lab's findings", function()
   local path = dir .. "/trace.json"
   lesson("scripts/trace.lua", "--samples 2 --output " .. path)
