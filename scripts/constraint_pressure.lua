@@ -1,5 +1,6 @@
 -- constraint_pressure.lua - how hard does the format push? Pressure per step and per output for
--- the label format TinyLM learned, the JSON format it half knows, and a format it never saw.
+-- the label format and the JSON format TinyLM saw in training, and a format it never saw. How
+-- much each one overrules the model is measured, and the words for it come from the numbers.
 --
 --   workbench scripts/constraint_pressure.lua
 -- Per step, pressure is read off the mass the raw model (temperature 1, no filters) put on the
@@ -11,14 +12,15 @@ local L = dofile((debug.getinfo(1, "S").source:match("^@(.*)/") or ".") .. "/set
 local util = require("wb.util")
 local corpus = require("wb.corpus")
 local wb = L.wb
+local lesson = require("wb.lesson")
 
 local UPPER = {}
 for i, l in ipairs(corpus.LABELS) do UPPER[i] = l:upper() end
 
 local FORMATS = {
-  {name = "label (learned)", suffix = "\nCategory:",
+  {name = "label (seen in training)", suffix = "\nCategory:",
    make = function() return wb.constraint.choice(L.tok, corpus.LABELS) end},
-  {name = "JSON (half known)", suffix = "\nTriage:",
+  {name = "JSON (seen in training)", suffix = "\nTriage:",
    make = function()
      return wb.constraint.json_schema(L.tok, {
        type = "object",
@@ -42,6 +44,38 @@ local function tickets(per_label)
     end
   end
   return out
+end
+
+-- Words for a mean allowed mass, by band: what the model would have done without the format.
+local BANDS = {
+  {0.9, "the model was going there anyway"},
+  {0.5, "the model mostly agreed with the format"},
+  {0.1, "the format pulled the model away from what it wanted"},
+  {0, "the format, not the model, did the choosing"},
+}
+local function band(mass)
+  for _, b in ipairs(BANDS) do
+    if mass >= b[1] then return b end
+  end
+  return BANDS[#BANDS]
+end
+
+local function conclude(r)
+  for i, row in ipairs(r.rows) do
+    local b = band(row.mean_step_mass)
+    row.band = b[2]
+    lesson.conclude(r, "band_" .. i, true,
+      ("%s: mean allowed mass %.3f per step, %.2f bits overruled per output: %s."):format(
+        row.format, row.mean_step_mass, row.overruled_bits, b[2]))
+  end
+  local seen, never = r.rows[1], r.rows[#r.rows]
+  lesson.conclude(r, "unseen_costs_more", never.overruled_bits > seen.overruled_bits,
+    ("The format the model never saw overruled %.2f bits per output against %.2f for the learned "
+     .. "one: a constraint fights a model exactly where the format is new to it."):format(
+      never.overruled_bits, seen.overruled_bits),
+    ("The unseen format overruled no more than the learned one (%.2f against %.2f bits) on this "
+     .. "model: it did not find the new format harder."):format(never.overruled_bits,
+      seen.overruled_bits))
 end
 
 local function measure(opts)
@@ -74,7 +108,9 @@ local function measure(opts)
                 argmax_overruled = n_over, steps = n_steps,
                 format_decides = n_decided / n_steps}
   end
-  return {rows = rows, steps = steps, threshold = FORMAT_DECIDES}
+  local r = {lesson = "constraint_pressure", rows = rows, steps = steps, threshold = FORMAT_DECIDES}
+  conclude(r)
+  return r
 end
 
 local r = measure()
@@ -85,6 +121,10 @@ if L.is_main("constraint_pressure.lua") then
   print(("\nformat_decides: share of steps with mass below %g. Per step, first ticket:"):format(
     r.threshold))
   util.print_table(r.steps, {"format", "step", "token", "mass"})
+  print()
+  lesson.print_conclusions(r)
 end
 r.measure = measure
+r.BANDS = BANDS
+lesson.emit(r)
 return r

@@ -19,6 +19,8 @@ local providers = require("wb.providers")
 local corpus = require("wb.corpus")
 local stats = require("wb.stats")
 local util = require("wb.util")
+local heldout = require("wb.heldout")
+local lesson = require("wb.lesson")
 
 local opts = { provider = "tinylm", tickets = 12, out = "reasoning_harness.json", preset = "triage" }
 local i = 1
@@ -86,8 +88,23 @@ local LABEL = "SIMULATED thinking: TinyLM does not reason; each level decodes a 
 print(LABEL)
 local model = wb.load()
 local n_ctx = model:info().n_ctx
+-- The same number of held-out tickets (wb.heldout: wording TinyLM never saw), spread over the
+-- categories, so the accuracy column separates recall from reading.
+local function heldout_set(n)
+  local all, out = heldout.TICKETS, {}
+  local step = math.max(1, #all // n)
+  for k = 1, #all, step do
+    if #out == n then break end
+    out[#out + 1] = { text = all[k].msg, category = all[k].category }
+  end
+  return out
+end
+local SETS = { { name = "training", tickets = tickets(opts.tickets) },
+               { name = "held-out", tickets = heldout_set(opts.tickets) } }
 local runs = {}
-for ti, t in ipairs(tickets(opts.tickets)) do
+local noise = lesson.noise()
+for si, set in ipairs(SETS) do
+for ti, t in ipairs(set.tickets) do
   local input = "Ticket: " .. t.text
   for li, level in ipairs(effort.order) do
     local budget = math.min(effort.tinylm_simulated[level] or 0, n_ctx - 8)
@@ -95,8 +112,8 @@ for ti, t in ipairs(tickets(opts.tickets)) do
     local thought = 0
     if budget > 0 then
       -- The hidden part: same model, same prompt, decoded and discarded.
-      local th = model:generate(input .. "\n", { temperature = 1, seed = 1000 * ti + li, max_tokens = budget },
-        { ignore_eos = true })
+      local th = model:generate(input .. "\n", { temperature = 1, seed = 100000 * si + 1000 * ti + li,
+        max_tokens = budget }, { ignore_eos = true })
       thought = #th.token_ids
     end
     local t_answer = wb.clock_ms()
@@ -104,39 +121,79 @@ for ti, t in ipairs(tickets(opts.tickets)) do
     local stop = wb.clock_ms()
     local category = res.text:match('"category"%s*:%s*"([%w_]+)"') or res.text:match("^%s*([%w_]+)")
     runs[#runs + 1] = {
-      ticket = t.text, gold = t.category, level = level, category = category or wb.json.null,
+      set = set.name, ticket = t.text, gold = t.category, level = level,
+      category = category or wb.json.null,
       correct = category == t.category, output = res.text,
       thinking_tokens_simulated = thought, visible_tokens = #res.token_ids,
       ttft_ms = (t_answer - start) + (res.ttft_ms or 0), total_ms = stop - start,
     }
   end
 end
+end
+local load = noise:finish(true)
 
-local summary, rows = {}, {}
+local summary, rows, ttft_by_level = {}, {}, {}
 for _, level in ipairs(effort.order) do
-  local ttft, total, think, correct, n = {}, {}, {}, 0, 0
+  local ttft, total, think, correct, n = {}, {}, {}, { training = 0, ["held-out"] = 0 }, { training = 0, ["held-out"] = 0 }
   for _, r in ipairs(runs) do
     if r.level == level then
-      n = n + 1
+      n[r.set] = n[r.set] + 1
       ttft[#ttft + 1], total[#total + 1], think[#think + 1] = r.ttft_ms, r.total_ms, r.thinking_tokens_simulated
-      if r.correct then correct = correct + 1 end
+      if r.correct then correct[r.set] = correct[r.set] + 1 end
     end
   end
-  local s = { level = level, n = n, accuracy = correct / n, thinking_tokens_simulated = stats.median(think),
-    ttft_ms_median = stats.median(ttft), total_ms_median = stats.median(total) }
+  ttft_by_level[#ttft_by_level + 1] = ttft
+  local s = { level = level, n = n.training + n["held-out"],
+    accuracy = correct.training / n.training, accuracy_heldout = correct["held-out"] / n["held-out"],
+    correct = correct.training, correct_heldout = correct["held-out"],
+    thinking_tokens_simulated = stats.median(think),
+    ttft_ms_median = stats.median(ttft), ttft_ms_min = stats.min(ttft), ttft_ms_max = stats.max(ttft),
+    total_ms_median = stats.median(total) }
   summary[#summary + 1] = s
   rows[#rows + 1] = s
 end
-util.print_table(rows, { "level", "n", "thinking_tokens_simulated", "ttft_ms_median", "total_ms_median", "accuracy" },
-  { fmt = { ttft_ms_median = "%.1f", total_ms_median = "%.1f", accuracy = "%.2f" } })
-print("TTFT grows with the simulated budget while the answer itself does not change: hidden tokens")
-print("cost time before anything is shown. Accuracy here reflects TinyLM, not reasoning.")
+util.print_table(rows, { "level", "n", "thinking_tokens_simulated", "ttft_ms_median", "ttft_ms_min",
+    "total_ms_median", "accuracy", "accuracy_heldout" },
+  { fmt = { ttft_ms_median = "%.1f", ttft_ms_min = "%.1f", total_ms_median = "%.1f",
+            accuracy = "%.2f", accuracy_heldout = "%.2f" } })
+print("(accuracy: the training tickets; accuracy_heldout: tickets written differently)\n")
 
+-- What the table supports: TTFT against the budget, answers against the level, and recall
+-- against reading.
 local doc = { provider = "tinylm", model = model.dir, preset = preset.name, simulated_thinking = true,
   label = LABEL, levels = wb.json.array(effort.order), summary = wb.json.array(summary),
-  runs = wb.json.array(runs) }
+  runs = wb.json.array(runs), load = load }
+local lo, hi = summary[1], summary[#summary]
+local ttft_cmp = lesson.compare_ranges(ttft_by_level[#ttft_by_level], ttft_by_level[1])
+lesson.conclude(doc, "ttft_grows", hi.thinking_tokens_simulated > lo.thinking_tokens_simulated
+    and ttft_cmp == "above",
+  ("TTFT grows with the simulated budget: level %s (%d hidden tokens) had its fastest first token "
+   .. "later than level %s's slowest (%.1f against %.1f ms medians); the hidden tokens cost time "
+   .. "before anything is shown."):format(hi.level, hi.thinking_tokens_simulated, lo.level,
+    hi.ttft_ms_median, lo.ttft_ms_median),
+  ("TTFT at level %s (%.1f ms median) and level %s (%.1f ms) could not be told apart here "
+   .. "(ranges %s)."):format(hi.level, hi.ttft_ms_median, lo.level, lo.ttft_ms_median, ttft_cmp))
+local answers, same = {}, true
+for _, r in ipairs(runs) do
+  local key = r.set .. "\0" .. r.ticket
+  if answers[key] == nil then answers[key] = r.output elseif answers[key] ~= r.output then same = false end
+end
+doc.same_answer_every_level = same
+lesson.conclude(doc, "answer_unchanged", same,
+  "Every ticket got the same answer at every level: the simulated thinking is discarded, so it "
+  .. "cannot change the answer (on a real reasoning model it can).",
+  "Some ticket's answer changed with the level, although the simulated thinking is discarded: the "
+  .. "answer's decoding is not deterministic in this preset.")
+local base = summary[1]
+lesson.accuracy_contrast(doc, "accuracy", ("Level %s answers"):format(base.level), base.correct,
+  base.n // 2, base.correct_heldout, base.n // 2, #corpus.LABELS)
+lesson.print_conclusions(doc)
+print("Accuracy here reflects TinyLM's memory of its corpus, not reasoning.")
+lesson.print_load(load)
+
 local f = assert(io.open(opts.out, "w"))
 f:write(wb.json.encode(doc, { indent = true }), "\n")
 f:close()
 print("wrote " .. opts.out .. " (simulated thinking)")
+lesson.emit(doc)
 model:close()

@@ -128,6 +128,29 @@ function M.print_load(load)
   if load.warning then print(M.wrap(load.warning, "WARNING: ")) end
 end
 
+-- Training against held-out accuracy, as two conclusions: "<id>_gap" (training ahead by at
+-- least 25 points) and "<id>_chance" (held-out within two standard deviations of guessing among
+-- n_choices, the binomial spread). what: "greedy constrained labels", for the sentences.
+M.GAP_POINTS = 0.25
+function M.accuracy_contrast(rec, id, what, train_ok, train_n, held_ok, held_n, n_choices)
+  local gap = train_ok / train_n - held_ok / held_n
+  local p = 1 / n_choices
+  local expect, sd = held_n * p, math.sqrt(held_n * p * (1 - p))
+  local near_chance = math.abs(held_ok - expect) <= 2 * sd
+  M.conclude(rec, id .. "_gap", gap >= M.GAP_POINTS,
+    ("%s: %d/%d right on the training tickets but %d/%d on held-out tickets written differently: "
+     .. "the model recalls the tickets it memorised rather than reading new ones."):format(what,
+      train_ok, train_n, held_ok, held_n),
+    ("%s: %d/%d right on the training tickets and %d/%d on held-out ones, within %d points of "
+     .. "each other: on this run the held-out tickets were handled about as well."):format(what,
+      train_ok, train_n, held_ok, held_n, math.floor(M.GAP_POINTS * 100)))
+  M.conclude(rec, id .. "_chance", near_chance,
+    ("On held-out tickets that is no better than guessing: picking one of %d at random gets "
+     .. "%.1f of %d right, give or take %.1f."):format(n_choices, expect, held_n, 2 * sd),
+    ("On held-out tickets that is %s guessing (%.1f of %d expected at random, give or take "
+     .. "%.1f)."):format(held_ok > expect and "better than" or "worse than", expect, held_n, 2 * sd))
+end
+
 -- The course's numbers for the same measurement, printed once per process with the note that
 -- the shipped TinyLM is a different training run.
 local said_once = false

@@ -17,15 +17,48 @@ for _, l in ipairs(corpus.LABELS) do is_label[l] = true end
 
 local function lesson(name) return dofile("scripts/" .. name .. ".lua") end
 
-T.test("constrained_category: every constrained output is a label, greedy and sampled", function()
+local lessonlib = require("wb.lesson")
+
+local function conclusion(rec, id)
+  for _, c in ipairs(rec.conclusions or {}) do if c.id == id then return c end end
+  error("no conclusion " .. id, 2)
+end
+
+-- Training vs held-out contrast, recomputed here from the counts: a gap of 25 points or more,
+-- and held-out within two binomial standard deviations of guessing among k.
+local function check_contrast(rec, id, train_ok, train_n, held_ok, held_n, k)
+  T.eq(conclusion(rec, id .. "_gap").holds, train_ok / train_n - held_ok / held_n >= 0.25, id .. "_gap")
+  local p = 1 / k
+  T.eq(conclusion(rec, id .. "_chance").holds,
+       math.abs(held_ok - held_n * p) <= 2 * math.sqrt(held_n * p * (1 - p)), id .. "_chance")
+  local text = conclusion(rec, id .. "_gap").text
+  T.check(text:find(("%d/%d"):format(train_ok, train_n), 1, true)
+          and text:find(("%d/%d"):format(held_ok, held_n), 1, true), text)
+end
+
+local function row_of(rows, set, setting, constraint)
+  for _, row in ipairs(rows) do
+    if row.set == set and row.setting == setting and row.constraint == constraint then return row end
+  end
+  error(("no row %s/%s/%s"):format(set, setting, constraint), 2)
+end
+
+T.test("constrained_category: every constrained output is a label, and the sentences follow the table", function()
   local r = lesson("constrained_category")
+  local free_invalid = 0
   for _, row in ipairs(r.rows) do
     if row.constraint == "choice" then
       T.eq(row.valid_label, row.tickets, row.setting .. " valid labels")
     else
       T.check(row.valid_label <= row.tickets)
+      free_invalid = free_invalid + row.tickets - row.valid_label
     end
   end
+  T.eq(conclusion(r, "choice_always_label").holds, true)
+  T.eq(conclusion(r, "free_sometimes_not_label").holds, free_invalid > 0)
+  local tr, ho = row_of(r.rows, "training", "greedy", "choice"), row_of(r.rows, "held-out", "greedy", "choice")
+  T.eq(tr.tickets, ho.tickets, "the same number of tickets in each set")
+  check_contrast(r, "greedy_choice", tr.correct, tr.tickets, ho.correct, ho.tickets, 6)
 end)
 
 T.test("triage_json: every constrained output parses and validates", function()
@@ -43,6 +76,25 @@ T.test("triage_json: every constrained output parses and validates", function()
     end
   end
   T.check(r.compile_ms < 50, ("compile %.1f ms"):format(r.compile_ms))
+  -- "broke" names exactly the unconstrained rows with an invalid output.
+  local broke = {}
+  for _, row in ipairs(r.rows) do
+    if row.constraint == "none" and row.valid < row.outputs then broke[#broke + 1] = row.set .. "/" .. row.setting end
+  end
+  local named = {}
+  for _, b in ipairs(r.broke) do named[#named + 1] = b.set .. "/" .. b.setting end
+  T.same_list(named, broke, "settings said to break")
+  T.eq(conclusion(r, "free_breaks").holds, #broke > 0)
+  for _, row in ipairs(r.rows) do
+    if row.constraint == "none" and row.valid == row.outputs then
+      local text = conclusion(r, "free_breaks").text
+      local function esc(x) return (x:gsub("%p", "%%%0")) end
+      local s = esc(row.set) .. " tickets at [^;]*" .. esc(row.setting) .. " %("
+      T.check(not text:find(s), "a valid setting was said to break: " .. row.set .. "/" .. row.setting)
+    end
+  end
+  local tr, ho = row_of(r.rows, "training", "greedy", "json_schema"), row_of(r.rows, "held-out", "greedy", "json_schema")
+  check_contrast(r, "category", tr.category, tr.outputs, ho.category, ho.outputs, 6)
 end)
 
 T.test("logit_bias: a ban removes the token, a nudge raises it, +100 forces it", function()
@@ -72,6 +124,16 @@ T.test("constraint_pressure: the learned format costs less than the one never se
   T.check(json.mean_step_mass > never.mean_step_mass)
   T.check(label.overruled_bits < never.overruled_bits)
   T.check(never.format_decides > label.format_decides)
+  -- Each format's words come from its own mass band.
+  for i, row in ipairs(r.rows) do
+    local want
+    for _, b in ipairs(r.BANDS) do
+      if row.mean_step_mass >= b[1] then want = b[2] break end
+    end
+    T.check(conclusion(r, "band_" .. i).text:find(want, 1, true), conclusion(r, "band_" .. i).text)
+    T.check(not row.format:find("half", 1, true), "no unmeasured adjective in the format name")
+  end
+  T.eq(conclusion(r, "unseen_costs_more").holds, never.overruled_bits > label.overruled_bits)
 end)
 
 T.test("greedy_mask_fallback: the bug picks the lowest allowed id, the fix the masked argmax", function()
@@ -89,6 +151,48 @@ T.test("greedy_mask_fallback: the bug picks the lowest allowed id, the fix the m
   T.eq(r.dist[1].survivors, r.n_allowed_first)
   T.eq(r.dist[2].survivors, 1)
   T.eq(r.dist[3].survivors, 1)
+  T.eq(conclusion(r, "bug_picks_lowest").holds, true)
+  T.eq(conclusion(r, "fix_picks_best").holds, true)
+  local function s(set)
+    for _, row in ipairs(r.summary) do
+      if row.set == set and row.mask_stage == "logits, leading space allowed" then return row end
+    end
+  end
+  check_contrast(r, "with_space", s("training").correct, s("training").tickets,
+                 s("held-out").correct, s("held-out").tickets, 6)
+end)
+
+T.test("reasoning harness (simulated): held-out beside training, and the sentences follow the runs", function()
+  local path = os.tmpname()
+  local exe = arg[-1] or "workbench"
+  local ok = os.execute(("WB_LESSON_RECORD=%s %s scripts/reasoning_harness.lua --provider tinylm "
+    .. "--tickets 6 --out %s.json > /dev/null"):format(path, exe, path))
+  T.check(ok, "harness failed")
+  local doc = wb.json.decode(T.read_file(path))
+  os.remove(path); os.remove(path .. ".json")
+  local n = { training = 0, ["held-out"] = 0 }
+  local correct = { training = 0, ["held-out"] = 0 }
+  local answers, same = {}, true
+  for _, run in ipairs(doc.runs) do
+    if run.level == doc.levels[1] then
+      n[run.set] = n[run.set] + 1
+      if run.correct then correct[run.set] = correct[run.set] + 1 end
+    end
+    local key = run.set .. "|" .. run.ticket
+    if answers[key] == nil then answers[key] = run.output elseif answers[key] ~= run.output then same = false end
+  end
+  T.eq(n.training, 6); T.eq(n["held-out"], 6)
+  T.eq(conclusion(doc, "answer_unchanged").holds, same)
+  check_contrast(doc, "accuracy", correct.training, 6, correct["held-out"], 6, 6)
+  local lo, hi = {}, {}
+  for _, run in ipairs(doc.runs) do
+    if run.level == doc.levels[1] then lo[#lo + 1] = run.ttft_ms end
+    if run.level == doc.levels[#doc.levels] then hi[#hi + 1] = run.ttft_ms end
+  end
+  local hmin, lmax = math.huge, -math.huge
+  for _, v in ipairs(hi) do hmin = math.min(hmin, v) end
+  for _, v in ipairs(lo) do lmax = math.max(lmax, v) end
+  T.eq(conclusion(doc, "ttft_grows").holds, hmin > lmax)
 end)
 
 T.done()
