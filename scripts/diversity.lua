@@ -6,6 +6,7 @@
 local L = dofile((debug.getinfo(1, "S").source:match("^@(.*)/") or ".") .. "/setup.lua")
 local util = require("wb.util")
 local stats = require("wb.stats")
+local lesson = require("wb.lesson")
 
 local SAMPLES = 20
 local SETTINGS = {
@@ -41,14 +42,50 @@ local function measure()
   return rows
 end
 
+local function row_of(rows, name)
+  for _, row in ipairs(rows) do if row.setting == name then return row end end
+end
+
+-- What the table supports: diversity and typicality across temperature, and what the filters
+-- did at T = 1.5.
+local function conclude(rows)
+  local rec = {lesson = "diversity", rows = rows}
+  local a, b, c = row_of(rows, "T 0.7"), row_of(rows, "T 1.0"), row_of(rows, "T 1.5")
+  local more = a.distinct_replies <= b.distinct_replies and b.distinct_replies <= c.distinct_replies
+  local less_typical = a.mean_logprob > b.mean_logprob and b.mean_logprob > c.mean_logprob
+  lesson.conclude(rec, "temperature_tradeoff", more and less_typical,
+    ("From T 0.7 to 1.0 to 1.5, distinct replies went %d, %d, %d while mean log-probability fell "
+     .. "%.2f, %.2f, %.2f: diversity rises with temperature and typicality falls."):format(
+      a.distinct_replies, b.distinct_replies, c.distinct_replies, a.mean_logprob, b.mean_logprob,
+      c.mean_logprob),
+    ("From T 0.7 to 1.0 to 1.5, distinct replies went %d, %d, %d and mean log-probability %.2f, "
+     .. "%.2f, %.2f: not the clean trade-off (more diverse, less typical) on this run."):format(
+      a.distinct_replies, b.distinct_replies, c.distinct_replies, a.mean_logprob, b.mean_logprob,
+      c.mean_logprob))
+  local f = row_of(rows, "T 1.5, min_p 0.1")
+  local keeps = f.distinct_replies * 2 >= c.distinct_replies
+  local cuts = f.worst_logprob > c.worst_logprob
+  lesson.conclude(rec, "min_p_keeps_and_cuts", keeps and cuts,
+    ("At T 1.5, min_p 0.1 kept %d of the %d distinct replies (at least half) and lifted the "
+     .. "worst sample from %.2f to %.2f: it cuts the tail, not the diversity."):format(
+      f.distinct_replies, c.distinct_replies, c.worst_logprob, f.worst_logprob),
+    ("At T 1.5, min_p 0.1 gave %d distinct replies against %d and a worst sample of %.2f against "
+     .. "%.2f: on this run it did not both keep the diversity and cut the tail."):format(
+      f.distinct_replies, c.distinct_replies, f.worst_logprob, c.worst_logprob))
+  return rec
+end
+
 local rows = measure()
+local rec = conclude(rows)
+rows.conclusions = rec.conclusions
+lesson.emit(rec)
 if L.is_main("diversity.lua") then
   print(("%d samples per setting after %q (seeds 1-%d, up to 16 tokens, stop at newline)"):format(
         SAMPLES, L.UNCERTAIN, SAMPLES))
   util.print_table(rows, {"setting", "distinct_replies", "distinct_first", "mean_logprob", "worst_logprob"},
                    {fmt = {mean_logprob = "%.2f", worst_logprob = "%.2f"}})
   print("\nmean_logprob: average natural-log probability per token under the raw model; closer to 0")
-  print("is more typical text. Diversity rises with temperature while typicality falls; filters")
-  print("(top_p, min_p) keep much of the diversity and cut the worst samples.")
+  print("is more typical text.\n")
+  lesson.print_conclusions(rec)
 end
 return rows

@@ -4,6 +4,7 @@
 --   workbench scripts/filters.lua
 local L = dofile((debug.getinfo(1, "S").source:match("^@(.*)/") or ".") .. "/setup.lua")
 local util = require("wb.util")
+local lesson = require("wb.lesson")
 
 local SETTINGS = {
   {name = "none (T=1)", params = {}},
@@ -37,16 +38,31 @@ local function measure()
                                entropy = L.entropy_bits(raw), top_p_0_9 = L.survivors(tp),
                                min_p_0_1 = L.survivors(mp)}
   end
+  -- What the shape table supports: min-p's survivors change with the peak, top-p's as well but
+  -- by a different rule; the counts are printed so the reader can see which moved more.
+  local sure, flat = r.shapes[1], r.shapes[#r.shapes]
+  lesson.conclude(r, "min_p_adapts", sure.min_p_0_1 < flat.min_p_0_1,
+    ("min_p = 0.1 kept %d token(s) on the sure prompt (top p %.3f) and %d on the flat one (top p "
+     .. "%.3f): its cut moves with the peak."):format(sure.min_p_0_1, sure.p_top, flat.min_p_0_1,
+      flat.p_top),
+    ("min_p = 0.1 kept %d token(s) on the sure prompt and %d on the flat one: on this model its "
+     .. "cut did not open up with a flatter peak."):format(sure.min_p_0_1, flat.min_p_0_1))
+  lesson.conclude(r, "top_p_counts", true,
+    ("top_p = 0.9 kept %d on the sure prompt and %d on the flat one: it keeps whatever it takes to "
+     .. "reach 90%% of the mass."):format(sure.top_p_0_9, flat.top_p_0_9))
   return r
 end
 
 local r = measure()
+r.lesson = "filters"
+lesson.emit(r)
 if L.is_main("filters.lua") then
   print(("Filters on %q (temperature 1)"):format(L.UNCERTAIN))
   util.print_table(r.filters, {"setting", "survivors", "entropy", "top"}, {fmt = {entropy = "%.2f"}})
-  print("\nSurvivors by distribution shape: top_p keeps whatever it takes to reach 90% of the mass;")
-  print("min_p keeps tokens within 10x of the best one, so its cut moves with the peak.")
+  print("\nSurvivors by distribution shape (min_p = 0.1 keeps tokens within 10x of the best one):")
   util.print_table(r.shapes, {"prompt", "p_top", "entropy", "top_p_0_9", "min_p_0_1"},
                    {fmt = {p_top = "%.3f", entropy = "%.2f"}})
+  print()
+  lesson.print_conclusions(r)
 end
 return r

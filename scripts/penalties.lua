@@ -14,6 +14,7 @@
 local L = dofile((debug.getinfo(1, "S").source:match("^@(.*)/") or ".") .. "/setup.lua")
 local wb = L.wb
 local util = require("wb.util")
+local lesson = require("wb.lesson")
 
 local PROMPT = L.UNCERTAIN
 local N = 80
@@ -70,6 +71,26 @@ end
 local r = {}
 r.arithmetic, r.word = arithmetic()
 r.behaviour = behaviour()
+r.lesson = "penalties"
+-- Which settings changed the greedy text at all, against no penalty: the sentence names them.
+do
+  local base = r.behaviour[1].text
+  local changed, same = {}, {}
+  for i = 2, #r.behaviour do
+    local row = r.behaviour[i]
+    row.changed = row.text ~= base
+    if row.changed then changed[#changed + 1] = row.setting else same[#same + 1] = row.setting end
+  end
+  r.changed, r.unchanged = changed, same
+  lesson.conclude(r, "only_some_change", #same > 0 and #changed > 0,
+    ("Only %s changed the greedy text; %s left it as it was: the memorised model's winners lead "
+     .. "by more than those take away, while the probabilities in part 1 move all the same.")
+      :format(table.concat(changed, ", "), table.concat(same, ", ")),
+    #changed == 0 and "No setting changed the greedy text on this run."
+      or ("Every setting changed the greedy text (%s): this model's winners do not lead by much.")
+        :format(table.concat(changed, ", ")))
+end
+lesson.emit(r)
 
 if L.is_main("penalties.lua") then
   print(("Part 1: p(%q) after %q when it was already said k times (penalty value %.1f)")
@@ -83,7 +104,7 @@ if L.is_main("penalties.lua") then
   print(("\nPart 2: greedy continuations of %q, %d tokens each"):format(PROMPT, N))
   for _, row in ipairs(r.behaviour) do row.start = row.text:sub(1, 40):gsub("\n", "\\n") end
   util.print_table(r.behaviour, { "setting", "tokens", "distinct", "most_repeated", "start" })
-  print("\nThe memorised model's winners lead by more than a mild penalty takes away, so only the")
-  print("strong settings change its greedy text; the probabilities in part 1 move all the same.")
+  print()
+  lesson.print_conclusions(r)
 end
 return r

@@ -19,6 +19,8 @@ L.n_ctx = L.model:info().n_ctx
 -- "Hi," about nine different questions follow in the corpus; after "Hi, my" one word does.
 L.UNCERTAIN = "Customer (Ana): Hi,"
 L.CERTAIN = "Customer (Ana): Hi, my"
+-- The course's TinyLM (a different training run) measured these two prompts at:
+L.COURSE = {uncertain_bits = 3.06, certain_bits = 0.02}
 
 -- Raw next-token scores after `text` (the right end of the prompt if it is too long).
 function L.logits_for(text)
@@ -92,6 +94,19 @@ if L.is_main("setup.lua") then
     print(("%-28s entropy %5.2f bits, top: %s"):format(("%q"):format(row.prompt), row.entropy, row.top))
   end
   print(("max possible entropy: %.2f bits (all %d tokens equally likely)"):format(r.max_entropy, r.V))
+  local lesson = require("wb.lesson")
+  lesson.course(("entropy %.2f bits after %q and %.2f bits after %q (ours: %.2f and %.2f)"):format(
+    L.COURSE.uncertain_bits, L.UNCERTAIN, L.COURSE.certain_bits, L.CERTAIN, r.prompts[1].entropy,
+    r.prompts[2].entropy))
+  local rec = {lesson = "setup", prompts = r.prompts}
+  lesson.conclude(rec, "spread_apart", r.prompts[1].entropy > r.prompts[2].entropy + 1,
+    ("The open prompt is spread over several tokens (%.2f bits, about %.0f live options) and the "
+     .. "sure one is not (%.2f bits), as in the course."):format(r.prompts[1].entropy,
+      2 ^ r.prompts[1].entropy, r.prompts[2].entropy),
+    ("The two prompts are not far apart on this model (%.2f and %.2f bits): the lessons built "
+     .. "on them will show little."):format(r.prompts[1].entropy, r.prompts[2].entropy))
+  lesson.print_conclusions(rec)
+  lesson.emit(rec)
 end
 
 return L

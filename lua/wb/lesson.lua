@@ -156,11 +156,11 @@ end
 local said_once = false
 function M.course(text)
   if not said_once then
-    print("(course numbers come from the course's own TinyLM, a different training run than the "
-          .. "one shipped here: the numbers differ, the phenomena should not)")
+    print(M.wrap("(course numbers come from the course's own TinyLM, a different training run "
+                 .. "than the one shipped here: the numbers differ, the phenomena should not)"))
     said_once = true
   end
-  print("course: " .. text)
+  print(M.wrap(text, "course: "))
 end
 
 -- True when the loaded model is the shipped TinyLM (its memorised support-desk prompts are what

@@ -12,6 +12,10 @@ end
 f:close()
 
 local function lesson(name) return dofile("scripts/" .. name .. ".lua") end
+local function conclusion(rec, id)
+  for _, c in ipairs(rec.conclusions or {}) do if c.id == id then return c end end
+  error("no conclusion " .. id, 2)
+end
 local L = lesson("setup")
 
 T.test("setup: the uncertain prompt is spread out and the certain one is not", function()
@@ -41,6 +45,21 @@ T.test("temperature: entropy rises with T when uncertain and stays near zero whe
       T.check(row.entropy < 0.5, ("certain prompt at T=%g: %.2f bits"):format(row.temperature, row.entropy))
     end
   end
+  -- The sentences follow the rows.
+  local function e(prompt, t)
+    for _, row in ipairs(rows) do if row.prompt == prompt and row.temperature == t then return row.entropy end end
+  end
+  local rising = true
+  for i = 2, #rows do
+    if rows[i].prompt == L.UNCERTAIN and rows[i - 1].prompt == L.UNCERTAIN and rows[i].entropy <= rows[i - 1].entropy then
+      rising = false
+    end
+  end
+  T.eq(conclusion(rows, "uncertain_rises").holds, rising)
+  T.eq(conclusion(rows, "greedy_zero").holds, e(L.UNCERTAIN, 0) == 0 and e(L.CERTAIN, 0) == 0)
+  local du, dc = e(L.UNCERTAIN, 1.5) - e(L.UNCERTAIN, 0.3), e(L.CERTAIN, 1.5) - e(L.CERTAIN, 0.3)
+  T.eq(conclusion(rows, "certain_moves_less").holds, dc < du / 4)
+  T.check(conclusion(rows, "certain_moves_less").text:find(("%.2f to %.2f"):format(e(L.UNCERTAIN, 0.3), e(L.UNCERTAIN, 1.5)), 1, true))
 end)
 
 T.test("filters: top_k = 5 leaves exactly 5 and min-p adapts to the shape", function()
@@ -55,6 +74,10 @@ T.test("filters: top_k = 5 leaves exactly 5 and min-p adapts to the shape", func
   -- Sure prompt: min_p keeps (almost) only the winner; flat prompt: it keeps many.
   T.check(r.shapes[1].min_p_0_1 <= 2, "certain prompt kept " .. r.shapes[1].min_p_0_1)
   T.check(r.shapes[3].min_p_0_1 > r.shapes[1].min_p_0_1)
+  T.eq(conclusion(r, "min_p_adapts").holds, r.shapes[1].min_p_0_1 < r.shapes[3].min_p_0_1)
+  T.check(conclusion(r, "min_p_adapts").text:find(("kept %d token(s) on the sure prompt"):format(r.shapes[1].min_p_0_1), 1, true))
+  T.check(conclusion(r, "top_p_counts").text:find(("kept %d on the sure prompt and %d on the flat"):format(
+    r.shapes[1].top_p_0_9, r.shapes[3].top_p_0_9), 1, true))
 end)
 
 T.test("penalties: frequency grows with the count, presence does not; strong settings change greedy text", function()
@@ -72,6 +95,12 @@ T.test("penalties: frequency grows with the count, presence does not; strong set
           "a strong repetition penalty makes the greedy continuation more varied")
   T.check(by["frequency 2.0"].max_count < by["no penalty"].max_count,
           "a strong frequency penalty lowers the most repeated token's count")
+  local changed = {}
+  for i = 2, #r.behaviour do
+    if r.behaviour[i].text ~= r.behaviour[1].text then changed[#changed + 1] = r.behaviour[i].setting end
+  end
+  T.same_list(r.changed, changed, "settings said to change the text")
+  T.eq(conclusion(r, "only_some_change").holds, #changed > 0 and #changed < #r.behaviour - 1)
 end)
 
 T.test("stops: hold-back keeps the stream equal to the text, the leak does not", function()
@@ -119,6 +148,12 @@ T.test("diversity: greedy gives one reply and temperature gives more", function(
   T.eq(rows[1].distinct_replies, 1)
   T.check(rows[5].distinct_replies >= rows[2].distinct_replies)
   T.check(rows[5].mean_logprob <= rows[2].mean_logprob)
+  local a, b, c, f = rows[2], rows[3], rows[5], rows[6]
+  T.eq(conclusion(rows, "temperature_tradeoff").holds,
+       a.distinct_replies <= b.distinct_replies and b.distinct_replies <= c.distinct_replies
+       and a.mean_logprob > b.mean_logprob and b.mean_logprob > c.mean_logprob)
+  T.eq(conclusion(rows, "min_p_keeps_and_cuts").holds,
+       2 * f.distinct_replies >= c.distinct_replies and f.worst_logprob > c.worst_logprob)
 end)
 
 T.done()
