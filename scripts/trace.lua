@@ -5,27 +5,30 @@
 --   workbench scripts/trace.lua [--output FILE] [--model DIR] [--threads N] [--samples N]
 --
 -- Runs (greedy, 24 new tokens, <|endoftext|> treated as an ordinary token so every run has the
--- same output length; one warm-up request first, then N samples each, default 3):
+-- same output length; one warm-up request first, then N samples each, default 9; with 3 the
+-- long_cached/long_chunked order flipped between runs):
 --   short_cached          a support question, KV cache on
 --   long_cached           a long prompt (about 96 tokens on TinyLM), cache on
 --   short_without_cache   the short prompt with every step recomputing the whole sequence
 --   long_chunked          the long prompt prefilled 16 tokens at a time through the cache
 --   cancelled             the short prompt, stopped after 4 tokens (the cache is freed anyway)
 -- Batch sweep: the short prompt B times, B = 1, 2, 4, 8, 16, decoded together (one forward pass
--- per step over the batch). Prefix reuse: the long prompt plus a suffix, tokenized once as a
+-- per step over the batch), repeated 5 times per size: the median and the range of tokens/s, and
+-- whether neighbouring sizes' ranges overlap (then they are not told apart). Prefix reuse: the long prompt plus a suffix, tokenized once as a
 -- whole; the first half of its tokens is kept in a session, forked, and only the rest prefilled.
 --
 -- Times are ms from the start of the request (before tokenization); docs/trace.md describes the
 -- boundary and the record layout.
 local wb = require("wb")
 local stats = require("wb.stats")
+local lesson = require("wb.lesson")
 local trace = require("wb.trace")
 
 local opts = require("wb.cli").parse(arg, "scripts/trace.lua", {
   { "output", "string", nil, "record file (default: trace-<date>.json here)" },
   { "model", "string", nil, "model directory (default: -m, WB_MODEL or TinyLM)" },
   { "threads", "count", 1, "compute threads" },
-  { "samples", "count", 3, "samples per run" },
+  { "samples", "count", 9, "samples per run" },
 })
 opts.output = opts.output or os.date("trace-%Y%m%d-%H%M%S.json")
 wb.threads(opts.threads) -- one thread by default: steadier for a model this small (threads.lua)
@@ -35,6 +38,7 @@ local tok = model.tokenizer
 local info = model:info() -- the same keys for GPT-2 and the Llama family
 local MAX_NEW, WARMUP, CHUNK, CANCEL_AFTER = 24, 4, 16, 4
 local BATCH_SIZES = { 1, 2, 4, 8, 16 }
+local BATCH_REPEATS = 5
 
 -- A chat model (a tokenizer_config.json with a chat template) gets its prompts through the
 -- template, as a hosted chat call would; TinyLM is a plain completion model and gets the raw
@@ -146,6 +150,7 @@ print(("short prompt %d tokens, long prompt %d tokens, %d new tokens, %d samples
 
 -- ---- the five runs ----------------------------------------------------------------------
 
+local noise = lesson.noise()
 local warm = run(SHORT, { cancel_after = WARMUP })
 local conditions = {
   { "short_cached", SHORT, {} },
@@ -166,11 +171,42 @@ for _, c in ipairs(conditions) do
     median_ttft_ms = trace.round3(s.median_ttft_ms),
     median_tpot_ms = s.median_tpot_ms and trace.round3(s.median_tpot_ms) or wb.json.null,
   }
-  print(("%-20s TTFT %8.3f ms   TPOT %s ms   stop %s, cache held %d tokens before release")
-        :format(c[1], s.median_ttft_ms,
+  local ttft = {}
+  for i, smp in ipairs(samples) do ttft[i] = smp.ttft_ms end
+  runs[#runs].min_ttft_ms = trace.round3(stats.min(ttft))
+  print(("%-20s TTFT %-28s ms  TPOT %s ms  stop %s, cache held %d tokens")
+        :format(c[1], stats.format(ttft, "%.3f"),
                 s.median_tpot_ms and ("%.3f"):format(s.median_tpot_ms) or "none",
                 samples[1].stop_reason, samples[1].cache_tokens_before_release))
 end
+print("(TTFT: median (min to max) over the samples; the minimum is the cleanest estimate, as noise "
+      .. "only adds time)")
+
+-- Conclusions the samples support; each pair is stated only when the ranges do not overlap.
+local conclusions_rec = {}
+local function ttft_of(name)
+  for _, r in ipairs(runs) do
+    if r.name == name then
+      local t = {}
+      for i, smp in ipairs(r.samples) do t[i] = smp.ttft_ms end
+      return t
+    end
+  end
+end
+local function compare_ttft(id, a, b, what)
+  local cmp = lesson.compare_ranges(ttft_of(a), ttft_of(b))
+  local ma, mb = stats.median(ttft_of(a)), stats.median(ttft_of(b))
+  local c = lesson.conclude(conclusions_rec, id, cmp ~= "overlap",
+    ("%s: %s's TTFT was %s %s's in every sample (medians %.3f and %.3f ms, minima %.3f and %.3f)."):format(
+      what, a, cmp == "below" and "below" or "above", b, ma, mb, stats.min(ttft_of(a)),
+      stats.min(ttft_of(b))),
+    ("%s: %s and %s TTFT ranges overlap (medians %.3f and %.3f ms, minima %.3f and %.3f): not "
+     .. "told apart on this run."):format(what, a, b, ma, mb, stats.min(ttft_of(a)),
+      stats.min(ttft_of(b))))
+  c.relation = cmp
+end
+compare_ttft("long_vs_short", "long_cached", "short_cached", "Prompt length")
+compare_ttft("chunked_vs_whole", "long_chunked", "long_cached", "Chunked prefill")
 
 -- ---- batch sweep ------------------------------------------------------------------------
 
@@ -181,26 +217,46 @@ for _, B in ipairs(BATCH_SIZES) do
   local prompts = {}
   for i = 1, B do prompts[i] = SHORT end
   model:generate_batch(prompts, params, { ignore_eos = true }) -- warm-up: sizes the buffers
-  local r = model:generate_batch(prompts, params, { ignore_eos = true })
-  local same, texts = true, {}
-  for i, res in ipairs(r.results) do
-    texts[i] = res.text
-    for k = 1, #alone do
-      if res.token_ids[k] ~= alone[k] then same = false end
+  local same, texts, tps, elapsed, r = true, {}, {}, {}, nil
+  for rep = 1, BATCH_REPEATS do
+    r = model:generate_batch(prompts, params, { ignore_eos = true })
+    tps[rep], elapsed[rep] = r.output_tokens_per_s, r.elapsed_ms
+    for i, res in ipairs(r.results) do
+      texts[i] = res.text
+      for k = 1, #alone do
+        if res.token_ids[k] ~= alone[k] then same = false end
+      end
     end
   end
+  local function r3(xs) local t = {} for i, v in ipairs(xs) do t[i] = trace.round3(v) end return wb.json.array(t) end
   batch_sweep[#batch_sweep + 1] = {
-    batch_size = B, elapsed_ms = trace.round3(r.elapsed_ms),
+    batch_size = B, elapsed_ms = trace.round3(stats.median(elapsed)),
+    elapsed_ms_all = r3(elapsed), output_tokens_per_s_all = r3(tps), repeats = BATCH_REPEATS,
     prefill_ms = trace.round3(r.prefill_ms),
     decode_ms = trace.round3(r.decode_ms), steps = r.steps, output_tokens = r.output_tokens,
-    output_tokens_per_s = trace.round3(r.output_tokens_per_s),
+    output_tokens_per_s = trace.round3(stats.median(tps)),
     decode_tokens_per_s = trace.round3(r.decode_tokens_per_s),
     same_tokens_as_alone = same, texts = texts,
   }
-  print(("batch %2d: %8.3f ms, %4d tokens, %9.0f tokens/s (decode %9.0f); same tokens as alone: %s")
-        :format(B, r.elapsed_ms, r.output_tokens, r.output_tokens_per_s, r.decode_tokens_per_s,
-                tostring(same)))
+  print(("batch %2d: %4d tokens, %-26s tokens/s over %d runs; same tokens as alone: %s")
+        :format(B, r.output_tokens, stats.format(tps, "%.0f"), BATCH_REPEATS, tostring(same)))
 end
+-- Neighbouring sizes: is the throughput difference larger than the spread?
+local steps_apart, steps_overlap = {}, {}
+for i = 2, #batch_sweep do
+  local a, b = batch_sweep[i - 1], batch_sweep[i]
+  local cmp = lesson.compare_ranges(b.output_tokens_per_s_all, a.output_tokens_per_s_all)
+  b.vs_previous = cmp
+  local label = ("%d->%d"):format(a.batch_size, b.batch_size)
+  if cmp == "overlap" then steps_overlap[#steps_overlap + 1] = label
+  else steps_apart[#steps_apart + 1] = label .. (cmp == "above" and " faster" or " slower") end
+end
+lesson.conclude(conclusions_rec, "batch_steps", #steps_overlap == 0,
+  ("Every step up in batch size changed throughput by more than the spread: %s."):format(
+    table.concat(steps_apart, ", ")),
+  ("Throughput ranges overlap for %s, so those sizes are not told apart on this run%s."):format(
+    table.concat(steps_overlap, ", "),
+    #steps_apart > 0 and ("; apart: " .. table.concat(steps_apart, ", ")) or ""))
 
 -- ---- prefix reuse -------------------------------------------------------------------------
 
@@ -246,6 +302,13 @@ print(("\nprefix reuse: %d of %d tokens cached; cold prefill %s ms, suffix prefi
        stats.format(cold_ms, "%.3f"), stats.format(warm_ms, "%.3f"), diff,
        tostring(prefix_reuse.same_greedy_next_token)))
 
+print()
+lesson.print_conclusions(conclusions_rec)
+local load = noise:finish(true)
+lesson.print_load(load)
+environment.load_average_after = read_cmd("cut -d' ' -f1-3 /proc/loadavg") or wb.json.null
+environment.busy = load.busy
+
 local record = {
   execution_mode = "fresh local inference; no simulated latency",
   model = model_info,
@@ -255,9 +318,11 @@ local record = {
   runs = runs,
   batch_sweep = batch_sweep,
   prefix_reuse = prefix_reuse,
-  limits = ("%d samples per condition after one warm-up, on a shared CPU; TinyLM's output is "
-            .. "not a quality measure; no transport, queueing or production load.")
-           :format(opts.samples),
+  conclusions = conclusions_rec.conclusions,
+  limits = ("%d samples per condition after one warm-up, on a shared CPU%s; the output of %s "
+            .. "(%s) is not a quality measure; no transport, queueing or production load.")
+           :format(opts.samples, load.busy and " that was busy (see environment.load_average)" or "",
+                   model.dir:match("([^/]+)/*$") or model.dir, info.model_type),
 }
 trace.check_record(record) -- the record must pass its own analyzer
 trace.write(opts.output, record)

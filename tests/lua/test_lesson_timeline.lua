@@ -112,6 +112,27 @@ T.test("trace.lua writes a record that the analyzer accepts, with the lab's find
     T.eq(b.same_tokens_as_alone, true, "batch " .. b.batch_size)
     T.eq(b.output_tokens, 24 * b.batch_size)
   end
+  -- The sentences follow the samples: a TTFT comparison is stated only when the ranges are apart,
+  -- and the batch sweep names exactly the neighbouring sizes whose ranges overlap.
+  local function ttft(name)
+    local t = {}
+    for _, s in ipairs(by[name]) do t[#t + 1] = s.ttft_ms end
+    return t
+  end
+  local function apart(a, b) return hi(a) < lo(b) or lo(a) > hi(b) end
+  T.eq(conclusion(rec, "chunked_vs_whole").holds, apart(ttft("long_chunked"), ttft("long_cached")))
+  T.eq(conclusion(rec, "long_vs_short").holds, apart(ttft("long_cached"), ttft("short_cached")))
+  local overlapping = {}
+  for i, b in ipairs(rec.batch_sweep) do
+    T.eq(#b.output_tokens_per_s_all, b.repeats)
+    T.check(b.repeats >= 3, "batch sizes repeated")
+    if i > 1 and not apart(b.output_tokens_per_s_all, rec.batch_sweep[i - 1].output_tokens_per_s_all) then
+      overlapping[#overlapping + 1] = ("%d->%d"):format(rec.batch_sweep[i - 1].batch_size, b.batch_size)
+    end
+  end
+  T.eq(conclusion(rec, "batch_steps").holds, #overlapping == 0)
+  for _, o in ipairs(overlapping) do T.check(conclusion(rec, "batch_steps").text:find(o, 1, true), o) end
+  T.check(rec.limits:find("tinylm-base", 1, true), "the limits name the model: " .. rec.limits)
   T.check(rec.prefix_reuse.max_abs_last_logit_diff <= 1e-4, "prefix reuse within 1e-4")
   T.eq(rec.prefix_reuse.same_greedy_next_token, true)
   T.check(type(rec.model.sha256) == "string" and #rec.model.sha256 == 64, "model checksum")
@@ -128,6 +149,16 @@ T.test("analyze_trace.lua rejects a broken record with its reason and a non-zero
   local ok = os.execute(("%s scripts/analyze_trace.lua %s > %s/o 2>&1"):format(exe, path, dir))
   T.check(not ok)
   T.check(T.read_file(dir .. "/o"):find("do not add up", 1, true), T.read_file(dir .. "/o"))
+end)
+
+T.test("analyze_trace.lua --demo rejects every corrupted copy, each with its own reason", function()
+  local out = lesson("scripts/analyze_trace.lua", "--demo")
+  for _, reason in ipairs({ "record has no 'runs'", "no samples", "is missing or not a number",
+                            "finite and non-negative", "token count mismatch", "end before first token",
+                            "missing token intervals", "extra token intervals", "do not add up" }) do
+    T.check(out:find(reason, 1, true), "demo lacks: " .. reason .. "\n" .. out)
+  end
+  T.check(not out:find("ACCEPTED", 1, true), out)
 end)
 
 T.test("prefill_decode.lua prints the table and the per-token costs", function()
