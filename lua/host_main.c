@@ -39,18 +39,41 @@ int host_report(lua_State *L, int status) {
 
 /* ---- Ctrl-C: lua.c's hook trick, plus the binding's flag for long C calls ------------------ */
 
+/* SIGINTs that arrived while this docall ran, and ones not yet noticed by Lua or the core. */
+static volatile sig_atomic_t sigint_seen = 0;
+static volatile sig_atomic_t sigint_pending = 0;
+int host_interrupted = 0;
+
+/* The hook the handler sets: the first Lua instruction after a Ctrl-C raises "interrupted!",
+ * unless the binding already raised its own "interrupted" for it (it clears the flag then), in
+ * which case the hook just removes itself. So one Ctrl-C is one error, and it ends the whole chunk
+ * however many generate calls or plain loops it is inside. */
 static void lstop(lua_State *L, lua_Debug *ar) {
     (void)ar;
     lua_sethook(L, NULL, 0, 0);
+    sigint_pending = 0;
+    if (!lwb_interrupted()) return;
+    lwb_interrupt(0);
     luaL_error(L, "interrupted!");
 }
 
 /* A hook is the only thing a signal handler may safely set in a running Lua state; the core polls
- * the binding's flag between layers, so a long prefill or training step stops too. A second
- * Ctrl-C before either notices gets the default action and ends the process. */
+ * the binding's flag between layers and tokens, so a long prefill or a generation stops too. The
+ * handler stays installed (unlike lua.c's), so every Ctrl-C interrupts; only when three arrive
+ * and nothing has noticed the first (a C call that does not poll) does the default action end
+ * the process. */
 static void laction(int i) {
     int flag = LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT;
-    signal(i, SIG_DFL);
+    sigint_seen = 1;
+    if (++sigint_pending >= 3) {
+        signal(i, SIG_DFL);
+        raise(i);
+        return;
+    }
+    if (sigint_pending == 2) {
+        static const char msg[] = "\n(interrupt pending; one more Ctrl-C ends the process)\n";
+        if (write(STDERR_FILENO, msg, sizeof msg - 1) < 0) { /* nothing to do */ }
+    }
     lwb_interrupt(1);
     lua_sethook(globalL, lstop, flag, 1);
 }
@@ -65,21 +88,41 @@ static int msghandler(lua_State *L) {
     return 1;
 }
 
+/* SIGINT ignored when the host started (a background job of a non-interactive shell, nohup):
+ * leave it ignored, as shells expect. */
+static int sigint_ignored(void) {
+    static int known = 0, ignored = 0;
+    if (!known) {
+        struct sigaction cur;
+        ignored = sigaction(SIGINT, NULL, &cur) == 0 && cur.sa_handler == SIG_IGN;
+        known = 1;
+    }
+    return ignored;
+}
+
 int host_docall(lua_State *L, int narg, int nres) {
     int base = lua_gettop(L) - narg;
     lua_pushcfunction(L, msghandler);
     lua_insert(L, base);
     globalL = L;
     lwb_interrupt(0);
+    sigint_seen = 0;
+    sigint_pending = 0;
     struct sigaction sa, old;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = laction;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old);
+    int armed = !sigint_ignored();
+    if (armed) {
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = laction;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, &old);
+    }
     int status = lua_pcall(L, narg, nres, base);
-    sigaction(SIGINT, &old, NULL);
+    if (armed) sigaction(SIGINT, &old, NULL);
     lua_sethook(L, NULL, 0, 0);
     lwb_interrupt(0);
+    sigint_pending = 0;
+    /* A call that failed after a Ctrl-C was interrupted (whatever the error text says). */
+    host_interrupted = status != LUA_OK && sigint_seen;
     lua_remove(L, base);
     return status;
 }
@@ -343,10 +386,9 @@ static int pmain(lua_State *L) {
         if (!(args & has_repl)) return 0;
         ok = 0;
     }
-    if (args & has_i) {
-        host_repl(L);
-    } else if (script == argc && !(args & (has_e | has_v))) {
-        host_repl(L);
+    /* Piped input whose chunks failed exits 1, as a script would (the REPL still runs them all). */
+    if ((args & has_i) || (script == argc && !(args & (has_e | has_v)))) {
+        if (host_repl(L) != LUA_OK) ok = 0;
     }
     lua_pushboolean(L, ok);
     return 1;
@@ -382,6 +424,14 @@ int main(int argc, char **argv) {
     int status = lua_pcall(L, 2, 1, 0);
     int result = lua_toboolean(L, -1);
     host_report(L, status);
-    lua_close(L);
+    int interrupted = host_interrupted && !result;
+    lua_close(L); /* finalizers run first: sessions, streams, helper processes */
+    if (interrupted) {
+        /* Ended by Ctrl-C: die of SIGINT, as the shell expects (status 130; a calling shell loop
+         * stops too). */
+        signal(SIGINT, SIG_DFL);
+        raise(SIGINT);
+        return 128 + SIGINT;
+    }
     return (result && status == LUA_OK) ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -26,6 +26,8 @@
 #define HISTORY_MAX 1000
 #define RESTART (-2) /* multiline: Ctrl-C dropped the chunk; the new line starts over */
 
+static char history_path[4096];
+
 static int interactive = 0;
 /* Set by Ctrl-C at the prompt: the pending (multi-line) chunk is dropped. */
 static volatile sig_atomic_t prompt_cancelled = 0;
@@ -56,7 +58,6 @@ static const char printer[] =
     "if ok and type(util) == 'table' and util.repl_print then return util.repl_print end\n"
     "return print\n";
 
-static char history_path[4096];
 
 /* ---- Tab completion ------------------------------------------------------------------------ */
 
@@ -220,9 +221,44 @@ static int pushline(lua_State *L, int firstline) {
     return 1;
 }
 
-/* History keeps whole chunks (multi-line ones included), as lua.c does. */
+/* History keeps whole chunks (multi-line ones included), as lua.c does, and each entry is
+ * appended to the file as it is entered, so os.exit or a closed terminal loses nothing. */
 static void add_to_history(const char *chunk) {
-    if (interactive && chunk && chunk[0]) add_history(chunk);
+    if (!interactive || !chunk || !chunk[0]) return;
+    add_history(chunk);
+    if (history_path[0]) append_history(1, history_path);
+}
+
+/* A line that leaves the REPL (exit, quit, :q; wb.repl.is_exit decides). */
+static int is_exit(lua_State *L) {
+    int top = lua_gettop(L), yes = 0;
+    if (lua_getfield(L, LUA_REGISTRYINDEX, "workbench.repl_is_exit") == LUA_TFUNCTION) {
+        lua_pushvalue(L, 1);
+        if (lua_pcall(L, 1, 1, 0) == LUA_OK) yes = lua_toboolean(L, -1);
+    } else {
+        const char *s = lua_tostring(L, 1);
+        yes = strcmp(s, "exit") == 0 || strcmp(s, "quit") == 0 || strcmp(s, ":q") == 0;
+    }
+    if (yes) add_to_history(lua_tostring(L, 1));
+    lua_settop(L, top);
+    return yes;
+}
+
+/* Compile the chunk at index 1 after wb.repl's rewrite (top-level locals become REPL variables);
+ * without the library, as typed. Pushes the function or the error message. */
+static int load_chunk(lua_State *L) {
+    size_t len;
+    const char *src = lua_tolstring(L, 1, &len);
+    int top = lua_gettop(L);
+    if (lua_getfield(L, LUA_REGISTRYINDEX, "workbench.repl_rewrite") == LUA_TFUNCTION) {
+        lua_pushvalue(L, 1);
+        if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_type(L, -1) == LUA_TSTRING)
+            src = lua_tolstring(L, -1, &len);
+    }
+    int status = luaL_loadbuffer(L, src, len, "=stdin");
+    lua_replace(L, top + 1); /* the function or message replaces what was pushed above */
+    lua_settop(L, top + 1);
+    return status;
 }
 
 /* Try the line as an expression: "return " .. line. */
@@ -243,9 +279,8 @@ static int addreturn(lua_State *L) {
  * with RESTART. */
 static int multiline(lua_State *L) {
     for (;;) {
-        size_t len;
-        const char *line = lua_tolstring(L, 1, &len);
-        int status = luaL_loadbuffer(L, line, len, "=stdin");
+        const char *line = lua_tostring(L, 1);
+        int status = load_chunk(L);
         if (!incomplete(L, status)) {
             add_to_history(line);
             return status;
@@ -253,8 +288,7 @@ static int multiline(lua_State *L) {
         prompt_cancelled = 0;
         if (!pushline(L, 0)) {
             /* End of input inside a chunk: compile again to report the "<eof>" error. */
-            line = lua_tolstring(L, 1, &len);
-            return luaL_loadbuffer(L, line, len, "=stdin");
+            return load_chunk(L);
         }
         if (prompt_cancelled) {
             /* Ctrl-C while continuing: drop what was typed so far; the new line is a first line. */
@@ -274,6 +308,7 @@ static int loadline(lua_State *L) {
     lua_settop(L, 0);
     prompt_cancelled = 0;
     if (!pushline(L, 1)) return -1;
+    if (is_exit(L)) return -1;
     while (lua_tostring(L, 1)[0] == ':') {
         char *line = strdup(lua_tostring(L, 1));
         lua_settop(L, 0);
@@ -285,6 +320,7 @@ static int loadline(lua_State *L) {
         lua_settop(L, 0);
         prompt_cancelled = 0;
         if (!pushline(L, 1)) return -1;
+    if (is_exit(L)) return -1;
     }
     int status;
     do {
@@ -307,11 +343,19 @@ static void print_results(lua_State *L) {
     }
 }
 
-/* `help(name)` in the REPL, for those who type Lua rather than ':help'. */
+/* `help`, `help(x)` and `help "name"` in the REPL, for those who type Lua rather than ':help';
+ * wb.help.value is a callable table whose printed form is the topic list. */
 static const char help_global[] =
     "if rawget(_G, 'help') == nil then\n"
-    "  _G.help = function(name) return require('wb.help').help(name) end\n"
+    "  local ok, h = pcall(require, 'wb.help')\n"
+    "  if ok then _G.help = h.value end\n"
     "end\n";
+
+/* wb.repl's rewrite and exit words, kept in the registry; without the library the REPL still
+ * runs (chunks as typed, exit/quit/:q by name). */
+static const char repl_hooks[] =
+    "local ok, r = pcall(require, 'wb.repl')\n"
+    "if ok and type(r) == 'table' then return r.rewrite, r.is_exit end\n";
 
 static void setup(lua_State *L) {
     if (luaL_loadstring(L, help_global) == LUA_OK) host_report(L, host_docall(L, 0, 0));
@@ -323,33 +367,41 @@ static void setup(lua_State *L) {
         lua_getglobal(L, "print");
     }
     lua_setfield(L, LUA_REGISTRYINDEX, "workbench.repl_print");
+    if (luaL_loadstring(L, repl_hooks) == LUA_OK && host_docall(L, 0, 2) == LUA_OK) {
+        lua_setfield(L, LUA_REGISTRYINDEX, "workbench.repl_is_exit");
+        lua_setfield(L, LUA_REGISTRYINDEX, "workbench.repl_rewrite");
+    } else {
+        lua_pop(L, 1);
+    }
 }
 
+/* The history file is read at start (trimmed to HISTORY_MAX entries) and then appended to per
+ * entry; it is created on first use so appending has a file to append to. */
 static void history_open(void) {
     const char *home = getenv("HOME");
     history_path[0] = '\0';
     if (!home || !home[0]) return;
     snprintf(history_path, sizeof history_path, "%s/%s", home, HISTORY_FILE);
     stifle_history(HISTORY_MAX);
-    read_history(history_path); /* absent on first use: fine */
+    if (access(history_path, F_OK) != 0) {
+        if (write_history(history_path) != 0) history_path[0] = '\0'; /* unwritable: memory only */
+        return;
+    }
+    history_truncate_file(history_path, HISTORY_MAX);
+    read_history(history_path);
 }
 
-static void history_close(void) {
-    if (!history_path[0]) return;
-    if (write_history(history_path) == 0) history_truncate_file(history_path, HISTORY_MAX);
-}
-
-void host_repl(lua_State *L) {
+int host_repl(lua_State *L) {
     const char *oldprogname = host_progname;
     struct sigaction sa, old;
-    int status;
+    int status, failed = 0;
     interactive = isatty(STDIN_FILENO);
     host_progname = NULL; /* errors in the REPL are not prefixed with the program name */
     setup(L);
     lua_settop(L, 0);
     if (interactive) {
         printf("workbench %s (%s)  `model` and `tok` load on first use; Tab completes; "
-               ":help; Ctrl-D exits\n",
+               "help; exit or Ctrl-D leaves\n",
                wb_version(), LUA_RELEASE);
         fflush(stdout);
         rl_readline_name = "workbench";
@@ -367,18 +419,24 @@ void host_repl(lua_State *L) {
     while ((status = loadline(L)) != -1) {
         if (status == LUA_OK) status = host_docall(L, 0, LUA_MULTRET);
         if (status == LUA_OK) print_results(L);
-        else host_report(L, status);
+        else {
+            host_report(L, status);
+            failed = 1;
+        }
         lua_settop(L, 0);
     }
     lua_settop(L, 0);
+    host_interrupted = 0; /* an interrupted chunk was reported; the REPL ended normally */
     if (interactive) {
         sigaction(SIGINT, &old, NULL);
         rl_attempted_completion_function = NULL;
         complete_L = NULL;
         free_candidates();
-        history_close();
         fputc('\n', stdout);
         fflush(stdout);
     }
     host_progname = oldprogname;
+    /* At a terminal an error is part of the conversation; piped chunks that fail make the run
+     * fail, as the same lines in a script would. */
+    return (!interactive && failed) ? LUA_ERRRUN : LUA_OK;
 }

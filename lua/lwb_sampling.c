@@ -372,18 +372,6 @@ static wb_gen *new_gen(lua_State *L) {
     return g;
 }
 
-/* A Ctrl-C that ended a generation as "cancelled" has been handled: the stream ends cleanly and
- * the rest of the chunk (printing the partial result) runs. So clear the binding's flag and the
- * host's one-shot interrupt hook (lua.c's trick: every event, count 1), which would otherwise
- * raise "interrupted!" at the next Lua instruction. A user's own debug hook looks different and
- * is left alone. */
-static void consume_interrupt(lua_State *L, const wb_gen *g) {
-    if (wb_gen_result_get(g)->stop_reason != WB_STOP_CANCELLED || !lwb_interrupted()) return;
-    lwb_interrupt(0);
-    if (lua_gethook(L) && lua_gethookcount(L) == 1 && (lua_gethookmask(L) & LUA_MASKCALL))
-        lua_sethook(L, NULL, 0, 0);
-}
-
 /* The generator lives in a userdata while it runs so an error in between cannot leak it. */
 typedef struct Stream {
     wb_gen *g;  /* NULL once finished or closed */
@@ -437,7 +425,6 @@ static const wb_constraint *opt_constraint(lua_State *L, int32_t V) {
 static void stream_finish(lua_State *L, Stream *s, int idx) {
     if (!s->g) return;
     idx = lua_absindex(L, idx);
-    consume_interrupt(L, s->g);
     push_result(L, wb_gen_result_get(s->g));
     lua_setiuservalue(L, idx, 2);
     stream_free_gen(s);
@@ -482,7 +469,6 @@ static int l_generate(lua_State *L) {
         stream_free_gen(s);
         return lwb_raise(L, &err);
     }
-    consume_interrupt(L, s->g);
     push_result(L, wb_gen_result_get(s->g));
     stream_free_gen(s);
     return 1;

@@ -59,11 +59,15 @@ local function report(title, by)
   print()
 end
 
--- The busy loops: plain processes we start, remember by pid, and end by pid.
+-- The busy loops: plain processes we start, remember by pid, and end by pid. Each also checks
+-- that this process is alive (`kill -0` is a shell builtin: no fork, still 100% of a core), so
+-- they end on every exit path: an error, Ctrl-C, os.exit, even kill -9.
 local pids = {}
+local self_pid = io.open("/proc/self/stat"):read("n")
 local function start_busy(n)
   for _ = 1, n do
-    local p = io.popen("sh -c 'echo $$; exec sh -c \"while :; do :; done\" >/dev/null 2>&1' & ")
+    local loop = ("while kill -0 %d 2>/dev/null; do :; done"):format(self_pid)
+    local p = io.popen("sh -c 'echo $$; exec sh -c \"" .. loop .. "\" >/dev/null 2>&1' & ")
     local pid = tonumber(p:read("l"))
     p:close()
     if pid then pids[#pids + 1] = pid end

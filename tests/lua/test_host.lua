@@ -16,7 +16,8 @@ local function run(args, input, env)
   local cmd = ("%s %s %s < %s 2> %s"):format(env or "", q(exe), args, q(inpath), q(errpath))
   local p = assert(io.popen(cmd, "r"))
   local out = p:read("a")
-  local _, _, code = p:close()
+  local _, how, code = p:close()
+  if how == "signal" then code = 128 + code end -- the shell exec'd the host, which died of it
   return out, T.read_file(errpath), code
 end
 
@@ -116,12 +117,38 @@ T.test("the REPL joins multi-line chunks until they are complete", function()
   T.eq(out, "1 2 3 \n3\n")
 end)
 
-T.test("an error in the REPL shows a traceback and the REPL goes on", function()
+T.test("an error in the REPL shows a traceback and the REPL goes on; piped, the run exits 1", function()
   local out, err, code = run("", "error('first')\nprint('after')\nlocal t = nil; t.x = 1\n=1\n")
   T.eq(out, "after\n1\n")
   T.check(err:find("first", 1, true) and err:find("stack traceback", 1, true), err)
   T.check(err:find("attempt to index a nil value", 1, true), err)
+  T.eq(code, 1)
+  local _, err2, code2 = run("", 'error("x")\n')
+  T.eq(code2, 1)
+  T.check(err2:find("stdin:1: x", 1, true), err2)
+  local _, _, code3 = run("", "x = 1\n")
+  T.eq(code3, 0)
+end)
+
+T.test("a top-level local at the prompt is a REPL variable; locals in blocks stay local", function()
+  local out, err, code = run("", table.concat({
+    "local a, b <const> = 20, 22", "print(a + b)", "local function f(x) local y = x return y * 2 end",
+    "print(f(a))", "do local hidden = 1 end", "print(hidden)", "local n", "print(n)",
+    "local s = 'local z = 1' -- local w", "print(s, z, w)", "local v =", "  7", "print(v)",
+  }, "\n") .. "\n")
+  T.eq(err, "")
   T.eq(code, 0)
+  T.eq(out, "42\n40\nnil\nnil\nlocal z = 1\tnil\tnil\n7\n")
+  T.eq(require("wb.repl").rewrite("local x <close> = f()"), "x = f()")
+end)
+
+T.test("exit, quit and :q leave the REPL; a variable named exit is still a variable", function()
+  for _, w in ipairs({ "exit", "quit", ":q", "exit()", "  quit  " }) do
+    local out, _, code = run("", "print(1)\n" .. w .. "\nprint(2)\n")
+    T.eq(out, "1\n", w)
+    T.eq(code, 0)
+  end
+  T.eq(run("", "exit = 5\nexit\nprint(2)\n"), "5\n2\n")
 end)
 
 T.test("a syntax error in the REPL is reported and an unfinished chunk at EOF too", function()
@@ -148,19 +175,70 @@ end)
 local SELF_INTERRUPT = "local pid = io.open('/proc/self/stat'):read('n'); " ..
   "io.popen('kill -INT ' .. pid):close(); while true do end"
 
-T.test("SIGINT interrupts a running script with an error", function()
+T.test("SIGINT interrupts a running script with an error and status 130", function()
   local script = tmp .. "/spin.lua"
   T.write_file(script, SELF_INTERRUPT .. "\n")
   local _, err, code = run(q(script))
-  T.eq(code, 1)
+  T.eq(code, 130)
   T.check(err:find("interrupted!", 1, true), err)
 end)
 
-T.test("SIGINT interrupts a REPL chunk and the REPL goes on", function()
-  local out, err, code = run("", SELF_INTERRUPT .. "\nprint('after')\n")
+T.test("SIGINT interrupts a REPL chunk and the REPL goes on, any number of times", function()
+  local out, err = run("", (SELF_INTERRUPT .. "\n"):rep(4) .. "print('after')\n")
   T.eq(out, "after\n")
-  T.check(err:find("interrupted!", 1, true), err)
-  T.eq(code, 0)
+  local _, count = err:gsub("interrupted!", "")
+  T.eq(count, 4)
+end)
+
+-- A killer in the background sends one SIGINT while a loop of generations runs: the whole loop
+-- stops (not just the generation it was in), long before its 20 s are up.
+local GEN_LOOP = "local pid = io.open('/proc/self/stat'):read('n'); " ..
+  "io.popen('(sleep 0.3; kill -INT ' .. pid .. ') &'):close(); n = 0; " ..
+  "local t0 = wb.clock_ms(); while wb.clock_ms() - t0 < 20000 do " ..
+  "model:generate('Customer (Ana): Hi', {max_tokens = 48, temperature = 0}, {ignore_eos = true}); " ..
+  "n = n + 1 end; print('loop finished')"
+
+T.test("one Ctrl-C stops a whole loop of model:generate calls; the REPL keeps its globals", function()
+  local d = T.tmpdir()
+  T.make_tiny_model(d)
+  local out, err, code = run("-m " .. q(d), "kept = 41\n" .. GEN_LOOP .. "\nprint(kept + 1, n > 0)\n" ..
+    GEN_LOOP .. "\nprint('twice', n > 0)\n")
+  T.eq(out, "42\ttrue\ntwice\ttrue\n")
+  local _, count = err:gsub("interrupted!", "")
+  T.eq(count, 2)
+  T.eq(code, 1) -- piped: the interrupted chunks failed
+  local script = tmp .. "/genloop.lua"
+  T.write_file(script, "model = wb.load()\n" .. GEN_LOOP .. "\n")
+  local out2, err2, code2 = run("-m " .. q(d) .. " " .. q(script))
+  T.eq(out2, "")
+  T.eq(code2, 130)
+  T.check(err2:find("interrupted!", 1, true), err2)
+  T.rmdir(d)
+end)
+
+T.test("helper processes of a script end when it is interrupted (threads.lua's busy loops)", function()
+  -- The busy loops watch the script's pid; after the interrupted run none is left.
+  local d = T.tmpdir()
+  T.make_tiny_model(d)
+  local script = tmp .. "/busy.lua"
+  local src = T.read_file("scripts/threads.lua")
+  T.check(src:find("while kill -0 %d", 1, true), "threads.lua's busy loops watch the parent")
+  T.write_file(script, "local pid = io.open('/proc/self/stat'):read('n')\n" ..
+    "io.popen(('sh -c \"exec sh -c \\\\\"while kill -0 %d 2>/dev/null; do :; done\\\\\"\" >/dev/null 2>&1 &'):format(pid)):close()\n" ..
+    "print(pid)\n" .. SELF_INTERRUPT .. "\n")
+  local out, _, code = run(q(script))
+  T.eq(code, 130)
+  local pid = tonumber(out:match("%d+"))
+  local left
+  for _ = 1, 50 do
+    local p = io.popen(("pgrep -f '[w]hile kill -0 %d ' | wc -l"):format(pid))
+    left = tonumber(p:read("a"))
+    p:close()
+    if left == 0 then break end
+    os.execute("sleep 0.1")
+  end
+  T.eq(left, 0)
+  T.rmdir(d)
 end)
 
 T.test("-i enters the REPL after a script", function()
