@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "wb_chat.h"
 #include "wb_generate.h"
@@ -562,8 +563,24 @@ static int l_stream(lua_State *L) {
 /* Replace messages (slot 2: a list of {role = ..., content = ...}) by the prompt text the chat
  * template of the model's directory renders for them, with the assistant header appended. Ends
  * come from generation_config.json through the model (wb_model_eos_ids), as "eos". */
+/* A base model (TinyLM) has no chat template at all: say so in one line, before the core's
+ * loader would report the missing tokenizer_config.json as an I/O error. */
+static void check_has_chat_template(lua_State *L, const char *dir) {
+    static const char *const files[] = {"tokenizer_config.json", "chat_template.jinja",
+                                        "chat_template.json"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        const char *path = lua_pushfstring(L, "%s/%s", dir, files[i]);
+        int found = access(path, F_OK) == 0;
+        lua_pop(L, 1);
+        if (found) return;
+    }
+    luaL_error(L, "%s has no chat template (a base model): use model:generate with a plain prompt",
+               dir);
+}
+
 static void render_chat(lua_State *L) {
     wb_model *m = check_model(L, 1);
+    check_has_chat_template(L, wb_model_dir(m));
     luaL_checktype(L, 2, LUA_TTABLE);
     const size_t n = lua_rawlen(L, 2);
     if (n == 0) luaL_argerror(L, 2, "messages must be a non-empty list of {role=, content=}");

@@ -1,105 +1,245 @@
 -- wb.help: help text for the `wb` API and tab completion for the REPL.
 --
---   :help                      in the REPL: the topics
---   :help wb.load              one function ("help 'wb.load'" from Lua works too)
---   :help Vec                  a method table; ":help Vec:topk" one method
+--   help                       in the REPL: the topics (also `:help`)
+--   help(wb.load)              one function, by value; help "wb.load" and `:help wb.load` by name
+--   help(model)                an object: its methods; help "Model:generate" one of them
 --   :help presets              the presets found on disk
 --
--- The text is short on purpose: one signature and what it returns, with the doc that has the
--- details. host_repl.c calls M.command for lines that start with ':' and M.complete for <Tab>.
+-- Each entry is a signature, what it does, its options (if it takes an options table) and one
+-- example that runs in the REPL on the shipped TinyLM. The details live in docs/lua-api.md and
+-- the pages it links. host_repl.c calls M.command for lines that start with ':' and M.complete
+-- for <Tab>; the `help` global is M.value.
 
 local M = {}
 
--- name -> {signature, one or two lines}. Method names use ':'.
+local SAMPLING = "params: temperature, top_k, top_p, min_p, repetition_penalty, frequency_penalty, " ..
+  "presence_penalty, logit_bias, stop, stop_token_ids, max_tokens, seed, mask_stage (docs/sampling.md)"
+local GEN_OPTS = "opts: cache, holdback, n_ctx, ignore_eos, chunk_size, cancel_after, constraint " ..
+  "(docs/lua-api.md)"
+
+-- name -> {signature, what it does, opts = options, ex = example}. Method names use ':'.
 M.TEXT = {
-  ["wb.version"] = { "wb.version", "the version string, e.g. \"0.1.0\"" },
-  ["wb.clock_ms"] = { "wb.clock_ms() -> ms", "monotonic milliseconds (float), for timing" },
-  ["wb.threads"] = { "wb.threads([n]) -> previous", "compute thread count; sets it when n (1..4096) is given" },
-  ["wb.blas_info"] = { "wb.blas_info() -> string", "the BLAS library and kernel in use" },
-  ["wb.default_model_dir"] = { "wb.default_model_dir() -> path", "where wb.load() looks: $WB_MODEL, else models/tinylm-base" },
-  ["wb.load"] = { "wb.load([dir]) -> Model", "load a GPT-2, Llama, Qwen2 or Mistral directory (config.json, safetensors, tokenizer.json); wb.load(dir, {compute_f32=, n_ctx=}) sets load options (docs/model.md)" },
-  ["wb.tokenizer_load"] = { "wb.tokenizer_load(path) -> Tokenizer", "a Hugging Face byte-level BPE tokenizer.json" },
-  ["wb.bpe_train"] = { "wb.bpe_train(text [, {vocab_size=, special_tokens=, min_pair_count=}]) -> Tokenizer",
-    "learn byte-level BPE merges on text (docs/tokenizer.md)" },
-  ["wb.vec"] = { "wb.vec(n [, fill]) | wb.vec{x1, x2, ...} -> Vec", "a float vector (docs/lua-api.md, wb.Vec)" },
-  ["wb.safetensors_read"] = { "wb.safetensors_read(path) -> {name = {dtype, shape, vec|values}}", "read and validate a checkpoint" },
-  ["wb.safetensors_write"] = { "wb.safetensors_write(path, tensors [, metadata])", "write a checkpoint atomically" },
-  ["wb.trainer"] = { "wb.trainer(opts) -> Trainer", "the C trainer (docs/training.md)" },
-  ["wb.json"] = { "wb.json", "encode, decode, null, array (cJSON)" },
-  ["wb.json.encode"] = { "wb.json.encode(v [, {indent=true}]) -> string", "keys in byte order; {} is an object, wb.json.array{} an array" },
-  ["wb.json.decode"] = { "wb.json.decode(s) -> value", "null becomes wb.json.null; errors give the byte offset" },
-  ["wb.json.array"] = { "wb.json.array([t]) -> t", "mark t as a JSON array (so an empty one encodes as [])" },
-  ["wb.json.null"] = { "wb.json.null", "the JSON null sentinel" },
-  ["wb.sampling"] = { "wb.sampling", "apply, check, draw, defaults (docs/sampling.md)" },
+  ["wb.version"] = { "wb.version", "the version string, e.g. \"0.1.0\"", ex = "print(wb.version)" },
+  ["wb.clock_ms"] = { "wb.clock_ms() -> ms", "monotonic milliseconds (float), for timing",
+    ex = "local t0 = wb.clock_ms(); model:generate('Hi', {max_tokens = 8}); print(wb.clock_ms() - t0)" },
+  ["wb.threads"] = { "wb.threads([n]) -> previous", "compute thread count; sets it when n (1..4096) is given",
+    ex = "wb.threads(2)" },
+  ["wb.blas_info"] = { "wb.blas_info() -> string", "the BLAS library and kernel in use", ex = "print(wb.blas_info())" },
+  ["wb.default_model_dir"] = { "wb.default_model_dir() -> path", "where wb.load() looks: $WB_MODEL, else models/tinylm-base",
+    ex = "print(wb.default_model_dir())" },
+  ["wb.load"] = { "wb.load([dir [, opts]]) -> Model",
+    "load a GPT-2, Llama, Qwen2 or Mistral directory (config.json, safetensors, tokenizer.json) (docs/model.md)",
+    opts = "opts: compute_f32 = bool (BF16 weights computed in f32), n_ctx = n (context length)",
+    ex = "local m = wb.load('models/tinylm-base'); print(m:num_parameters())" },
+  ["wb.tokenizer_load"] = { "wb.tokenizer_load(path) -> Tokenizer", "a Hugging Face byte-level BPE tokenizer.json",
+    ex = "local t = wb.tokenizer_load('models/tinylm-base/tokenizer.json'); print(#t:encode('Hi there'))" },
+  ["wb.bpe_train"] = { "wb.bpe_train(text [, opts]) -> Tokenizer", "learn byte-level BPE merges on text (docs/tokenizer.md)",
+    opts = "opts: vocab_size = n, special_tokens = {strings}, min_pair_count = n",
+    ex = "local t = wb.bpe_train(('abab cdcd '):rep(50), {vocab_size = 270}); print(#t)" },
+  ["wb.vec"] = { "wb.vec(n [, fill]) | wb.vec{x1, x2, ...} -> Vec", "a float vector kept in C (docs/lua-api.md, wb.Vec)",
+    ex = "local v = wb.vec{1, 2, 3}; print(v:sum())" },
+  ["wb.safetensors_read"] = { "wb.safetensors_read(path) -> {name = {dtype, shape, vec|values}}", "read and validate a checkpoint",
+    ex = "local t = wb.safetensors_read('models/tinylm-base/model.safetensors'); for k in pairs(t) do print(k) break end" },
+  ["wb.safetensors_write"] = { "wb.safetensors_write(path, tensors [, metadata])", "write a checkpoint atomically",
+    ex = "wb.safetensors_write('/tmp/x.safetensors', {w = {dtype = 'F32', shape = {2}, values = {1, 2}}})" },
+  ["wb.trainer"] = { "wb.trainer(opts) -> Trainer", "the C trainer (docs/training.md)",
+    opts = "opts: the model shape and optimiser settings listed in docs/training.md",
+    ex = "-- see scripts/train_tinylm.lua --smoke" },
+  ["wb.chat_template"] = { "wb.chat_template(dir) -> ChatTemplate", "a model directory's chat template (docs/chat.md)",
+    ex = "local t = wb.chat_template('/path/to/Qwen2.5-0.5B-Instruct'); print(t:render({{role = 'user', content = 'Hi'}}))" },
+  ["wb.json"] = { "wb.json", "encode, decode, null, array (cJSON)", ex = "print(wb.json.encode({a = 1}))" },
+  ["wb.json.encode"] = { "wb.json.encode(v [, opts]) -> string", "keys in byte order; {} is an object, wb.json.array{} an array",
+    opts = "opts: indent = true", ex = "print(wb.json.encode({b = {1, 2}, a = true}, {indent = true}))" },
+  ["wb.json.decode"] = { "wb.json.decode(s) -> value", "null becomes wb.json.null; errors give the byte offset",
+    ex = "print(wb.json.decode('{\"x\": [1, 2]}').x[2])" },
+  ["wb.json.array"] = { "wb.json.array([t]) -> t", "mark t as a JSON array (so an empty one encodes as [])",
+    ex = "print(wb.json.encode(wb.json.array{}))" },
+  ["wb.json.null"] = { "wb.json.null", "the JSON null sentinel", ex = "print(wb.json.decode('null') == wb.json.null)" },
+  ["wb.sampling"] = { "wb.sampling", "apply, check, draw, defaults (docs/sampling.md)", ex = "print(wb.sampling.defaults().temperature)" },
   ["wb.sampling.apply"] = { "wb.sampling.apply(logits, params, generated_ids) -> Vec",
-    "the distribution the sampler draws from after every parameter" },
-  ["wb.sampling.check"] = { "wb.sampling.check(params) -> true", "validate a parameter table (errors name the key)" },
-  ["wb.sampling.draw"] = { "wb.sampling.draw(probs, seed [, n=1]) -> {ids}", "n draws with a PCG32 seeded by seed, the draw generation makes" },
-  ["wb.sampling.defaults"] = { "wb.sampling.defaults() -> table", "the default parameters" },
+    "the distribution the sampler draws from after every parameter", opts = SAMPLING,
+    ex = "local p = wb.sampling.apply(model:logits(tok:encode('Hi')), {top_k = 5}, {}); print(p:count_nonzero())" },
+  ["wb.sampling.check"] = { "wb.sampling.check(params) -> true", "validate a parameter table (errors name the key)",
+    opts = SAMPLING, ex = "print(pcall(wb.sampling.check, {top_p = 2}))" },
+  ["wb.sampling.draw"] = { "wb.sampling.draw(probs, seed [, n=1]) -> {ids}", "n draws with a PCG32 seeded by seed, the draw generation makes",
+    ex = "print(wb.sampling.draw(wb.vec{0.5, 0.5}, 1, 4)[1])" },
+  ["wb.sampling.defaults"] = { "wb.sampling.defaults() -> table", "the default parameters",
+    ex = "for k, v in pairs(wb.sampling.defaults()) do print(k, v) end" },
+  ["wb.constraint"] = { "wb.constraint", "choice, regex, json_schema, schema_regex, fn: masks for generate (docs/constraints.md)",
+    ex = "local c = wb.constraint.choice(tok, {' yes', ' no'})" },
+  ["wb.constraint.choice"] = { "wb.constraint.choice(tok, labels [, opts]) -> Constraint", "output is exactly one of the labels",
+    opts = "opts: leading_space = \"optional\" | \"none\" | \"always\"",
+    ex = "print(model:generate('Q: ok?\\nA:', {max_tokens = 4}, {constraint = wb.constraint.choice(tok, {' yes', ' no'})}).text)" },
+  ["wb.constraint.regex"] = { "wb.constraint.regex(tok, pattern) -> Constraint", "output matches the regular expression",
+    ex = "print(model:generate('Ticket', {max_tokens = 6}, {constraint = wb.constraint.regex(tok, ' #[0-9]{4}')}).text)" },
+  ["wb.constraint.json_schema"] = { "wb.constraint.json_schema(tok, schema [, opts]) -> Constraint", "output is JSON valid for the schema",
+    opts = "opts: whitespace", ex = "local c = wb.constraint.json_schema(tok, {type = 'object', properties = {ok = {type = 'boolean'}}})" },
+  ["wb.constraint.schema_regex"] = { "wb.constraint.schema_regex(schema) -> pattern", "the regular expression a schema compiles to",
+    ex = "print(wb.constraint.schema_regex({type = 'boolean'}))" },
+  ["wb.constraint.fn"] = { "wb.constraint.fn(tok, allowed) -> Constraint", "allowed(generated_ids) returns the allowed id set",
+    ex = "local c = wb.constraint.fn(tok, function(ids) return {[tok:encode(' yes')[1]] = true} end)" },
 
-  ["Vec:get"] = { "v:get(id) -> x", "0-based" }, ["Vec:set"] = { "v:set(id, x) -> v", "0-based, in place" },
-  ["Vec:argmax"] = { "v:argmax() -> id, value", "lowest id among ties; NaN never wins" },
-  ["Vec:topk"] = { "v:topk([k=10]) -> {{id=, p=}, ...}", "sorted by value, ties lowest id first" },
-  ["Vec:sum"] = { "v:sum() -> x", "double accumulation" }, ["Vec:max"] = { "v:max() -> x", "" },
-  ["Vec:min"] = { "v:min() -> x", "" }, ["Vec:dot"] = { "v:dot(w) -> x", "" },
-  ["Vec:softmax"] = { "v:softmax([T=1]) -> Vec", "max-subtracted" },
-  ["Vec:log_softmax"] = { "v:log_softmax([T=1]) -> Vec", "" },
-  ["Vec:entropy_bits"] = { "v:entropy_bits() -> bits", "v read as probabilities" },
-  ["Vec:count_nonzero"] = { "v:count_nonzero() -> n", "survivors after filtering" },
-  ["Vec:sum_over"] = { "v:sum_over(ids) -> x", "" },
-  ["Vec:sample"] = { "v:sample(u) -> id", "walk the cumulative weights with u in [0, 1)" },
-  ["Vec:scale"] = { "v:scale(x) -> Vec", "" }, ["Vec:add"] = { "v:add(w [, alpha]) | v:add(x) -> Vec", "" },
-  ["Vec:copy"] = { "v:copy() -> Vec", "" }, ["Vec:totable"] = { "v:totable() -> {t[id+1]}", "" },
+  ["Vec:get"] = { "v:get(id) -> x", "0-based", ex = "print(wb.vec{5, 6}:get(1))" },
+  ["Vec:set"] = { "v:set(id, x) -> v", "0-based, in place", ex = "print(wb.vec(2):set(0, 3):get(0))" },
+  ["Vec:argmax"] = { "v:argmax() -> id, value", "lowest id among ties; NaN never wins", ex = "print(wb.vec{1, 9, 9}:argmax())" },
+  ["Vec:topk"] = { "v:topk([k=10]) -> {{id=, p=}, ...}", "sorted by value, ties lowest id first",
+    ex = "for _, t in ipairs(model:logits(tok:encode('Hi')):softmax():topk(3)) do print(tok:token(t.id), t.p) end" },
+  ["Vec:sum"] = { "v:sum() -> x", "double accumulation", ex = "print(wb.vec(10, 0.1):sum())" },
+  ["Vec:max"] = { "v:max() -> x", "the largest value", ex = "print(wb.vec{1, 3, 2}:max())" },
+  ["Vec:min"] = { "v:min() -> x", "the smallest value", ex = "print(wb.vec{1, 3, 2}:min())" },
+  ["Vec:dot"] = { "v:dot(w) -> x", "sum of products (same length)", ex = "print(wb.vec{1, 2}:dot(wb.vec{3, 4}))" },
+  ["Vec:softmax"] = { "v:softmax([T=1]) -> Vec", "max-subtracted; T is the temperature", ex = "print(wb.vec{0, 1}:softmax(0.5):get(1))" },
+  ["Vec:log_softmax"] = { "v:log_softmax([T=1]) -> Vec", "log-probabilities", ex = "print(wb.vec{0, 0}:log_softmax():get(0))" },
+  ["Vec:entropy_bits"] = { "v:entropy_bits() -> bits", "v read as probabilities", ex = "print(wb.vec{0.5, 0.5}:entropy_bits())" },
+  ["Vec:count_nonzero"] = { "v:count_nonzero() -> n", "survivors after filtering", ex = "print(wb.vec{0, 1, 0.5}:count_nonzero())" },
+  ["Vec:sum_over"] = { "v:sum_over(ids) -> x", "the sum of the entries at 0-based ids", ex = "print(wb.vec{1, 2, 4}:sum_over({0, 2}))" },
+  ["Vec:sample"] = { "v:sample(u) -> id", "walk the cumulative weights with u in [0, 1)", ex = "print(wb.vec{0.5, 0.5}:sample(0.7))" },
+  ["Vec:scale"] = { "v:scale(x) -> Vec", "a scaled copy", ex = "print(wb.vec{1, 2}:scale(3):get(1))" },
+  ["Vec:add"] = { "v:add(w [, alpha]) | v:add(x) -> Vec", "v + alpha*w, or v + x everywhere", ex = "print(wb.vec{1, 2}:add(wb.vec{1, 1}, 2):get(0))" },
+  ["Vec:copy"] = { "v:copy() -> Vec", "an independent copy", ex = "local w = wb.vec{1}:copy()" },
+  ["Vec:totable"] = { "v:totable() -> {t[id+1]}", "a Lua list (1-based)", ex = "print(#wb.vec(4):totable())" },
 
-  ["Tokenizer:encode"] = { "tok:encode(text) -> {ids}", "0-based ids in a 1-based list" },
-  ["Tokenizer:decode"] = { "tok:decode(ids) -> bytes", "" },
-  ["Tokenizer:token"] = { "tok:token(id) -> bytes", "" }, ["Tokenizer:str"] = { "tok:str(id) -> vocab string", "" },
-  ["Tokenizer:id"] = { "tok:id(bytes) -> id | nil", "" }, ["Tokenizer:id_of_str"] = { "tok:id_of_str(s) -> id | nil", "" },
-  ["Tokenizer:is_special"] = { "tok:is_special(id) -> bool", "" },
-  ["Tokenizer:save"] = { "tok:save(path) -> tok", "writes tokenizer.json atomically" },
-  ["Tokenizer:detokenizer"] = { "tok:detokenizer() -> Detokenizer", "d:push(id), d:flush(), d:reset()" },
-  ["Tokenizer:close"] = { "tok:close()", "" },
+  ["Tokenizer:encode"] = { "tok:encode(text) -> {ids}", "0-based ids in a 1-based list", ex = "print(table.concat(tok:encode('Hi there'), ' '))" },
+  ["Tokenizer:decode"] = { "tok:decode(ids) -> bytes", "the text of a list of ids", ex = "print(tok:decode(tok:encode('Hi there')))" },
+  ["Tokenizer:token"] = { "tok:token(id) -> bytes", "one token's bytes", ex = "print(('%q'):format(tok:token(tok:encode(' Hi')[1])))" },
+  ["Tokenizer:str"] = { "tok:str(id) -> vocab string", "the vocabulary entry (byte-level form, e.g. 'ĠHi')", ex = "print(tok:str(tok:encode(' Hi')[1]))" },
+  ["Tokenizer:id"] = { "tok:id(bytes) -> id | nil", "the id of a token's bytes", ex = "print(tok:id(' the'))" },
+  ["Tokenizer:id_of_str"] = { "tok:id_of_str(s) -> id | nil", "the id of a vocabulary string", ex = "print(tok:id_of_str('<|endoftext|>'))" },
+  ["Tokenizer:is_special"] = { "tok:is_special(id) -> bool", "an added special token?", ex = "print(tok:is_special(tok.eos_id))" },
+  ["Tokenizer:save"] = { "tok:save(path) -> tok", "writes tokenizer.json atomically", ex = "tok:save('/tmp/tokenizer.json')" },
+  ["Tokenizer:detokenizer"] = { "tok:detokenizer() -> Detokenizer", "incremental decoding: d:push(id) -> text, d:flush(), d:reset()",
+    ex = "local d = tok:detokenizer(); for _, id in ipairs(tok:encode('héllo')) do io.write(d:push(id)) end; print(d:flush())" },
+  ["Tokenizer:close"] = { "tok:close()", "free it now (also at garbage collection)", ex = "local t = wb.tokenizer_load('models/tinylm-base/tokenizer.json'); t:close()" },
 
   ["Model:generate"] = { "model:generate(prompt, params [, opts]) -> result",
-    "text, token_ids, stop_reason, timings (docs/sampling.md)" },
+    "text, token_ids, stop_reason, timings (docs/sampling.md); prompt is a string or a list of ids",
+    opts = SAMPLING .. "\n  " .. GEN_OPTS,
+    ex = "print(model:generate('Customer (Ana): Hi,', {max_tokens = 16, temperature = 0.7, seed = 1}).text)" },
   ["Model:chat"] = { "model:chat(messages, params [, opts]) -> result",
-    "messages {{role=, content=}, ...} through the directory's chat template, then generate; generation_config.json eos ids end it as \"eos\"" },
-  ["Model:stream_chat"] = { "model:stream_chat(messages, params [, opts]) -> iterator", "model:chat, streamed like model:stream" },
+    "messages {{role=, content=}, ...} through the directory's chat template, then generate; generation_config.json eos ids end it as \"eos\" (TinyLM has no chat template)",
+    opts = SAMPLING .. "\n  " .. GEN_OPTS,
+    ex = "print(wb.load('/path/to/Qwen2.5-0.5B-Instruct'):chat({{role = 'user', content = 'Hi'}}, {max_tokens = 20}).text)" },
+  ["Model:stream_chat"] = { "model:stream_chat(messages, params [, opts]) -> iterator", "model:chat, streamed like model:stream",
+    opts = SAMPLING .. "\n  " .. GEN_OPTS,
+    ex = "for piece in wb.load('/path/to/Qwen2.5-0.5B-Instruct'):stream_chat({{role = 'user', content = 'Hi'}}, {max_tokens = 20}) do io.write(piece) end" },
   ["Model:info"] = { "model:info() -> table",
-    "model_type, vocab_size, n_ctx, max_position_embeddings, n_embd, n_layer, n_head, n_kv_head, head_dim, n_inner, parameters, weight_bytes, kv_bytes_per_token" },
+    "model_type, vocab_size, n_ctx, max_position_embeddings, n_embd, n_layer, n_head, n_kv_head, head_dim, n_inner, parameters, weight_bytes, kv_bytes_per_token",
+    ex = "model:info()" },
   ["Model:generate_batch"] = { "model:generate_batch(prompts, params [, opts]) -> result",
-    "B prompts decoded together, one forward pass per step (docs/trace.md)" },
-  ["Model:stream"] = { "model:stream(prompt, params [, opts]) -> iterator", "one released piece per call" },
-  ["Model:logits"] = { "model:logits(ids [, {all=true}]) -> Vec", "without a cache" },
-  ["Model:session"] = { "model:session([{n_ctx=}]) -> Session", "a KV cache" },
-  ["Model:num_parameters"] = { "model:num_parameters() -> n", "" }, ["Model:close"] = { "model:close()", "" },
+    "B prompts decoded together, one forward pass per step (docs/trace.md)",
+    opts = "params: max_tokens, temperature, top_k, top_p, ...; opts: ignore_eos, n_ctx, separate_prefill",
+    ex = "for _, r in ipairs(model:generate_batch({'Hi', 'Hello'}, {max_tokens = 8}).results) do print(r.text) end" },
+  ["Model:stream"] = { "model:stream(prompt, params [, opts]) -> iterator", "one released piece per call, with ms since the start",
+    opts = SAMPLING .. "\n  " .. GEN_OPTS,
+    ex = "for piece, ms in model:stream('Customer (Ana): Hi,', {max_tokens = 16}) do io.write(piece) end print()" },
+  ["Model:logits"] = { "model:logits(ids [, opts]) -> Vec", "the next-token logits, without a cache",
+    opts = "opts: all = true (logits at every position, one Vec of n*vocab)", ex = "print(model:logits(tok:encode('Hi')):argmax())" },
+  ["Model:session"] = { "model:session([opts]) -> Session", "a KV cache over one sequence", opts = "opts: n_ctx = n",
+    ex = "local s = model:session(); print(s:prefill(tok:encode('Hi')):argmax())" },
+  ["Model:num_parameters"] = { "model:num_parameters() -> n", "the parameter count", ex = "print(model:num_parameters())" },
+  ["Model:close"] = { "model:close()", "free the weights now (also at garbage collection)", ex = "local m = wb.load(); m:close()" },
 
-  ["Session:prefill"] = { "s:prefill(ids [, {all=true}]) -> Vec", "" }, ["Session:decode"] = { "s:decode(id) -> Vec", "" },
-  ["Session:pos"] = { "s:pos() -> n", "" }, ["Session:n_ctx"] = { "s:n_ctx() -> n", "" },
-  ["Session:tokens"] = { "s:tokens() -> {ids}", "" }, ["Session:truncate"] = { "s:truncate(n) -> s", "" },
-  ["Session:reset"] = { "s:reset() -> s", "" }, ["Session:fork"] = { "s:fork() -> Session", "" },
-  ["Session:cache_bytes"] = { "s:cache_bytes() -> n", "" }, ["Session:model"] = { "s:model() -> Model", "" },
-  ["Session:close"] = { "s:close()", "" },
+  ["Session:prefill"] = { "s:prefill(ids [, opts]) -> Vec", "append ids to the cache; the logits after the last",
+    opts = "opts: all = true (logits at every new position)", ex = "local s = model:session(); local v = s:prefill(tok:encode('Hi there'))" },
+  ["Session:decode"] = { "s:decode(id) -> Vec", "append one id; the logits after it", ex = "local s = model:session(); s:prefill(tok:encode('Hi')); print(s:decode(tok:id(' there')):argmax())" },
+  ["Session:pos"] = { "s:pos() -> n", "tokens in the cache", ex = "local s = model:session(); s:prefill({1, 2}); print(s:pos())" },
+  ["Session:n_ctx"] = { "s:n_ctx() -> n", "the cache's capacity", ex = "print(model:session():n_ctx())" },
+  ["Session:tokens"] = { "s:tokens() -> {ids}", "the ids in the cache", ex = "local s = model:session(); s:prefill({1, 2}); print(#s:tokens())" },
+  ["Session:truncate"] = { "s:truncate(n) -> s", "keep the first n positions", ex = "local s = model:session(); s:prefill({1, 2, 3}); print(s:truncate(1):pos())" },
+  ["Session:reset"] = { "s:reset() -> s", "empty the cache", ex = "local s = model:session(); s:prefill({1}); print(s:reset():pos())" },
+  ["Session:fork"] = { "s:fork() -> Session", "a copy sharing nothing", ex = "local s = model:session(); s:prefill({1}); local t = s:fork(); print(t:pos())" },
+  ["Session:cache_bytes"] = { "s:cache_bytes() -> n", "bytes the cache holds", ex = "print(model:session():cache_bytes())" },
+  ["Session:model"] = { "s:model() -> Model", "the model it belongs to", ex = "print(model:session():model() == model)" },
+  ["Session:close"] = { "s:close()", "free the cache now (also at garbage collection or a <close> variable's end)",
+    ex = "do local s <close> = model:session() end" },
 
-  ["wb.presets"] = { "wb.presets", "decoding presets as Lua data files (docs/presets.md)" },
-  ["wb.presets.load"] = { "wb.presets.load(name_or_path) -> preset", "validated, merged over the defaults; errors name key, file and line" },
-  ["wb.presets.list"] = { "wb.presets.list() -> {names}", "user directory first, then presets/" },
-  ["wb.presets.generate"] = { "wb.presets.generate(model, preset, input) -> result, info", "a local run with the preset" },
-  ["wb.providers"] = { "wb.providers", "request bodies for groq, gemini, ollama (docs/presets.md)" },
-  ["wb.providers.request"] = { "wb.providers.request(provider, preset, messages [, {strict=, stream=, model=, host=}]) -> req",
-    "req.body, req.json, req.warnings (dropped parameters); nothing is sent" },
-  ["wb.cost"] = { "wb.cost", "pricing, cost and latency of calls with thinking tokens" },
-  ["wb.cost.call_cost"] = { "wb.cost.call_cost(row, {input=, cached=, thinking=, output=}) -> usd, parts", "" },
-  ["wb.cost.latency"] = { "wb.cost.latency({network_ms=, prefill_ms_per_1k=, itl_ms=}, tokens) -> {ttft=, total=, ...}", "" },
-  ["wb.cost.break_even"] = { "wb.cost.break_even(cost_without, cost_with, accuracy_gain) -> usd", "value of a correct answer at which reasoning pays" },
-  ["wb.cost.counter"] = { "wb.cost.counter([tokenizer.json]) -> {count=, label=, estimated=}", "without a path: a labelled estimate" },
+  ["wb.presets"] = { "wb.presets", "decoding presets as Lua data files (docs/presets.md)", ex = "print(table.concat(wb.presets.list(), ' '))" },
+  ["wb.presets.load"] = { "wb.presets.load(name_or_path) -> preset", "validated, merged over the defaults; errors name key, file and line",
+    ex = "print(wb.presets.load('triage').description)" },
+  ["wb.presets.list"] = { "wb.presets.list() -> {names}", "user directory first, then presets/", ex = "print(table.concat(wb.presets.list(), ' '))" },
+  ["wb.presets.generate"] = { "wb.presets.generate(model, preset, input) -> result, info", "a local run with the preset",
+    ex = "print(wb.presets.generate(model, wb.presets.load('triage'), 'My card was charged twice').text)" },
+  ["wb.providers"] = { "wb.providers", "request bodies for groq, gemini, ollama (docs/presets.md)",
+    ex = "print(wb.providers.request('groq', wb.presets.load('triage'), {{role = 'user', content = 'Hi'}}).body)" },
+  ["wb.providers.request"] = { "wb.providers.request(provider, preset, messages [, opts]) -> req",
+    "req.body, req.json, req.warnings (dropped parameters); nothing is sent", opts = "opts: strict, stream, model, host",
+    ex = "print(wb.providers.request('ollama', 'drafts', {{role = 'user', content = 'Hi'}}).body)" },
+  ["wb.cost"] = { "wb.cost", "pricing, cost and latency of calls with thinking tokens", ex = "print(wb.cost.break_even(0.001, 0.004, 0.1))" },
+  ["wb.cost.call_cost"] = { "wb.cost.call_cost(row, tokens) -> usd, parts", "tokens = {input=, cached=, thinking=, output=}",
+    ex = "-- rows come from the price table: see scripts/reasoning_cost.lua" },
+  ["wb.cost.latency"] = { "wb.cost.latency(speeds, tokens) -> {ttft=, total=, ...}", "speeds = {network_ms=, prefill_ms_per_1k=, itl_ms=}",
+    ex = "print(wb.cost.latency({network_ms = 50, prefill_ms_per_1k = 20, itl_ms = 10}, {input = 500, output = 100}).total)" },
+  ["wb.cost.break_even"] = { "wb.cost.break_even(cost_without, cost_with, accuracy_gain) -> usd", "value of a correct answer at which reasoning pays",
+    ex = "print(wb.cost.break_even(0.001, 0.004, 0.1))" },
+  ["wb.cost.counter"] = { "wb.cost.counter([tokenizer.json]) -> {count=, label=, estimated=}", "without a path: a labelled estimate",
+    ex = "print(wb.cost.counter('models/tinylm-base/tokenizer.json').count('Hi there'))" },
 }
 
 M.TOPICS = {
-  "wb.load, wb.tokenizer_load, wb.vec, wb.json, wb.sampling, wb.presets, wb.providers, wb.cost",
-  "Vec, Tokenizer, Model, Session (methods: `:help Vec:topk`)",
+  "wb.load, wb.tokenizer_load, wb.vec, wb.json, wb.sampling, wb.constraint, wb.presets, wb.providers, wb.cost",
+  "Vec, Tokenizer, Model, Session (methods: help \"Model:generate\", help(model), help(wb.load))",
   "presets (the presets found on disk)",
+  "at the prompt: Tab completes, =expr prints, a top-level local is kept, exit or Ctrl-D leaves",
 }
+
+-- The class of a userdata or method table: "Model" for a model, "Vec" for wb.Vec.
+local function class_of(v)
+  local wb = package.loaded.wb
+  if type(v) == "userdata" then
+    local mt = getmetatable(v)
+    local n = type(mt) == "table" and rawget(mt, "__name")
+    n = type(n) == "string" and n:match("^wb%.(%u%w*)$")
+    if n and wb and type(rawget(wb, n)) == "table" then return n end
+  elseif type(v) == "table" and wb then
+    for k, t in pairs(wb) do
+      if t == v and type(k) == "string" and k:match("^%u") then return k end
+    end
+  end
+  return nil
+end
+
+-- The methods of a class, from its wb.<Class> table (for a userdata whose __index is a function,
+-- the table the function looks in).
+local function methods_of(class)
+  local wb = package.loaded.wb
+  local t = wb and rawget(wb, class)
+  local names = {}
+  if type(t) ~= "table" then return names end
+  for k, v in pairs(t) do
+    if type(k) == "string" and type(v) == "function" and not k:match("^__") then names[#names + 1] = k end
+  end
+  table.sort(names)
+  return names
+end
+M.methods_of = methods_of
+
+-- Fields (not methods) a userdata class answers through its __index function; listed for Tab
+-- completion after '.', as the function itself cannot be walked.
+M.FIELDS = { Model = { "config", "dir", "tokenizer" }, Tokenizer = { "eos_id", "vocab_size" } }
+
+-- The name of a function value: a `wb` function, a library module's function or a method.
+local function name_of(f)
+  local wb = package.loaded.wb
+  if not wb then return nil end
+  for k, v in pairs(wb) do
+    if v == f and type(k) == "string" then return "wb." .. k end
+  end
+  for k, t in pairs(wb) do
+    if type(k) == "string" and type(t) == "table" then
+      for m, v in pairs(t) do
+        if v == f and type(m) == "string" then
+          return (k:match("^%u") and (k .. ":") or ("wb." .. k .. ".")) .. m
+        end
+      end
+    end
+  end
+  for mod, t in pairs(package.loaded) do -- wb.presets & co, once loaded
+    if type(mod) == "string" and mod:match("^wb%.") and type(t) == "table" then
+      for m, v in pairs(t) do if v == f and type(m) == "string" then return mod .. "." .. m end end
+    end
+  end
+  return nil
+end
 
 -- `wb.x` for a library module, found through the wb table (the host loads lua/wb/x.lua lazily).
 local function resolve(name)
@@ -115,11 +255,48 @@ local function resolve(name)
   return cur
 end
 
---- The help string for a name ("wb.load", "Vec:topk", "Vec", "presets").
+local function format_entry(name, e)
+  local out = { e[1] }
+  if e[2] ~= "" then out[#out + 1] = "  " .. e[2] end
+  if e.opts then out[#out + 1] = "  " .. e.opts end
+  if e.ex then out[#out + 1] = "  example: " .. e.ex end
+  return table.concat(out, "\n")
+end
+
+local function class_text(class)
+  local lines = { class .. " methods (help \"" .. class .. ":name\" for one):" }
+  for _, m in ipairs(methods_of(class)) do
+    local e = M.TEXT[class .. ":" .. m]
+    lines[#lines + 1] = "  " .. (e and e[1] or (class .. ":" .. m))
+  end
+  if M.FIELDS[class] then lines[#lines + 1] = "  fields: " .. table.concat(M.FIELDS[class], ", ") end
+  return table.concat(lines, "\n")
+end
+
+--- The help string for a name ("wb.load", "Vec:topk", "Vec", "presets") or a value (wb.load,
+--- model, a Vec, wb.json).
 function M.text(name)
+  if type(name) == "function" then
+    local n = name_of(name)
+    if not n then return ("%s: no help for this function (not part of wb); see docs/lua-api.md"):format(tostring(name)) end
+    name = n
+  elseif type(name) == "userdata" or (type(name) == "table" and name ~= M.value) then
+    local class = class_of(name)
+    if class then return class_text(class) end
+    local wb = package.loaded.wb
+    if name == wb then return M.text("") end
+    for k, v in pairs(wb or {}) do if v == name then return M.text("wb." .. k) end end
+    for mod, v in pairs(package.loaded) do
+      if v == name and type(mod) == "string" and mod:match("^wb%.") then return M.text(mod) end
+    end
+    return ("no help for this %s; `help` lists the topics"):format(type(name))
+  elseif name ~= nil and type(name) ~= "string" and name ~= M.value then
+    return ("help(x) takes a name or a wb value, got a %s"):format(type(name))
+  end
+  if name == M.value then name = "" end
   name = (name or ""):gsub("^%s+", ""):gsub("%s+$", "")
   if name == "" then
-    return "help topics:\n  " .. table.concat(M.TOPICS, "\n  ")
+    return "help topics (help \"name\", help(value), :help name):\n  " .. table.concat(M.TOPICS, "\n  ")
   end
   if name == "presets" then
     local ok, p = pcall(require, "wb.presets")
@@ -132,18 +309,12 @@ function M.text(name)
     return table.concat(out, "\n")
   end
   name = name:gsub("^wb%.([A-Z]%w*)", "%1") -- wb.Vec:topk -> Vec:topk
+  name = name:gsub("^model([:.])", "Model%1"):gsub("^tok([:.])", "Tokenizer%1")
+  name = name:gsub("^(%u%w*)%.(%l)", "%1:%2") -- Model.generate -> Model:generate
   local e = M.TEXT[name]
-  if e then return e[1] .. (e[2] ~= "" and ("\n  " .. e[2]) or "") end
-  -- A method table: list its methods.
+  if e then return format_entry(name, e) end
   local wb = package.loaded.wb
-  if wb and type(rawget(wb, name)) == "table" and name:match("^%u") then
-    local names = {}
-    for k, v in pairs(wb[name]) do
-      if type(v) == "function" and not k:match("^__") then names[#names + 1] = name .. ":" .. k end
-    end
-    table.sort(names)
-    return name .. " methods: " .. table.concat(names, ", ")
-  end
+  if wb and type(rawget(wb, name)) == "table" and name:match("^%u") then return class_text(name) end
   local v = resolve(name)
   if type(v) == "table" then
     local names = {}
@@ -153,7 +324,7 @@ function M.text(name)
   elseif v ~= nil then
     return ("%s (%s): no help text yet; see docs/lua-api.md"):format(name, type(v))
   end
-  return ("no help for %q; `:help` lists the topics"):format(name)
+  return ("no help for %q; `help` lists the topics"):format(name)
 end
 
 --- The REPL's ':' commands: ":help [name]" (also ":h", ":?"). Returns the text to print.
@@ -167,6 +338,13 @@ end
 function M.help(name)
   print(M.text(name))
 end
+
+--- The REPL's `help` global: help(x) prints M.text(x); `help` alone prints as the topic list.
+M.value = setmetatable({}, {
+  __name = "help",
+  __call = function(_, x) print(M.text(x)) end,
+  __tostring = function() return M.text("") end,
+})
 
 ---------------------------------------------------------------------------------------------
 -- Completion
@@ -202,10 +380,17 @@ local function library_modules()
   return out
 end
 
-local function fields(v, methods)
+local function fields(v, methods, class)
   local out, seen = {}, {}
   local function add(list) for _, k in ipairs(list) do if not seen[k] then seen[k] = true; out[#out + 1] = k end end end
   if v ~= nil and v == package.loaded.wb and not methods then add(library_modules()) end
+  -- A userdata whose __index is a function (Model, Tokenizer, ...): its class's method table and
+  -- the fields the function answers; the function itself is never called by a Tab press.
+  class = class or (type(v) == "userdata" and class_of(v))
+  if class then
+    if methods then add(methods_of(class)) else add(M.FIELDS[class] or {}) end
+    return out
+  end
   local depth = 0
   while v ~= nil and depth < 5 do
     if type(v) == "table" then add(sorted_keys(v, methods)) end
@@ -218,25 +403,44 @@ local function fields(v, methods)
   return out
 end
 
+-- The lazy REPL globals, completed as their class before the model is loaded.
+local LAZY = { model = "Model", tok = "Tokenizer" }
+
+-- The value an expression like "wb.sampling" or "model.tokenizer" names, without running user
+-- code; also its class when it is a not-yet-loaded lazy global. Returns value, class.
 local function raw_path(expr)
-  local cur = _G
+  local cur, class = _G, nil
+  local first = true
   for part in expr:gmatch("[^%.]+") do
-    if type(cur) ~= "table" and type(cur) ~= "userdata" then return nil end
-    if type(cur) == "table" then
+    if class then -- a lazy global's field: model.tokenizer is a Tokenizer
+      if class == "Model" and part == "tokenizer" then class = "Tokenizer" else return nil end
+    elseif type(cur) == "table" then
       local v = rawget(cur, part)
       -- wb.<library module>: loading a pure-Lua module is cheap and has no side effects.
       if v == nil and cur == package.loaded.wb and package.searchpath("wb." .. part, package.path) then
         local ok, m = pcall(require, "wb." .. part)
         v = ok and m or nil
       end
+      if v == nil and first and cur == _G and LAZY[part] then class = LAZY[part] end
       cur = v
+    elseif type(cur) == "userdata" then
+      local c = class_of(cur)
+      local known = false
+      for _, f in ipairs(c and M.FIELDS[c] or {}) do known = known or f == part end
+      if known then -- a field the binding answers from C: reading it has no side effects
+        local ok, v = pcall(function() return cur[part] end)
+        cur = ok and v or nil
+      else
+        local mt = getmetatable(cur)
+        local idx = type(mt) == "table" and rawget(mt, "__index")
+        cur = type(idx) == "table" and rawget(idx, part) or nil
+      end
     else
-      local mt = getmetatable(cur)
-      local idx = type(mt) == "table" and rawget(mt, "__index")
-      cur = type(idx) == "table" and rawget(idx, part) or nil
+      return nil
     end
+    first = false
   end
-  return cur
+  return cur, class
 end
 
 local KEYWORDS = { "and", "break", "do", "else", "elseif", "end", "false", "for", "function", "goto",
@@ -273,9 +477,9 @@ function M.complete(word, line)
   end
   local base, sep, partial = word:match("^(.-)([%.:])([%w_]*)$")
   if base and base ~= "" then
-    local v = raw_path(base)
-    if v == nil then return out end
-    for _, k in ipairs(fields(v, sep == ":")) do
+    local v, class = raw_path(base)
+    if v == nil and not class then return out end
+    for _, k in ipairs(fields(v, sep == ":", class)) do
       if k:sub(1, #partial) == partial then out[#out + 1] = base .. sep .. k end
     end
   else

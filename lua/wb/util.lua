@@ -90,7 +90,9 @@ function M.repl_print(...)
   local out = {}
   for i = 1, select("#", ...) do
     local v = select(i, ...)
-    out[i] = type(v) == "table" and M.repr(v) or tostring(v)
+    local mt = type(v) == "table" and getmetatable(v)
+    local own = type(mt) == "table" and rawget(mt, "__tostring") -- e.g. `help` prints its topics
+    out[i] = type(v) == "table" and not own and M.repr(v) or tostring(v)
   end
   print(table.concat(out, "\t"))
 end

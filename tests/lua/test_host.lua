@@ -280,7 +280,7 @@ T.test(":help in the REPL prints help for wb functions, methods and presets", fu
   local out, err, code = run("", ":help wb.load\n:help Vec:topk\n:help presets\n:nope\n1+1\n")
   T.eq(code, 0)
   T.eq(err, "")
-  T.check(out:find("wb.load([dir]) -> Model", 1, true), out)
+  T.check(out:find("wb.load([dir [, opts]]) -> Model", 1, true), out)
   T.check(out:find("v:topk([k=10])", 1, true), out)
   T.check(out:find("triage", 1, true), out)
   T.check(out:find("unknown command ':nope'", 1, true), out)
@@ -313,6 +313,48 @@ T.test("every wb function and method has help text", function()
   T.check(help.text("no.such.thing"):find("no help", 1, true))
 end)
 
+T.test("help, help(value), help 'name' and :help print signature, options and an example", function()
+  local out, err, code = run("", "help\nhelp(wb.load)\nhelp(model)\nhelp 'Model:generate'\n:help tok:encode\n" ..
+    "help(wb.json.encode)\nhelp(print)\nhelp(42)\n")
+  T.eq(err, "")
+  T.eq(code, 0)
+  T.check(out:find("^help topics"), out)
+  T.check(out:find("wb.load([dir [, opts]]) -> Model\n", 1, true), out)
+  T.check(out:find("opts: compute_f32", 1, true) and out:find("example: local m = wb.load(", 1, true), out)
+  T.check(out:find("Model methods", 1, true) and out:find("model:generate(prompt, params [, opts])", 1, true), out)
+  T.check(out:find("params: temperature", 1, true) and out:find("opts: cache, holdback", 1, true), out)
+  T.check(out:find("tok:encode(text) -> {ids}", 1, true), out)
+  T.check(out:find("opts: indent = true", 1, true), out)
+  T.check(out:find("no help for this function (not part of wb)", 1, true), out)
+  T.check(out:find("help(x) takes a name or a wb value, got a number", 1, true), out)
+end)
+
+T.test("every help entry has an example, and every example runs on TinyLM", function()
+  local help = require("wb.help")
+  local saved = { model = rawget(_G, "model"), tok = rawget(_G, "tok") }
+  _G.model = wb.load()
+  _G.tok = _G.model.tokenizer
+  local names = {}
+  for k in pairs(help.TEXT) do names[#names + 1] = k end
+  table.sort(names)
+  local bad = {}
+  local print0, write0 = print, io.write
+  for _, k in ipairs(names) do
+    local ex = help.TEXT[k].ex
+    if not ex then
+      bad[#bad + 1] = k .. " (no example)"
+    elseif not ex:find("/path/to", 1, true) and not ex:match("^%-%-") then -- needs another model
+      local fn, lerr = load(ex, "=" .. k)
+      print, io.write = function() end, function() end
+      local ok, msg = pcall(fn or error, lerr)
+      print, io.write = print0, write0
+      if not ok then bad[#bad + 1] = k .. ": " .. tostring(msg) end
+    end
+  end
+  _G.model, _G.tok = saved.model, saved.tok
+  T.eq(table.concat(bad, "\n"), "")
+end)
+
 T.test("Tab completion offers wb names, library modules, methods and preset names", function()
   local help = require("wb.help")
   local function has(list, x)
@@ -331,6 +373,20 @@ T.test("Tab completion offers wb names, library modules, methods and preset name
   T.check(has(help.complete("mo"), "model"))              -- the lazy global, not loaded by Tab
   T.eq(rawget(_G, "model"), nil)
   T.check(has(help.complete(":he", ":he"), ":help"))
+  -- Userdata with a function __index: methods after ':', fields after '.', before and after load.
+  T.check(has(help.complete("model:ge"), "model:generate"))
+  T.check(has(help.complete("tok:enc"), "tok:encode"))
+  T.check(has(help.complete("model.tok"), "model.tokenizer"))
+  T.check(has(help.complete("model.tokenizer:de"), "model.tokenizer:decode"))
+  T.eq(rawget(_G, "model"), nil)
+  local d = T.tmpdir()
+  T.make_tiny_model(d)
+  _G.__m_for_test = wb.load(d)
+  T.check(has(help.complete("__m_for_test:stre"), "__m_for_test:stream"))
+  T.check(has(help.complete("__m_for_test.di"), "__m_for_test.dir"))
+  T.check(has(help.complete("__m_for_test.tokenizer:is"), "__m_for_test.tokenizer:is_special"))
+  _G.__m_for_test = nil
+  T.rmdir(d)
 end)
 
 T.test("library modules under lua/wb appear as fields of wb on first use", function()
@@ -338,6 +394,18 @@ T.test("library modules under lua/wb appear as fields of wb on first use", funct
   T.eq(wb.providers, require("wb.providers"))
   T.eq(wb.cost, require("wb.cost"))
   T.eq(wb.no_such_module, nil)
+end)
+
+T.test("model:chat on a model without a chat template says so in one line", function()
+  local d = T.tmpdir()
+  T.make_tiny_model(d)
+  local m = wb.load(d)
+  local ok, err = pcall(m.chat, m, { { role = "user", content = "Hi" } }, { max_tokens = 2 })
+  T.eq(ok, false)
+  T.check(tostring(err):find("has no chat template (a base model): use model:generate", 1, true), err)
+  T.check(not tostring(err):find("\n", 1, true), err)
+  m:close()
+  T.rmdir(d)
 end)
 
 T.rmdir(tmp)
