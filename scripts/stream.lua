@@ -14,6 +14,7 @@
 -- string is ever sent and the pieces add up to exactly the final text.
 local wb = require("wb")
 local stats = require("wb.stats")
+local lesson = require("wb.lesson")
 
 local threads = 1
 if arg and arg[1] == "--threads" and tonumber(arg[2] or "") then
@@ -39,6 +40,7 @@ local function stream(holdback)
 end
 
 model:generate(PROMPT, { temperature = 0, max_tokens = 4 }) -- warm-up
+local noise = lesson.noise()
 
 local function quote(s) return '"' .. s:gsub("\n", "\\n") .. '"' end
 local function show(e) print(("%8.3f ms  %s"):format(e.ms, quote(e.piece))) end
@@ -87,3 +89,7 @@ end
 if leaked == false then
   print("(the stop string did not appear in this reply, so there was nothing to leak)")
 end
+local load = noise:finish(true)
+lesson.print_load(load)
+lesson.emit({ lesson = "stream", ttft_ms = result.ttft_ms, e2e_ms = result.e2e_ms,
+              first_piece_ms = times[1], leaked_without_holdback = leaked, load = load })

@@ -11,9 +11,11 @@
 -- This times a 20-token greedy generation at 1 and more threads, alternating, first as the
 -- machine is, then with one busy-looping process per core started by this script (and ended by
 -- its process id when done) to stand in for the other jobs on a shared machine. It prints the
--- median and the range: watch the maximum, and the ratio of maximum to minimum.
+-- median and the range: watch the maximum, and the ratio of maximum to minimum. The closing
+-- sentences compare the ranges of 1 and max-threads threads in each condition.
 local wb = require("wb")
 local stats = require("wb.stats")
+local lesson = require("wb.lesson")
 
 local o = require("wb.cli").parse(arg, "scripts/threads.lua", {
   { "repeats", "count", 15, "runs per setting", 3 },
@@ -81,15 +83,47 @@ end
 print(("model %s; %d online CPU(s); %d repeats; 20-token greedy generations\n")
       :format(model.dir, ncpu, repeats))
 model:generate(PROMPT, params, { ignore_eos = true }) -- warm-up
-report("as the machine is now", measure())
+local noise = lesson.noise()
+local rec = { lesson = "threads", max_threads = max_threads, repeats = repeats }
+rec.as_is = measure()
+report("as the machine is now", rec.as_is)
+local load = noise:finish(true)
+rec.load = load
 if busy then
   start_busy(ncpu)
   local ok, by = pcall(measure)
   stop_busy()
   if not ok then error(by, 0) end
+  rec.contended = by
   report(("with %d busy process(es), one per core"):format(ncpu), by)
 end
-print("With the cores free, more threads can help a little or not at all: the work per step is")
-print("tiny. With every core contended, a multi-thread step waits for whichever thread the OS")
-print("paused, so the slow runs get much slower. One thread only ever waits for itself: use")
-print("wb.threads(1) (the default) for timings of a model this small on a shared machine.")
+
+-- What the ranges support, 1 thread against the most threads tried.
+local N = max_threads
+local function verdict(by)
+  local cmp = lesson.compare_ranges(by[N], by[1])
+  return cmp, stats.median(by[N]) / stats.median(by[1])
+end
+local cmp, ratio = verdict(rec.as_is)
+local words = { below = "was faster with %d threads (every run; median ratio %.2f)",
+                above = "was slower with %d threads (every run; median ratio %.2f)",
+                overlap = "could not tell %d threads from 1 (ranges overlap; median ratio %.2f)" }
+local c = lesson.conclude(rec, "as_is", true, ("As the machine was, a generation " .. words[cmp]
+  .. ": the work per step is tiny."):format(N, ratio))
+c.relation = cmp
+if rec.contended then
+  local bcmp, bratio = verdict(rec.contended)
+  local worst = stats.max(rec.contended[N]) / stats.max(rec.contended[1])
+  local b = lesson.conclude(rec, "contended_hurts", bcmp == "above",
+    ("With every core contended, %d threads were slower in every run (median %.1fx, slowest run "
+     .. "%.1fx the slowest single-thread run): a multi-thread step waits for whichever thread the "
+     .. "OS paused. One thread only ever waits for itself, which is why the lessons default to "
+     .. "wb.threads(1)."):format(N, bratio, worst),
+    ("With every core contended, %d threads against 1: %s (median ratio %.2f): on this run "
+     .. "contention did not make the multi-thread runs slower throughout."):format(N,
+      bcmp == "overlap" and "ranges overlap" or "faster", bratio))
+  b.relation = bcmp
+end
+lesson.print_conclusions(rec)
+lesson.print_load(load)
+lesson.emit(rec)

@@ -162,21 +162,41 @@ T.test("analyze_trace.lua --demo rejects every corrupted copy, each with its own
 end)
 
 T.test("prefill_decode.lua prints the table and the per-token costs", function()
-  local out = lesson("scripts/prefill_decode.lua", "--repeats 2")
+  local out, rec = lesson_record("scripts/prefill_decode.lua", "--repeats 3")
   T.check(out:find("per extra prompt token", 1, true), out)
   T.check(out:find("decode ms/token", 1, true), out)
+  check_printed(out, rec)
+  local cell = {}
+  for _, c in ipairs(rec.cells) do cell[c.prompt .. ":" .. c.output] = c end
+  local function apart_above(a, b) return lo(a) > hi(b) end
+  local function overlap(a, b) return not (hi(a) < lo(b) or lo(a) > hi(b)) end
+  T.eq(conclusion(rec, "prefill_grows").holds, apart_above(cell["96:32"].prefill, cell["8:32"].prefill))
+  T.eq(conclusion(rec, "decode_flat").holds, overlap(cell["96:32"].per_token, cell["8:32"].per_token))
+  local all = true
+  for _, p in ipairs({ 8, 32, 64, 96 }) do
+    if not apart_above(cell[p .. ":32"].total, cell[p .. ":8"].total) then all = false end
+  end
+  T.eq(conclusion(rec, "output_adds").holds, all)
+  T.eq(conclusion(rec, "reply_dominates").holds,
+       rec.prompt_cost_ms > 0 and rec.output_cost_ms > 5 * rec.prompt_cost_ms)
+  T.check(out:find("course: ", 1, true), "the course's numbers are printed")
 end)
 
 T.test("stream.lua shows TTFT and ITL, and hold-back keeps the stop string out", function()
-  local out = lesson("scripts/stream.lua")
+  local out, rec = lesson_record("scripts/stream.lua")
+  check_printed(out, rec)
   T.check(out:find("time to first piece", 1, true), out)
   T.check(out:find("ITL median", 1, true), out)
   T.check(out:find("hold-back on", 1, true), out)
 end)
 
 T.test("threads.lua compares thread counts", function()
-  local out = lesson("scripts/threads.lua", "--repeats 3 --no-busy")
+  local out, rec = lesson_record("scripts/threads.lua", "--repeats 3 --no-busy")
   T.check(out:find("2 threads", 1, true), out)
+  check_printed(out, rec)
+  local one, two = rec.as_is[1], rec.as_is[2]
+  local want = hi(two) < lo(one) and "below" or lo(two) > hi(one) and "above" or "overlap"
+  T.eq(conclusion(rec, "as_is").relation, want)
 end)
 
 T.rmdir(dir)
