@@ -42,7 +42,7 @@ end
 -- Every conclusion in the record is printed, and the load warning appears exactly when busy.
 local function check_printed(out, rec)
   local flat = out:gsub("%s+", " ")
-  for _, c in ipairs(rec.conclusions) do
+  for _, c in ipairs(rec.conclusions or {}) do
     T.check(flat:find(c.text:gsub("%s+", " "), 1, true), "conclusion not printed: " .. c.text)
   end
   if rec.load then
