@@ -36,6 +36,12 @@ local function measure()
 end
 
 local r = measure()
+local lesson = require("wb.lesson")
+lesson.conclude(r, "seed_enough", r.same_seed_identical and r.replay_identical,
+  "Here one process, one thread setting and one model gave the same reply for the same seed "
+  .. "every time, so the seed was enough.",
+  "Here the same seed did NOT always give the same reply: something besides the seed changed "
+  .. "the logits between runs.")
 if L.is_main("seeds.lua") then
   util.print_table(r.rows, {"run", "text"})
   print(("\nsame seed, three runs (one without the KV cache) identical: %s"):format(r.same_seed_identical))
@@ -47,7 +53,7 @@ Why a hosted model varies even with a seed: the seed only fixes the random draws
 themselves can change between calls when the provider batches your request with others (kernel
 choice and summation order depend on batch shape), runs on different hardware or library
 versions, or updates the model. A tiny change in a logit can flip a draw near a boundary, and
-every later token then differs. Here one process, one thread setting and one model give the same
-logits every time, so the seed is enough.]])
+every later token then differs (scripts/batch_variance.lua shows the batch part).]])
+  lesson.print_conclusions(r)
 end
 return r

@@ -141,6 +141,7 @@ T.test("seeds: the same seed reproduces and different seeds vary", function()
   T.check(r.same_seed_identical)
   T.check(r.replay_identical)
   T.check(r.n_distinct >= 2)
+  T.eq(conclusion(r, "seed_enough").holds, r.same_seed_identical and r.replay_identical)
 end)
 
 T.test("diversity: greedy gives one reply and temperature gives more", function()
