@@ -104,6 +104,13 @@ T.test("kv_cache.lua runs on the Qwen2 directory and finds identical tokens", fu
   T.check(out:find("true"), out)
 end)
 
+T.test("prompt_cache.lua reuses a system-message prefix on the Qwen2 directory with identical ids", function()
+  local ok, code, out = run(("WB_MODEL='%s' '%s' scripts/prompt_cache.lua --requests 3 --rounds 2"):format(dir, exe))
+  T.check(ok, ("exit %s: %s"):format(code, out))
+  T.check(out:find("chat template with a system message", 1, true), out)
+  T.check(out:find("Every reply had the same", 1, true), out)
+end)
+
 T.test("the trace lab runs on the Qwen2 directory through the chat template and validates", function()
   local rec = dir .. "/trace.json"
   local ok, code, out = run(("'%s' -m '%s' scripts/trace.lua --samples 1 --output '%s'")
