@@ -53,7 +53,7 @@ Why a hosted model varies even with a seed: the seed only fixes the random draws
 themselves can change between calls when the provider batches your request with others (kernel
 choice and summation order depend on batch shape), runs on different hardware or library
 versions, or updates the model. A tiny change in a logit can flip a draw near a boundary, and
-every later token then differs (scripts/batch_variance.lua shows the batch part).]])
+every later token then differs.]])
   lesson.print_conclusions(r)
 end
 return r
