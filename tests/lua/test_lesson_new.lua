@@ -66,5 +66,36 @@ T.test("prompt_cache.lua: prefix reuse gives identical ids, fewer prefill tokens
   model:close()
 end)
 
+T.test("speculative.lua: output equals plain greedy, self-drafting accepts everything, sentences follow the rows", function()
+  local out, rec = lesson_record("scripts/speculative.lua", "--tokens 24 --repeats 2")
+  printed(out, rec)
+  T.eq(rec.all_equal, true)
+  T.eq(conclusion(rec, "equal_greedy").holds, true)
+  for _, r in ipairs(rec.rows) do
+    T.eq(r.equal, true, r.draft .. " / " .. r.kind)
+    T.check(r.passes >= 1 and r.accepted <= r.drafted)
+    T.near(r.acceptance, r.accepted / r.drafted, 1e-12)
+    -- Every pass yields between 1 and k+1 tokens; two prompts per kind, the first token each
+    -- comes from the prefill.
+    T.near(r.tokens_per_pass, (r.tokens - 2) / r.passes, 1e-12)
+    T.check(r.tokens_per_pass >= 1 and r.tokens_per_pass <= rec.k + 1, r.tokens_per_pass)
+    if r.draft:find("self", 1, true) == 1 then T.eq(r.accepted, r.drafted, "self-draft accepts all") end
+    local c = conclusion(rec, "speed_" .. r.kind)
+    if r.draft:find("truncated", 1, true) == 1 then
+      local want = hi(r.spec_ms) < lo(r.plain_ms) and "below" or lo(r.spec_ms) > hi(r.plain_ms) and "above" or "overlap"
+      T.eq(c.relation, want, r.kind)
+    end
+  end
+  local function row(prefix, kind)
+    for _, r in ipairs(rec.rows) do if r.draft:find(prefix, 1, true) == 1 and r.kind == kind then return r end end
+  end
+  T.eq(conclusion(rec, "acceptance_by_kind").holds,
+       row("truncated", "memorised transcripts").acceptance > row("truncated", "open text").acceptance)
+  local b, cost = row("truncated", "memorised transcripts"), rec.cost
+  T.near(rec.predicted_speedup, b.tokens_per_pass * cost.target_step_ms
+         / (rec.k * cost.draft_step_ms + cost.verify_ms), 1e-9)
+  T.eq(conclusion(rec, "cost_model").holds, rec.predicted_speedup > 1)
+end)
+
 T.rmdir(dir)
 T.done()

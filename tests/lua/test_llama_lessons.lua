@@ -111,6 +111,13 @@ T.test("prompt_cache.lua reuses a system-message prefix on the Qwen2 directory w
   T.check(out:find("Every reply had the same", 1, true), out)
 end)
 
+T.test("speculative.lua on the Qwen2 directory: a 1-layer draft, output equal to greedy", function()
+  local ok, code, out = run(("WB_MODEL='%s' '%s' scripts/speculative.lua --tokens 12 --repeats 1"):format(dir, exe))
+  T.check(ok, ("exit %s: %s"):format(code, out))
+  T.check(out:find("truncated (1 of 2 layers)", 1, true), out)
+  T.check(out:find("Every speculative reply was token for token the plain greedy reply", 1, true), out)
+end)
+
 T.test("the trace lab runs on the Qwen2 directory through the chat template and validates", function()
   local rec = dir .. "/trace.json"
   local ok, code, out = run(("'%s' -m '%s' scripts/trace.lua --samples 1 --output '%s'")
