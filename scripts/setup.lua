@@ -34,6 +34,44 @@ function L.distribution(text, params)
   return wb.sampling.apply(L.logits_for(text), params or {}, {})
 end
 
+-- The two prompts are TinyLM's: on another model they may be neither open nor sure. Measure
+-- them; if they do not behave (open above 1.5 bits, sure below 0.5, as the lessons assume),
+-- say so and pick the most open and the surest of a few general prompts by measured entropy,
+-- or stop with a message when no pair is at least 1 bit apart.
+L.CANDIDATES = {
+  "The capital of France is", "Once upon a time", "1, 2, 3, 4,", "My favourite food is",
+  "The opposite of hot is", "Dear Sir or Madam,", "Hello, my name is", "The sun rises in the",
+  L.UNCERTAIN, L.CERTAIN,
+}
+function L.entropy_of(text) return L.distribution(text, {temperature = 1.0}):entropy_bits() + 0.0 end
+L.shipped = L.model.dir == wb.default_model_dir()
+do
+  local u, c = L.entropy_of(L.UNCERTAIN), L.entropy_of(L.CERTAIN)
+  if not (u > 1.5 and c < 0.5) then
+    local best_u, best_c
+    for _, p in ipairs(L.CANDIDATES) do
+      local e = L.entropy_of(p)
+      if not best_u or e > best_u[2] then best_u = {p, e} end
+      if not best_c or e < best_c[2] then best_c = {p, e} end
+    end
+    local msg = ("these lessons were written for TinyLM's memorised prompts; on %s %q has %.2f "
+      .. "bits and %q %.2f bits"):format(L.model.dir, L.UNCERTAIN, u, L.CERTAIN, c)
+    if best_u[2] - best_c[2] < 1 then
+      io.stderr:write(("setup: %s, and no pair of %d general prompts is 1 bit apart (most open "
+        .. "%.2f, surest %.2f bits): the lessons built on setup.lua need a model with one open and one sure "
+        .. "prompt, so this one stops here\n"):format(msg, #L.CANDIDATES, best_u[2], best_c[2]))
+      os.exit(1)
+    end
+    io.stderr:write(("note: %s; using %q (%.2f bits) as the open prompt and %q (%.2f bits) as the "
+      .. "sure one, picked by measured entropy\n"):format(msg, best_u[1], best_u[2], best_c[1],
+      best_c[2]))
+    L.UNCERTAIN, L.CERTAIN, L.prompts_picked = best_u[1], best_c[1], true
+  elseif not L.shipped then
+    io.stderr:write(("note: %s is not the shipped TinyLM; its two lesson prompts measured %.2f and "
+      .. "%.2f bits, so they are kept\n"):format(L.model.dir, u, c))
+  end
+end
+
 -- Spread in bits: 0 = one certain token, log2(V) = uniform. "+ 0.0" turns -0.0 into 0.0.
 function L.entropy_bits(probs) return probs:entropy_bits() + 0.0 end
 

@@ -157,4 +157,17 @@ T.test("diversity: greedy gives one reply and temperature gives more", function(
        2 * f.distinct_replies >= c.distinct_replies and f.worst_logprob > c.worst_logprob)
 end)
 
+T.test("on a model without TinyLM's sure and open prompts the Part B lessons stop with a clear message", function()
+  local d = T.tmpdir()
+  T.make_tiny_model(d, { n_ctx = 64 })
+  local exe = arg[-1] or "workbench"
+  local ok = os.execute(("WB_MODEL='%s' %s scripts/temperature.lua > %s/out 2> %s/err"):format(d, exe, d, d))
+  local err = T.read_file(d .. "/err")
+  T.check(not ok, "the lesson should stop")
+  T.check(err:find("written for TinyLM's memorised prompts", 1, true), err)
+  T.check(err:find("so this one stops here", 1, true), err)
+  T.check(not err:find("traceback", 1, true), "a message, not a crash: " .. err)
+  T.rmdir(d)
+end)
+
 T.done()
