@@ -60,10 +60,14 @@ local function demo(file)
   os.exit(missed == 0 and 0 or 1)
 end
 
-local path = arg and arg[1]
-if path == "--demo" then demo(arg[2]) end
-if not path or path == "-h" or path == "--help" then
-  io.stderr:write("usage: workbench scripts/analyze_trace.lua FILE\n")
+local o = require("wb.cli").parse(arg, "scripts/analyze_trace.lua", {
+  { "demo", "flag", nil, "check each rejection on corrupted copies of FILE (or a built-in record)" },
+}, { about = "read a saved request-timeline record and summarise it, without running a model",
+     args = "FILE", max_args = 1 })
+if o.demo then demo(o.args[1]) end
+local path = o.args[1]
+if not path then
+  io.stderr:write("scripts/analyze_trace.lua: needs a record FILE (see --help)\n")
   os.exit(2)
 end
 

@@ -9,6 +9,7 @@
 -- templates; the held-out ones (wb.heldout) say the same kinds of things in words the model
 -- never saw, so the two accuracies side by side separate recall from reading. The sentences at
 -- the end are chosen from the table's numbers.
+require("wb.cli").parse(arg, "scripts/constrained_category.lua", {}, { about = "classify tickets into the six labels, with and without a choice constraint, greedy and sampled, on tickets from training and on held-out tickets." })
 local L = dofile((debug.getinfo(1, "S").source:match("^@(.*)/") or ".") .. "/setup.lua")
 local util = require("wb.util")
 local corpus = require("wb.corpus")

@@ -8,6 +8,7 @@
 -- overruled it. Over an output, the sum of -ln(mass) is the log-probability the constraint had
 -- to overrule (0 = none). When most of a reply's steps have mass near zero, the format is doing
 -- all the work and the answer says little about what the model "thinks".
+require("wb.cli").parse(arg, "scripts/constraint_pressure.lua", {}, { about = "how hard does the format push? Pressure per step and per output for the label format and the JSON format TinyLM saw in training, and a format it never saw." })
 local L = dofile((debug.getinfo(1, "S").source:match("^@(.*)/") or ".") .. "/setup.lua")
 local util = require("wb.util")
 local corpus = require("wb.corpus")

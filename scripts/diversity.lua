@@ -3,6 +3,7 @@
 -- check: settings that pull in the tail produce text the model itself finds unlikely.
 --
 --   workbench scripts/diversity.lua
+require("wb.cli").parse(arg, "scripts/diversity.lua", {}, { about = "20 samples per setting: distinct replies, distinct first tokens, and the mean log-probability of each sample under the raw model (temperature 1, no filters) as a quality check: settings that pull in the tail produce text the model itself finds unlikely." })
 local L = dofile((debug.getinfo(1, "S").source:match("^@(.*)/") or ".") .. "/setup.lua")
 local util = require("wb.util")
 local stats = require("wb.stats")

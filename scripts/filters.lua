@@ -2,6 +2,7 @@
 -- min-p adapts to the shape of the distribution while top-p does not.
 --
 --   workbench scripts/filters.lua
+require("wb.cli").parse(arg, "scripts/filters.lua", {}, { about = "how many tokens survive top-k, top-p and min-p, and the entropy left; then where min-p adapts to the shape of the distribution while top-p does not." })
 local L = dofile((debug.getinfo(1, "S").source:match("^@(.*)/") or ".") .. "/setup.lua")
 local util = require("wb.util")
 local lesson = require("wb.lesson")

@@ -16,6 +16,7 @@
 -- space are tokens the model rarely writes after "Category:"; allowing the space lets it use the
 -- tokens it learned. Tickets from training and held-out ones (wb.heldout) are scored side by
 -- side: the masks behave the same on both, the accuracy does not.
+require("wb.cli").parse(arg, "scripts/greedy_mask_fallback.lua", {}, { about = "the reference loop's surprise: greedy decoding under a mask that picks an arbitrary allowed token instead of the most likely one." })
 local L = dofile((debug.getinfo(1, "S").source:match("^@(.*)/") or ".") .. "/setup.lua")
 local util = require("wb.util")
 local corpus = require("wb.corpus")

@@ -5,6 +5,7 @@
 -- bans it, a few units nudge it, +100 forces it wherever it is allowed at all. On a memorised
 -- continuation a ban does not make the model say something new; it makes it say the next thing
 -- it memorised. Under a constraint the bias acts inside the allowed set.
+require("wb.cli").parse(arg, "scripts/logit_bias.lua", {}, { about = "banning, nudging and forcing tokens, and what that does to the reply." })
 local L = dofile((debug.getinfo(1, "S").source:match("^@(.*)/") or ".") .. "/setup.lua")
 local util = require("wb.util")
 local corpus = require("wb.corpus")

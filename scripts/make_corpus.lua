@@ -14,44 +14,22 @@ package.path = script_dir .. "/../lua/?.lua;" .. package.path
 
 local corpus = require("wb.corpus")
 
-local function usage(msg)
-  if msg then io.stderr:write("make_corpus: ", msg, "\n") end
-  io.stderr:write("usage: make_corpus.lua [--seed N] [--out DIR] [--conversations N] [--tickets N]",
-    " [--json-tickets N] [--val-fraction F] [--stats-only]\n")
+local a = require("wb.cli").parse(arg, "scripts/make_corpus.lua", {
+  { "seed", "count", nil, "generator seed", 0 },
+  { "out", "string", "models/data", "output directory (the trainer reads models/data)" },
+  { "conversations", "count", nil, "conversations", 0 },
+  { "tickets", "count", nil, "label records", 0 },
+  { "json-tickets", "count", nil, "JSON records", 0 },
+  { "val-fraction", "number", nil, "held-out fraction in [0, 1)", 0 },
+  { "stats-only", "flag", nil, "print the statistics, write nothing" },
+}, { about = "generate the Brightlane support corpus (plain lua5.4 runs it too)" })
+if a.val_fraction and a.val_fraction >= 1 then
+  io.stderr:write("scripts/make_corpus.lua: --val-fraction needs a number in [0, 1)\n")
   os.exit(2)
 end
-
-local opts, out, stats_only = {}, "models/data", false
-local argv = arg or {}
-local i = 1
-local function value(name)
-  i = i + 1
-  local v = argv[i]
-  if v == nil then usage("missing value for " .. name) end
-  return v
-end
-local function int(name)
-  local v = math.tointeger(tonumber(value(name)))
-  if not v or v < 0 then usage(name .. " needs a non-negative integer") end
-  return v
-end
-while i <= #argv do
-  local a = argv[i]
-  if a == "--seed" then opts.seed = int(a)
-  elseif a == "--out" then out = value(a)
-  elseif a == "--conversations" then opts.conversations = int(a)
-  elseif a == "--tickets" then opts.tickets = int(a)
-  elseif a == "--json-tickets" then opts.json_tickets = int(a)
-  elseif a == "--val-fraction" then
-    opts.val_fraction = tonumber(value(a))
-    if not opts.val_fraction or opts.val_fraction < 0 or opts.val_fraction >= 1 then
-      usage("--val-fraction needs a number in [0, 1)")
-    end
-  elseif a == "--stats-only" then stats_only = true
-  elseif a == "-h" or a == "--help" then usage()
-  else usage("unknown argument " .. a) end
-  i = i + 1
-end
+local opts = { seed = a.seed, conversations = a.conversations, tickets = a.tickets,
+  json_tickets = a.json_tickets, val_fraction = a.val_fraction }
+local out, stats_only = a.out, a.stats_only == true
 
 local c = corpus.generate(opts)
 local o = c.opts

@@ -1,6 +1,7 @@
 -- one_step.lua - one decoding step by hand, then the same loop through model:generate.
 --
 --   workbench scripts/one_step.lua
+require("wb.cli").parse(arg, "scripts/one_step.lua", {}, { about = "one decoding step by hand, then the same loop through model:generate." })
 local L = dofile((debug.getinfo(1, "S").source:match("^@(.*)/") or ".") .. "/setup.lua")
 local wb = L.wb
 

@@ -11,6 +11,7 @@
 -- stop them) under each setting, with the number of distinct tokens and the most repeated one.
 -- TinyLM's next token usually wins by several nats, more than a penalty of 0.5-1.0 takes away, so
 -- only strong settings change its greedy text; on a flatter distribution the same values bite.
+require("wb.cli").parse(arg, "scripts/penalties.lua", {}, { about = "frequency vs presence (and repetition) penalty: what each does to the numbers, and why it barely changes what a memorising model says." })
 local L = dofile((debug.getinfo(1, "S").source:match("^@(.*)/") or ".") .. "/setup.lua")
 local wb = L.wb
 local util = require("wb.util")

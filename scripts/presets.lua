@@ -13,28 +13,24 @@ local wb = require("wb")
 local presets = require("wb.presets")
 local providers = require("wb.providers")
 
-local function usage(msg)
-  if msg then io.stderr:write("presets.lua: ", msg, "\n") end
-  io.stderr:write('usage: workbench scripts/presets.lua PRESET "input text" [--provider NAME]... '
-    .. "[--strict] [--no-local] [--json]\n       workbench scripts/presets.lua --list\n")
+local cli = require("wb.cli")
+local SPEC = {
+  { "list", "flag", nil, "list the presets found and where they were searched" },
+  { "provider", "choice", nil, "provider request to show (default all three)",
+    choices = { "groq", "gemini", "ollama" }, many = true },
+  { "strict", "flag", nil, "unsupported parameters are an error" },
+  { "no-local", "flag", nil, "skip the TinyLM run" },
+  { "json", "flag", nil, "requests only, as one JSON document" },
+}
+local INFO = { about = "run a decoding preset on TinyLM and show the requests it becomes for Groq, Gemini and Ollama",
+               args = 'PRESET "input text"', max_args = 2 }
+local o = cli.parse(arg, "scripts/presets.lua", SPEC, INFO)
+local args = o.args
+local opts = { providers = o.provider, list = o.list, strict = o.strict, no_local = o.no_local, json = o.json }
+local function usage()
+  io.stderr:write("presets.lua: needs a preset and an input text (or --list)\n",
+    cli.usage_text("scripts/presets.lua", SPEC, INFO), "\n")
   os.exit(2)
-end
-
-local args, opts = {}, { providers = {} }
-local i = 1
-while arg[i] do
-  local a = arg[i]
-  if a == "--list" then opts.list = true
-  elseif a == "--strict" then opts.strict = true
-  elseif a == "--no-local" then opts.no_local = true
-  elseif a == "--json" then opts.json = true
-  elseif a == "--provider" then
-    i = i + 1
-    if not providers.INFO[arg[i] or ""] then usage("--provider takes groq, gemini or ollama") end
-    opts.providers[#opts.providers + 1] = arg[i]
-  elseif a:sub(1, 2) == "--" then usage("unknown option " .. a)
-  else args[#args + 1] = a end
-  i = i + 1
 end
 
 if opts.list then

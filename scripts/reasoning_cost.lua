@@ -14,26 +14,19 @@ local presets = require("wb.presets")
 local plot = require("wb.plot")
 local util = require("wb.util")
 
-local opts = { provider = "groq", model = "openai/gpt-oss-120b", gain = 0.05, which = "median",
-  svg = "reasoning_cost.svg" }
-local i = 1
-local function need(name)
-  i = i + 1
-  if arg[i] == nil then io.stderr:write(name, " needs a value\n"); os.exit(2) end
-  return arg[i]
-end
-while arg[i] do
-  local a = arg[i]
-  if a == "--provider" then opts.provider = need(a)
-  elseif a == "--model" then opts.model = need(a); opts.model_set = true
-  elseif a == "--gain" then opts.gain = tonumber(need(a)) or error("--gain takes a number (0.05 = 5 points)")
-  elseif a == "--tokenizer" then opts.tokenizer = need(a)
-  elseif a == "--svg" then opts.svg = need(a)
-  elseif a == "--tickets" then opts.tickets = math.tointeger(tonumber(need(a))) or error("--tickets takes an integer")
-  elseif a == "--p90" then opts.which = "p90"
-  else io.stderr:write("reasoning_cost.lua: unknown option ", a, "\n"); os.exit(2) end
-  i = i + 1
-end
+local cli = require("wb.cli")
+local o = cli.parse(arg, "scripts/reasoning_cost.lua", {
+  { "provider", "string", "groq", "price and latency row (presets/pricing.lua)" },
+  { "model", "string", nil, "model name in presets/pricing.lua (default: the provider's reasoning model)" },
+  { "gain", "number", 0.05, "accuracy the level adds over `none` (0.05 = five points)" },
+  { "tokenizer", "string", nil, "tokenizer.json to count tokens with (default: a labelled estimate)" },
+  { "svg", "string", nil, "where the plot goes (default $WB_OUT/reasoning_cost.svg)" },
+  { "tickets", "count", nil, "tickets a day" },
+  { "p90", "flag", nil, "use the p90 token counts instead of the median" },
+}, { about = "cost and latency per reasoning effort level; where reasoning pays; a plot" })
+local opts = { provider = o.provider, model = o.model or "openai/gpt-oss-120b", model_set = o.model ~= nil,
+  gain = o.gain, tokenizer = o.tokenizer, tickets = o.tickets, which = o.p90 and "p90" or "median",
+  svg = cli.output_path(o.svg, "reasoning_cost.svg") }
 if not opts.model_set then
   opts.model = ({ groq = "openai/gpt-oss-120b", gemini = "gemini-2.5-flash", ollama = "gpt-oss:20b" })[opts.provider]
     or opts.model

@@ -22,23 +22,17 @@ local util = require("wb.util")
 local heldout = require("wb.heldout")
 local lesson = require("wb.lesson")
 
-local opts = { provider = "tinylm", tickets = 12, out = "reasoning_harness.json", preset = "triage" }
-local i = 1
-local function need(name)
-  i = i + 1
-  if arg[i] == nil then io.stderr:write(name, " needs a value\n"); os.exit(2) end
-  return arg[i]
-end
-while arg[i] do
-  local a = arg[i]
-  if a == "--provider" then opts.provider = need(a)
-  elseif a == "--model" then opts.model = need(a)
-  elseif a == "--tickets" then opts.tickets = math.tointeger(tonumber(need(a))) or error("--tickets takes an integer")
-  elseif a == "--out" then opts.out = need(a)
-  elseif a == "--preset" then opts.preset = need(a)
-  else io.stderr:write("reasoning_harness.lua: unknown option ", a, "\n"); os.exit(2) end
-  i = i + 1
-end
+local cli = require("wb.cli")
+local o = cli.parse(arg, "scripts/reasoning_harness.lua", {
+  { "provider", "string", "tinylm", "tinylm (local, simulated thinking), groq, gemini or ollama" },
+  { "model", "string", nil, "hosted model name" },
+  { "tickets", "count", 12, "tickets to run" },
+  { "output", "string", nil, "record file (default $WB_OUT/reasoning_harness.json)" },
+  { "out", "string", nil, "the same as --output" },
+  { "preset", "string", "triage", "decoding preset" },
+}, { about = "run the effort levels on Brightlane tickets and record thinking tokens, TTFT and totals to JSON" })
+local opts = { provider = o.provider, model = o.model, tickets = o.tickets, preset = o.preset,
+  out = cli.output_path(o.output or o.out, "reasoning_harness.json") }
 
 local effort = presets.data("effort")
 local preset = presets.load(opts.preset)

@@ -1,6 +1,7 @@
 -- seeds.lua - the same seed reproduces, different seeds vary, and why hosted models still vary.
 --
 --   workbench scripts/seeds.lua
+require("wb.cli").parse(arg, "scripts/seeds.lua", {}, { about = "the same seed reproduces, different seeds vary, and why hosted models still vary." })
 local L = dofile((debug.getinfo(1, "S").source:match("^@(.*)/") or ".") .. "/setup.lua")
 local util = require("wb.util")
 

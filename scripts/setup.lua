@@ -126,6 +126,7 @@ function L.measure()
 end
 
 if L.is_main("setup.lua") then
+  require("wb.cli").parse(arg, "scripts/setup.lua", {}, { about = "load TinyLM and show the entropy of two next-token distributions" })
   local r = L.measure()
   print(("TinyLM loaded: %d parameters, context %d tokens, vocabulary %d"):format(r.params, r.n_ctx, r.V))
   for _, row in ipairs(r.prompts) do

@@ -2,6 +2,7 @@
 -- streaming leak that hold-back fixes.
 --
 --   workbench scripts/stops_and_max_tokens.lua
+require("wb.cli").parse(arg, "scripts/stops_and_max_tokens.lua", {}, { about = "stop sequences, max_tokens, tokens paid for but trimmed, and the streaming leak that hold-back fixes." })
 local L = dofile((debug.getinfo(1, "S").source:match("^@(.*)/") or ".") .. "/setup.lua")
 local util = require("wb.util")
 

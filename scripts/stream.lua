@@ -16,13 +16,9 @@ local wb = require("wb")
 local stats = require("wb.stats")
 local lesson = require("wb.lesson")
 
-local threads = 1
-if arg and arg[1] == "--threads" and tonumber(arg[2] or "") then
-  threads = math.floor(tonumber(arg[2]))
-elseif arg and arg[1] then
-  io.stderr:write("usage: workbench scripts/stream.lua [--threads N]\n")
-  os.exit(2)
-end
+local threads = require("wb.cli").parse(arg, "scripts/stream.lua", {
+  { "threads", "count", 1, "compute threads" },
+}, { about = "streaming: time to first token, inter-token latency, and the stop-sequence leak" }).threads
 wb.threads(threads)
 
 local model = wb.load()

@@ -9,19 +9,15 @@
 -- 3 when it is set (nothing is sent either way).
 local providers = require("wb.providers")
 
-local opts = { provider = os.getenv("LLM_PROVIDER"), preset = "drafts",
-  question = "How do I export my board data, and does the CSV include comments?" }
+local o = require("wb.cli").parse(arg, "scripts/stream_hosted.lua", {
+  { "provider", "choice", nil, "default $LLM_PROVIDER, else groq", choices = { "groq", "gemini", "ollama" } },
+  { "preset", "string", "drafts", "decoding preset" },
+  { "model", "string", nil, "hosted model name" },
+}, { about = "the streaming request a hosted model would get for a Brightlane question",
+     args = '["question"]', max_args = 1 })
+local opts = { provider = o.provider or os.getenv("LLM_PROVIDER"), preset = o.preset, model = o.model,
+  question = o.args[1] or "How do I export my board data, and does the CSV include comments?" }
 if opts.provider == "" then opts.provider = nil end
-local i = 1
-while arg[i] do
-  local a = arg[i]
-  if a == "--provider" then i = i + 1; opts.provider = arg[i]
-  elseif a == "--preset" then i = i + 1; opts.preset = arg[i]
-  elseif a == "--model" then i = i + 1; opts.model = arg[i]
-  elseif a:sub(1, 2) == "--" then io.stderr:write("stream_hosted.lua: unknown option ", a, "\n"); os.exit(2)
-  else opts.question = a end
-  i = i + 1
-end
 opts.provider = opts.provider or "groq"
 if not providers.INFO[opts.provider] then
   io.stderr:write("stream_hosted.lua: provider must be groq, gemini or ollama, got ", tostring(opts.provider), "\n")

@@ -2,6 +2,7 @@
 -- about and one it is sure about.
 --
 --   workbench scripts/temperature.lua
+require("wb.cli").parse(arg, "scripts/temperature.lua", {}, { about = "entropy and top tokens at several temperatures, for a prompt TinyLM is unsure about and one it is sure about." })
 local L = dofile((debug.getinfo(1, "S").source:match("^@(.*)/") or ".") .. "/setup.lua")
 local util = require("wb.util")
 local lesson = require("wb.lesson")

@@ -25,12 +25,12 @@ local lesson = require("wb.lesson")
 local trace = require("wb.trace")
 
 local opts = require("wb.cli").parse(arg, "scripts/trace.lua", {
-  { "output", "string", nil, "record file (default: trace-<date>.json here)" },
+  { "output", "string", nil, "record file (default: $WB_OUT/trace-<date>.json)" },
   { "model", "string", nil, "model directory (default: -m, WB_MODEL or TinyLM)" },
   { "threads", "count", 1, "compute threads" },
   { "samples", "count", 9, "samples per run" },
 })
-opts.output = opts.output or os.date("trace-%Y%m%d-%H%M%S.json")
+opts.output = require("wb.cli").output_path(opts.output, os.date("trace-%Y%m%d-%H%M%S.json"))
 wb.threads(opts.threads) -- one thread by default: steadier for a model this small (threads.lua)
 
 local model = wb.load(opts.model)

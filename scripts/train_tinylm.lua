@@ -22,72 +22,29 @@ local plot = require("wb.plot")
 
 -- ---- options ------------------------------------------------------------------------------
 
-local function usage(msg)
-  if msg then io.stderr:write("train_tinylm: ", msg, "\n") end
-  io.stderr:write([[
-usage: workbench scripts/train_tinylm.lua [options]
-  --steps N         optimizer steps (default 3000; smoke 60)
-  --out DIR         output directory (default models/tinylm-base; smoke: a temporary directory)
-  --resume          continue from DIR/checkpoint.safetensors
-  --smoke           small corpus and model, few steps; fails unless the loss falls
-  --threads N       compute threads (default: all cores)
-  --seed N          trainer seed: initialisation and batch order (default 1337)
-  --corpus-seed N   corpus generator seed (default 1)
-  --conversations N conversation documents in the training corpus (default 1000)
-  --tickets N       triage label records in the training corpus (default 550)
-  --eval-every N    steps between validation evaluations (default 100; smoke 10)
-  --eval-batches N  validation batches per evaluation (default 8)
-  --lr X            peak learning rate (default 3e-3)
-  --batch N         sequences per step (default 16)
-  --checkpoint-every N  steps between checkpoints (default 250)
-  --stop-at N       stop at step N as if interrupted (checkpoint saved; --resume continues)
-  --checkpoint PATH where to keep the resume checkpoint (default DIR/checkpoint.safetensors)
-]])
-  os.exit(msg and 2 or 0)
+local o = require("wb.cli").parse(arg, "scripts/train_tinylm.lua", {
+  { "steps", "count", nil, "optimizer steps (default 3000; smoke 60)" },
+  { "out", "string", nil, "output directory (default models/tinylm-base; smoke: a temporary directory)" },
+  { "resume", "flag", nil, "continue from DIR/checkpoint.safetensors" },
+  { "smoke", "flag", nil, "small corpus and model, few steps; fails unless the loss falls" },
+  { "threads", "count", nil, "compute threads (default: all cores)" },
+  { "seed", "count", 1337, "trainer seed: initialisation and batch order" },
+  { "corpus-seed", "count", 1, "corpus generator seed" },
+  { "conversations", "count", nil, "conversation documents in the training corpus (default 1000)" },
+  { "tickets", "count", nil, "triage label records in the training corpus (default 550)" },
+  { "eval-every", "count", nil, "steps between validation evaluations (default 100; smoke 10)" },
+  { "eval-batches", "count", 8, "validation batches per evaluation" },
+  { "lr", "number", 3e-3, "peak learning rate" },
+  { "batch", "count", 16, "sequences per step" },
+  { "checkpoint-every", "count", 250, "steps between checkpoints" },
+  { "stop-at", "count", nil, "stop at step N as if interrupted (checkpoint saved; --resume continues)" },
+  { "checkpoint", "string", nil, "where to keep the resume checkpoint (default DIR/checkpoint.safetensors)" },
+}, { about = "train TinyLM on the Brightlane corpus" })
+if o.lr <= 0 then
+  io.stderr:write("scripts/train_tinylm.lua: --lr needs a positive number\n")
+  os.exit(2)
 end
-
-local o = {
-  steps = nil, out = nil, resume = false, smoke = false, threads = nil, seed = 1337,
-  corpus_seed = 1, eval_every = nil, eval_batches = 8, lr = 3e-3, batch = 16,
-  checkpoint_every = 250,
-}
-local numeric = {
-  ["--steps"] = "steps", ["--threads"] = "threads", ["--seed"] = "seed",
-  ["--corpus-seed"] = "corpus_seed", ["--conversations"] = "conversations",
-  ["--tickets"] = "tickets", ["--eval-every"] = "eval_every",
-  ["--eval-batches"] = "eval_batches", ["--lr"] = "lr", ["--batch"] = "batch",
-  ["--checkpoint-every"] = "checkpoint_every", ["--stop-at"] = "stop_at",
-}
-do
-  local args, i = arg or {}, 1
-  while i <= #args do
-    local a = args[i]
-    if a == "--resume" then o.resume = true
-    elseif a == "--smoke" then o.smoke = true
-    elseif a == "--help" or a == "-h" then usage()
-    elseif a == "--out" then
-      i = i + 1
-      o.out = args[i] or usage("--out needs a directory")
-    elseif a == "--checkpoint" then
-      i = i + 1
-      o.checkpoint = args[i] or usage("--checkpoint needs a path")
-    elseif numeric[a] then
-      i = i + 1
-      local v = tonumber(args[i] or "")
-      if not v or v <= 0 then usage(a .. " needs a positive number") end
-      o[numeric[a]] = v
-    else
-      usage("unknown argument '" .. tostring(a) .. "'")
-    end
-    i = i + 1
-  end
-  for _, k in ipairs { "steps", "threads", "seed", "corpus_seed", "conversations", "tickets", "eval_every", "eval_batches", "batch", "checkpoint_every", "stop_at" } do
-    if o[k] and math.type(o[k]) ~= "integer" then
-      if o[k] ~= math.floor(o[k]) then usage("--" .. k:gsub("_", "-") .. " must be an integer") end
-      o[k] = math.tointeger(o[k])
-    end
-  end
-end
+o.resume, o.smoke = o.resume == true, o.smoke == true
 
 local function ncpu()
   local f = io.open("/proc/cpuinfo")

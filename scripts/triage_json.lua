@@ -7,6 +7,7 @@
 -- without the constraint, and at which temperature, is measured here and said at the end. The
 -- tickets come from training and from the held-out set (wb.heldout), so the accuracy columns
 -- show recall and generalisation side by side.
+require("wb.cli").parse(arg, "scripts/triage_json.lua", {}, { about = "triage objects under a JSON-schema constraint: every output parses." })
 local L = dofile((debug.getinfo(1, "S").source:match("^@(.*)/") or ".") .. "/setup.lua")
 local util = require("wb.util")
 local corpus = require("wb.corpus")
