@@ -1,4 +1,5 @@
 /* base.c - error messages, clock, thread setting, version and BLAS identification. */
+#include "cpu.h"
 #include "wb_base.h"
 
 #include <stdarg.h>
@@ -56,23 +57,32 @@ double wb_clock_ms(void) {
  * per request and never global. */
 static int g_threads = 1;
 
-void wb_threads_set(int n) {
-    g_threads = n < 1 ? 1 : n;
-    /* Our own kernels split work themselves; OpenBLAS GEMM gets the same budget. */
-    openblas_set_num_threads(g_threads);
-}
+void wb_threads_set(int n) { g_threads = n < 1 ? 1 : n; }
 
 int wb_threads_get(void) { return g_threads; }
 
-/* OpenBLAS starts one thread per core unless told otherwise; make its GEMMs follow our setting
- * (1 by default) from the moment the library is loaded, not only after wb_threads_set. */
-__attribute__((constructor)) static void threads_init(void) { openblas_set_num_threads(g_threads); }
+/* OpenBLAS stays single-threaded: every caller splits its GEMMs over our own pool (one slice of
+ * output columns per thread). Its pthread build starts one worker per core when the library is
+ * loaded, and a worker whose queue is empty spins (sched_yield) for 2^28 cycles before it sleeps;
+ * raising its thread count later starts fresh workers that spin again, and so does every GEMM
+ * it runs threaded. On a 2-core machine that spinning worker took a core from our pool: a fresh
+ * process decoded TinyLM at 2 threads at ~0.3 ms/token for its first 0.1-1 s against 0.08 after.
+ * So: one thread from the start, and the workers started at load are shut down (when this
+ * OpenBLAS exports its shutdown hook; the pthread build does, the OpenMP one has no such
+ * workers), before any of our threads exist. */
+int blas_thread_shutdown_(void) __attribute__((weak));
+
+__attribute__((constructor)) static void blas_single_thread(void) {
+    openblas_set_num_threads(1);
+    if (blas_thread_shutdown_) blas_thread_shutdown_();
+}
 
 const char *wb_version(void) { return WB_VERSION; }
 
 const char *wb_blas_info(void) {
-    static char buf[256];
-    snprintf(buf, sizeof buf, "%s / kernel %s", openblas_get_config(), openblas_get_corename());
+    static char buf[640];
+    snprintf(buf, sizeof buf, "%s / kernel %s, 1 thread; %s", openblas_get_config(),
+             openblas_get_corename(), wb_kernels_info());
     return buf;
 }
 
@@ -91,14 +101,13 @@ static int core_is_fallback(const char *core) {
 const char *wb_blas_preferred_coretype(void) {
     const char *core = openblas_get_corename();
     if (getenv("OPENBLAS_CORETYPE")) return NULL; /* the user decided */
-    __builtin_cpu_init();
-    int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    const wb_cpu_features *f = wb_cpu(); /* the one probe (cpu.c) */
+    int avx512 = f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq;
+    int avx2 = f->avx2 && f->fma;
     if (avx512 && (core_is_fallback(core) || strcasecmp(core, "Sandybridge") == 0 ||
                    strcasecmp(core, "Haswell") == 0))
         return "SkylakeX";
     if (avx2 && (core_is_fallback(core) || strcasecmp(core, "Sandybridge") == 0))
-        return __builtin_cpu_is("amd") ? "Zen" : "Haswell";
+        return f->amd ? "Zen" : "Haswell";
     return NULL;
 }

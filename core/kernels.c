@@ -1,9 +1,10 @@
-/* kernels.c - the forward-pass building blocks, scalar reference and AVX2+FMA versions.
+/* kernels.c - the F32 forward-pass building blocks, portable and AVX2+FMA versions.
  *
- * Dispatch is decided once (__builtin_cpu_supports) and can be forced to scalar by tests. The
- * AVX2 code is compiled with target attributes so the library still builds and runs on any
- * x86-64 (or non-x86) machine; the scalar versions double as the portable fallback.
+ * The AVX2 code is compiled with target attributes so the library still builds and runs on any
+ * x86-64 (or non-x86) machine; the portable versions are the reference the tests compare every
+ * other path with. Which one runs is the dispatch table's choice (cpu.c).
  */
+#include "cpu.h"
 #include "model_internal.h"
 
 #include <math.h>
@@ -18,28 +19,14 @@
 
 /* ------------------------------------------------------------------------------ dispatch */
 
-static atomic_int g_force_scalar = 0;
-static atomic_int g_have_avx2 = -1; /* -1: not probed yet; racing probes agree */
-
-static int use_avx2(void) {
-#ifdef WB_X86
-    if (g_have_avx2 < 0) {
-        __builtin_cpu_init();
-        g_have_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    }
-    return g_have_avx2 && !g_force_scalar;
-#else
-    return 0;
-#endif
-}
-
+/* Tests force the portable path (the old name of wb_isa_limit(WB_ISA_PORTABLE)). Returns 1 when
+ * the previous cap was the portable level. */
 int wb_kernels_force_scalar(int on) {
-    int old = g_force_scalar;
-    g_force_scalar = on;
-    return old;
+    wb_isa old = wb_isa_limit(on ? WB_ISA_PORTABLE : WB_ISA_COUNT - 1);
+    return old == WB_ISA_PORTABLE;
 }
 
-const char *wb_kernels_name(void) { return use_avx2() ? "avx2+fma" : "scalar"; }
+const char *wb_kernels_name(void) { return wb_isa_name(wb_isa_current()); }
 
 /* ------------------------------------------------------------------------------- scalar */
 
@@ -635,88 +622,28 @@ AVX2 static void layernorm_avx2(float *out, float *x, const float *add, const fl
 }
 #endif
 
-/* -------------------------------------------------------------------------------- public */
+/* ---------------------------------------------------------------------- portable entries */
 
-void wb_layernorm_forward(float *out, const float *x, const float *w, const float *b, int C,
-                          float eps) {
-#ifdef WB_X86
-    if (use_avx2()) {
-        layernorm_avx2(out, (float *)x, NULL, w, b, C, eps); /* x only read without add */
-        return;
-    }
-#endif
-    layernorm_scalar(out, x, w, b, C, eps);
-}
-
-void wb_layernorm_add_forward(float *out, float *x, const float *add, const float *w,
-                              const float *b, int C, float eps) {
-#ifdef WB_X86
-    if (use_avx2()) {
-        layernorm_avx2(out, x, add, w, b, C, eps);
-        return;
-    }
-#endif
+static void layernorm_portable(float *out, float *x, const float *add, const float *w,
+                               const float *b, int C, float eps) {
     if (add)
         for (int i = 0; i < C; i++) x[i] += add[i];
     layernorm_scalar(out, x, w, b, C, eps);
 }
 
-void wb_gemv_forward(float *y, const float *x, const float *W, const float *b, int in, int r0,
-                     int r1, int accumulate) {
-#ifdef WB_X86
-    if (use_avx2()) {
-        gemv_ld_avx2(y, x, W, (size_t)in, b, in, r0, r1, accumulate);
-        return;
-    }
-#endif
-    gemv_scalar(y, x, W, b, in, r0, r1, accumulate);
-}
-
-void wb_gemv_batch_forward(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
-                           const float *W, const float *b, int in, int r0, int r1,
-                           int accumulate) {
-#ifdef WB_X86
-    if (use_avx2()) {
-        gemv_batch_avx2(Y, ldy, X, ldx, nb, W, b, in, r0, r1, accumulate);
-        return;
-    }
-#endif
+static void gemv_batch_portable(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
+                                const float *W, const float *b, int in, int r0, int r1,
+                                int accumulate) {
     for (int j = 0; j < nb; j++)
         gemv_scalar(Y + (size_t)j * ldy, X + (size_t)j * ldx, W, b, in, r0, r1, accumulate);
 }
 
-void wb_gelu_forward(float *x, size_t n, wb_act act) {
-    if (act == WB_ACT_GELU_ERF) {
-        for (size_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
-        return;
-    }
-#ifdef WB_X86
-    if (use_avx2()) {
-        gelu_tanh_avx2(x, n);
-        return;
-    }
-#endif
+static void gelu_tanh_portable(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = gelu_tanh_1(x[i]);
 }
 
-void wb_softmax_forward(float *x, int n) {
-#ifdef WB_X86
-    if (use_avx2()) {
-        softmax_avx2(x, n);
-        return;
-    }
-#endif
-    softmax_scalar(x, n);
-}
-
-void wb_attention_forward(float *out, const float *q, const float *k, const float *v,
-                          size_t stride, int p, int hs, float *att) {
-#ifdef WB_X86
-    if (use_avx2()) {
-        attention_avx2(out, q, k, v, stride, p, hs, att);
-        return;
-    }
-#endif
+static void attention_portable(float *out, const float *q, const float *k, const float *v,
+                               size_t stride, int p, int hs, float *att) {
     const float scale = 1.0f / sqrtf((float)hs);
     for (int t = 0; t <= p; t++) att[t] = dot_scalar(q, k + (size_t)t * stride, hs) * scale;
     softmax_scalar(att, p + 1);
@@ -725,6 +652,80 @@ void wb_attention_forward(float *out, const float *q, const float *k, const floa
         const float *vt = v + (size_t)t * stride;
         for (int i = 0; i < hs; i++) out[i] += att[t] * vt[i];
     }
+}
+
+#ifdef WB_X86
+AVX2 static void gemv_avx2(float *y, const float *x, const float *W, const float *b, int in,
+                           int r0, int r1, int accumulate) {
+    gemv_ld_avx2(y, x, W, (size_t)in, b, in, r0, r1, accumulate);
+}
+#endif
+
+void wb_kernels_f32_register(wb_kernel_table *t, wb_isa isa) {
+    if (isa == WB_ISA_PORTABLE) {
+        t->gemv = gemv_scalar;
+        t->gemv_batch = gemv_batch_portable;
+        t->layernorm = layernorm_portable;
+        t->gelu_tanh = gelu_tanh_portable;
+        t->softmax = softmax_scalar;
+        t->attention = attention_portable;
+        t->attention_block = NULL;
+        t->name_gemv = "portable";
+    }
+#ifdef WB_X86
+    if (isa == WB_ISA_AVX2) {
+        t->gemv = gemv_avx2;
+        t->gemv_batch = gemv_batch_avx2;
+        t->layernorm = layernorm_avx2;
+        t->gelu_tanh = gelu_tanh_avx2;
+        t->softmax = softmax_avx2;
+        t->attention = attention_avx2;
+        t->attention_block = attention_block_avx2;
+        t->name_gemv = "avx2";
+    }
+    /* AVX-512: the F32 GEMV stays AVX2. Decode streams the weights from memory, where 256-bit
+     * FMAs already keep up; and wb_gemv_batch_forward must sum exactly as wb_gemv_forward does,
+     * so both would have to change together. */
+#endif
+}
+
+/* -------------------------------------------------------------------------------- public */
+
+void wb_layernorm_forward(float *out, const float *x, const float *w, const float *b, int C,
+                          float eps) {
+    /* x is only read when add is NULL */
+    wb_kt()->layernorm(out, (float *)x, NULL, w, b, C, eps);
+}
+
+void wb_layernorm_add_forward(float *out, float *x, const float *add, const float *w,
+                              const float *b, int C, float eps) {
+    wb_kt()->layernorm(out, x, add, w, b, C, eps);
+}
+
+void wb_gemv_forward(float *y, const float *x, const float *W, const float *b, int in, int r0,
+                     int r1, int accumulate) {
+    wb_kt()->gemv(y, x, W, b, in, r0, r1, accumulate);
+}
+
+void wb_gemv_batch_forward(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
+                           const float *W, const float *b, int in, int r0, int r1,
+                           int accumulate) {
+    wb_kt()->gemv_batch(Y, ldy, X, ldx, nb, W, b, in, r0, r1, accumulate);
+}
+
+void wb_gelu_forward(float *x, size_t n, wb_act act) {
+    if (act == WB_ACT_GELU_ERF) {
+        for (size_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+        return;
+    }
+    wb_kt()->gelu_tanh(x, n);
+}
+
+void wb_softmax_forward(float *x, int n) { wb_kt()->softmax(x, n); }
+
+void wb_attention_forward(float *out, const float *q, const float *k, const float *v,
+                          size_t stride, int p, int hs, float *att) {
+    wb_kt()->attention(out, q, k, v, stride, p, hs, att);
 }
 
 size_t wb_attention_block_scratch(int pos, int nq, int hs) {
@@ -737,13 +738,11 @@ size_t wb_attention_block_scratch(int pos, int nq, int hs) {
 void wb_attention_block_forward(float *out, size_t ldo, const float *q, size_t ldq, const float *k,
                                 const float *v, size_t ldkv, int pos, int nq, int hs,
                                 float *scratch) {
-#ifdef WB_X86
-    if (use_avx2() && hs % 8 == 0) {
-        attention_block_avx2(out, ldo, q, ldq, k, v, ldkv, pos, nq, hs, scratch);
+    const wb_kernel_table *t = wb_kt();
+    if (t->attention_block && hs % 8 == 0) {
+        t->attention_block(out, ldo, q, ldq, k, v, ldkv, pos, nq, hs, scratch);
         return;
     }
-#endif
     for (int i = 0; i < nq; i++)
-        wb_attention_forward(out + (size_t)i * ldo, q + (size_t)i * ldq, k, v, ldkv, pos + i, hs,
-                             scratch);
+        t->attention(out + (size_t)i * ldo, q + (size_t)i * ldq, k, v, ldkv, pos + i, hs, scratch);
 }

@@ -393,6 +393,18 @@ static void lin_worker(void *arg, int tid, int nt) {
     int r0, r1;
     split8(out, tid, nt, &r0, &r1);
     if (r0 >= r1) return;
+    if (!j->W->bf16 && j->n > SMALL_ROWS) { /* this thread's slice of columns, one sgemm */
+        const int w = r1 - r0;
+        for (int t = 0; j->b && t < j->n; t++) {
+            float *y = j->Y + (size_t)t * out + r0;
+            if (j->residual) for (int i = 0; i < w; i++) y[i] += j->b[r0 + i];
+            else memcpy(y, j->b + r0, (size_t)w * sizeof *y);
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->n, w, in, 1.0f, j->X, in,
+                    (const float *)j->W->w + (size_t)r0 * in, in,
+                    j->b || j->residual ? 1.0f : 0.0f, j->Y + r0, out);
+        return;
+    }
     if (j->W->bf16)
         wb_gemv_bf16_forward(j->Y, (size_t)out, j->X, (size_t)in, j->n, j->W->w, j->b, in, r0, r1,
                              j->residual);
@@ -401,23 +413,13 @@ static void lin_worker(void *arg, int tid, int nt) {
                               r1, j->residual);
 }
 
-/* Y[n, out] = X[n, in] . W^T (+ b), or Y += that when residual. F32 weights: a cblas_sgemm
- * above SMALL_ROWS rows. BF16 weights: always our kernels on our pool; for a 44-token prefill of
+/* Y[n, out] = X[n, in] . W^T (+ b), or Y += that when residual. F32 weights: above SMALL_ROWS rows
+ * one single-threaded cblas_sgemm per thread over its slice of output columns (OpenBLAS never
+ * runs its own threads: base.c). BF16 weights: always our kernels on our pool; for a 44-token prefill of
  * a 4864x896 matrix the blocked BF16 kernel ran as fast as widening 1 MB tiles for cblas_sgemm
  * (25-28 GMAC/s per core either way) without the extra buffer. */
 static wb_status linear(const wb_model *m, int nt, float *Y, const float *X, int n,
                         const wb_mat *W, const float *b, int residual, wb_err *err) {
-    const int out = W->rows, in = W->cols;
-    if (n > SMALL_ROWS && !W->bf16) {
-        for (int t = 0; b && t < n; t++) {
-            float *y = Y + (size_t)t * out;
-            if (residual) for (int i = 0; i < out; i++) y[i] += b[i];
-            else memcpy(y, b, (size_t)out * sizeof *y);
-        }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, X, in, W->w, in,
-                    b || residual ? 1.0f : 0.0f, Y, out);
-        return WB_OK;
-    }
     lin_job j = {Y, X, b, W, n, residual};
     if (nt <= 1) {
         lin_worker(&j, 0, 1);

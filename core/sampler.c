@@ -1,5 +1,6 @@
 /* sampler.c - sampling parameters, the filtered distribution and the seeded draw (wb_sampler.h). */
 #include "wb_sampler.h"
+#include "cpu.h"
 
 #include <fcntl.h>
 #include <float.h>
@@ -462,9 +463,6 @@ static int32_t argmax_valid(const float *z, int32_t V, float *zmax) {
 #endif
 #define WB_INLINE static inline __attribute__((always_inline))
 
-#ifdef WB_SAMP_X86
-static int g_samp_avx2 = -1; /* -1: not probed; racing probes agree */
-#endif
 static int g_samp_force_scalar = 0;
 
 void wb_sampler_force_scalar(int on) {
@@ -473,13 +471,8 @@ void wb_sampler_force_scalar(int on) {
 
 int wb_sampler_simd(void) {
 #ifdef WB_SAMP_X86
-    int v = __atomic_load_n(&g_samp_avx2, __ATOMIC_RELAXED);
-    if (v < 0) {
-        __builtin_cpu_init();
-        v = __builtin_cpu_supports("avx2") ? 1 : 0;
-        __atomic_store_n(&g_samp_avx2, v, __ATOMIC_RELAXED);
-    }
-    return v && !__atomic_load_n(&g_samp_force_scalar, __ATOMIC_RELAXED);
+    /* the one CPU probe and level (cpu.c): a process capped to portable kernels samples portably */
+    return wb_isa_current() >= WB_ISA_AVX2 && !__atomic_load_n(&g_samp_force_scalar, __ATOMIC_RELAXED);
 #else
     return 0;
 #endif

@@ -304,8 +304,6 @@ wb_status wb_forward_seqs(const wb_model *m, const wb_seq_rows *seqs, int n_seqs
     fwd_job fj = {m, seqs, n_seqs, n, row0, x, xn, qkv, att, h, &aj, NULL, 0,
                   nt > 1 && (n >= ATT_POOL_MIN || n_seqs > 1) ? nt : 1, logits, all_positions};
     wb_status st = WB_OK;
-    /* our threads split every GEMM: OpenBLAS's own would only compete with them */
-    if (nt > 1) openblas_set_num_threads(1);
     for (int l = 0; l <= c->n_layer; l++) {
         if (l == c->n_layer && !logits) break;
         if (l < c->n_layer && m->abort_fn && m->abort_fn(m->abort_data)) {
@@ -323,7 +321,6 @@ wb_status wb_forward_seqs(const wb_model *m, const wb_seq_rows *seqs, int n_seqs
             fwd_worker(&fj, 0, 1);
         }
     }
-    if (nt > 1) openblas_set_num_threads(wb_threads_get());
     free(local.p);
     return st;
 }

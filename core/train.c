@@ -25,8 +25,6 @@
 
 #include <cblas.h>
 
-void openblas_set_num_threads(int num_threads);
-
 #define NUM_PARAM_TENSORS 16
 
 // ----------------------------------------------------------------------------------------------
@@ -950,8 +948,7 @@ static wb_status run_pass(wb_trainer *t, int backward, float *loss, wb_err *err)
     pthread_t tid[MAX_WORKERS];
     pass_job jobs[MAX_WORKERS];
     int started[MAX_WORKERS] = {0};
-    if (nw > 1) {
-        openblas_set_num_threads(1);
+    if (nw > 1) { /* OpenBLAS is always single-threaded (base.c) */
         tl_serial = 1;
         for (int i = 1; i < nw; i++) {
             jobs[i] = (pass_job){t, &t->workers[i], backward};
@@ -966,7 +963,6 @@ static wb_status run_pass(wb_trainer *t, int backward, float *loss, wb_err *err)
     }
     if (nw > 1) {
         tl_serial = 0;
-        openblas_set_num_threads(wb_threads_get());
     }
     if (atomic_load(&t->cancel)) return cancelled(err);
     if (backward && nw > 1) {

@@ -67,6 +67,9 @@ const char *wb_version(void);
 /* The BLAS library actually linked and the kernel it picked at run time
  * (e.g. "OpenBLAS 0.3.21 ... / Zen"). Never NULL. */
 const char *wb_blas_info(void);
+/* The kernels in use: dispatch level, CPU features, the variant each matrix kernel runs (cpu.c).
+ * Static storage, per thread. */
+const char *wb_kernels_info(void);
 
 /* When the linked OpenBLAS picked a kernel far below what this CPU can run (an old OpenBLAS on a
  * newer CPU), the OPENBLAS_CORETYPE value a host should set before re-executing itself;

@@ -114,6 +114,8 @@ static int model_info(lua_State *L) {
     }
     lua_pushboolean(L, c->tie_word_embeddings);
     lua_setfield(L, -2, "tie_word_embeddings");
+    lua_pushstring(L, wb_kernels_info()); /* the dispatch level and kernel variants in use */
+    lua_setfield(L, -2, "kernels");
     return 1;
 }
 

@@ -1,0 +1,171 @@
+/* bench_kernels.c - the matrix kernels alone, per dispatch level, against this machine's floor.
+ *
+ * The floor is measured in the same run, interleaved with the kernels, one thread:
+ *   - FMA peak: 24 independent chains of 512-bit (AVX-512) or 256-bit (AVX2) FMAs in registers;
+ *   - int8 dot peak: the same with vpdpbusd (AVX512-VNNI) when the CPU has it;
+ * and for every level the CPU supports, on Qwen2.5-0.5B's gate/up shape (4864 x 896):
+ *   - BF16 GEMM over 44 and 268 inputs (prefill), GFLOP/s and the fraction of FMA peak;
+ *   - Q8_0 GEMM over 44 inputs, Gop/s and the fraction of the int8 peak (when built in).
+ * Each figure is the median [min - max] of the repeats. The machine may be shared: report
+ * `uptime` with the numbers, and read the ratios, which were measured side by side.
+ *
+ *   bench_kernels [repeats]
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <immintrin.h>
+
+#include "cpu.h"
+#include "llama_internal.h"
+#include "quant.h"
+
+enum { ROWS = 4864, IN = 896, MAXR = 31 };
+
+static double med(double *v, int n) {
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1], v[j - 1] = t;
+        }
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static double lo(const double *v, int n) {
+    double m = v[0];
+    for (int i = 1; i < n; i++) m = v[i] < m ? v[i] : m;
+    return m;
+}
+static double hi(const double *v, int n) {
+    double m = v[0];
+    for (int i = 1; i < n; i++) m = v[i] > m ? v[i] : m;
+    return m;
+}
+
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,avx2")))
+#define AVX2 __attribute__((target("avx2,fma")))
+
+/* GFLOP/s of 24 chains x iters 512-bit FMAs */
+AVX512 static double fma_peak_512(long iters) {
+    __m512 a[24];
+    for (int i = 0; i < 24; i++) a[i] = _mm512_set1_ps(1.0f + i * 1e-7f);
+    const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+    double t0 = wb_clock_ms();
+    for (long k = 0; k < iters; k++) {
+#pragma GCC unroll 24
+        for (int i = 0; i < 24; i++) a[i] = _mm512_fmadd_ps(a[i], m, c);
+    }
+    double ms = wb_clock_ms() - t0;
+    float s = 0;
+    for (int i = 0; i < 24; i++) s += _mm512_reduce_add_ps(a[i]);
+    if (s == 12345.0f) puts("");
+    return (double)iters * 24 * 16 * 2 / (ms * 1e6);
+}
+
+AVX2 static double fma_peak_256(long iters) {
+    __m256 a[12];
+    for (int i = 0; i < 12; i++) a[i] = _mm256_set1_ps(1.0f + i * 1e-7f);
+    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+    double t0 = wb_clock_ms();
+    for (long k = 0; k < iters; k++) {
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) a[i] = _mm256_fmadd_ps(a[i], m, c);
+    }
+    double ms = wb_clock_ms() - t0;
+    float s = 0;
+    float t[8];
+    for (int i = 0; i < 12; i++) {
+        _mm256_storeu_ps(t, a[i]);
+        s += t[0];
+    }
+    if (s == 12345.0f) puts("");
+    return (double)iters * 12 * 8 * 2 / (ms * 1e6);
+}
+
+/* Gop/s (a multiply and an add per int8 pair) of 24 chains of vpdpbusd */
+AVX512 static double vnni_peak(long iters) {
+    __m512i a[24];
+    for (int i = 0; i < 24; i++) a[i] = _mm512_set1_epi32(i);
+    const __m512i u = _mm512_set1_epi8(3), s8 = _mm512_set1_epi8(-2);
+    double t0 = wb_clock_ms();
+    for (long k = 0; k < iters; k++) {
+#pragma GCC unroll 24
+        for (int i = 0; i < 24; i++) a[i] = _mm512_dpbusd_epi32(a[i], u, s8);
+    }
+    double ms = wb_clock_ms() - t0;
+    long long s = 0;
+    for (int i = 0; i < 24; i++) s += _mm512_reduce_add_epi32(a[i]);
+    if (s == 12345) puts("");
+    return (double)iters * 24 * 64 * 2 / (ms * 1e6);
+}
+
+int main(int argc, char **argv) {
+    int reps = argc > 1 ? atoi(argv[1]) : 7;
+    if (reps < 1) reps = 1;
+    if (reps > MAXR) reps = MAXR;
+    const wb_cpu_features *f = wb_cpu();
+    const int have512 = wb_isa_best() >= WB_ISA_AVX512, have_vnni = have512 && f->avx512vnni;
+    printf("%s\n", wb_kernels_describe());
+    uint16_t *W = malloc(2ull * ROWS * IN);
+    float *Wf = malloc(4ull * ROWS * IN);
+    float *X = malloc(4ull * 268 * IN), *Y = malloc(4ull * 268 * ROWS);
+    uint64_t r = 88172645463325252ull;
+    for (size_t i = 0; i < (size_t)ROWS * IN; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        Wf[i] = (float)((int)(r >> 40 & 0xffff) - 32768) / 32768.0f;
+        uint32_t u;
+        memcpy(&u, &Wf[i], 4);
+        W[i] = (uint16_t)(u >> 16);
+    }
+    for (size_t i = 0; i < 268ull * IN; i++) X[i] = (float)((int)(i * 2654435761u >> 20 & 1023) - 512) / 512.0f;
+    size_t qbytes = wb_quant_row_bytes(WB_QT_Q8_0, IN) * ROWS;
+    void *Wq = malloc(qbytes);
+    for (int rr = 0; rr < ROWS; rr++)
+        wb_quantize_row(WB_QT_Q8_0, (char *)Wq + wb_quant_row_bytes(WB_QT_Q8_0, IN) * rr,
+                        Wf + (size_t)rr * IN, IN);
+    void *xq = malloc(wb_quant_row_bytes(WB_QT_Q8_0, IN) * 268);
+
+    double p512[MAXR], p256[MAXR], pv[MAXR];
+    double g44[WB_ISA_COUNT][MAXR], g268[WB_ISA_COUNT][MAXR], q44[WB_ISA_COUNT][MAXR];
+    const int levels = (int)wb_isa_best();
+    for (int k = 0; k < reps; k++) {
+        p512[k] = have512 ? fma_peak_512(2000000) : 0;
+        p256[k] = fma_peak_256(2000000);
+        pv[k] = have_vnni ? vnni_peak(1000000) : 0;
+        for (int lv = WB_ISA_AVX2; lv <= levels; lv++) {
+            wb_isa o = wb_isa_limit((wb_isa)lv);
+            double t0 = wb_clock_ms();
+            wb_gemv_bf16_forward(Y, ROWS, X, IN, 44, W, NULL, IN, 0, ROWS, 0);
+            double t1 = wb_clock_ms();
+            wb_gemv_bf16_forward(Y, ROWS, X, IN, 268, W, NULL, IN, 0, ROWS, 0);
+            double t2 = wb_clock_ms();
+            wb_gemm_q(WB_QT_Q8_0, Y, ROWS, X, IN, 44, Wq, NULL, IN, 0, ROWS, 0, xq);
+            double t3 = wb_clock_ms();
+            wb_isa_limit(o);
+            g44[lv][k] = 2.0 * 44 * ROWS * IN / ((t1 - t0) * 1e6);
+            g268[lv][k] = 2.0 * 268 * ROWS * IN / ((t2 - t1) * 1e6);
+            q44[lv][k] = 2.0 * 44 * ROWS * IN / ((t3 - t2) * 1e6);
+        }
+    }
+    double P512 = have512 ? med(p512, reps) : 0, P256 = med(p256, reps), PV = have_vnni ? med(pv, reps) : 0;
+    printf("\n1 thread, %d repeats, median [min - max]\n\n", reps);
+    printf("| floor | rate |\n|---|---|\n");
+    if (have512) printf("| FMA peak 512-bit | %.0f GFLOP/s [%.0f - %.0f] |\n", P512, lo(p512, reps), hi(p512, reps));
+    printf("| FMA peak 256-bit | %.0f GFLOP/s [%.0f - %.0f] |\n", P256, lo(p256, reps), hi(p256, reps));
+    if (have_vnni) printf("| int8 vpdpbusd peak | %.0f Gop/s [%.0f - %.0f] |\n", PV, lo(pv, reps), hi(pv, reps));
+    printf("\n| level | BF16 GEMM 44x%dx%d | of FMA peak | BF16 GEMM 268 rows | of peak | Q8_0 GEMM 44 | of int8 peak |\n",
+           ROWS, IN);
+    printf("|---|---|---|---|---|---|---|\n");
+    for (int lv = WB_ISA_AVX2; lv <= levels; lv++) {
+        double peak = have512 ? P512 : P256, ipeak = have_vnni ? PV : 2 * P256;
+        double a = med(g44[lv], reps), b = med(g268[lv], reps), c = med(q44[lv], reps);
+        printf("| %s | %.0f GFLOP/s [%.0f - %.0f] | %.0f%% | %.0f [%.0f - %.0f] | %.0f%% | %.0f Gop/s [%.0f - %.0f] | %.0f%% |\n",
+               wb_isa_name(lv), a, lo(g44[lv], reps), hi(g44[lv], reps), 100 * a / peak, b,
+               lo(g268[lv], reps), hi(g268[lv], reps), 100 * b / peak, c, lo(q44[lv], reps),
+               hi(q44[lv], reps), 100 * c / ipeak);
+    }
+    free(W), free(Wf), free(X), free(Y), free(Wq), free(xq);
+    return 0;
+}

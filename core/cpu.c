@@ -1,0 +1,148 @@
+/* cpu.c - the one CPU-feature probe and the kernel dispatch tables (see cpu.h).
+ *
+ * The probe reads CPUID and XGETBV itself rather than __builtin_cpu_supports: the AVX-512 level
+ * needs the OS to save the ZMM state (XCR0 bits 5-7), and one probe gives kernels, sampler and
+ * the BLAS diagnosis the same answer. The environment variable WB_KERNELS=portable|avx2|avx512
+ * caps the level for a whole process (benchmarks report the AVX2-only figures with it).
+ */
+#include "cpu.h"
+#include "wb_base.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define WB_X86 1
+#endif
+
+static wb_cpu_features g_cpu;
+static wb_isa g_best = WB_ISA_PORTABLE;
+static wb_kernel_table g_tables[WB_ISA_COUNT];
+static atomic_int g_limit = WB_ISA_COUNT - 1;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+#ifdef WB_X86
+static uint64_t xgetbv0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+#endif
+
+static void probe(void) {
+    memset(&g_cpu, 0, sizeof g_cpu);
+#ifdef WB_X86
+    unsigned a, b, c, d;
+    if (__get_cpuid(0, &a, &b, &c, &d)) g_cpu.amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return;
+    const int osxsave = (c >> 27) & 1, avx = (c >> 28) & 1;
+    const int fma = (c >> 12) & 1, f16c = (c >> 29) & 1;
+    if (!osxsave || !avx) return;
+    const uint64_t xcr0 = xgetbv0();
+    const int os_avx = (xcr0 & 0x6) == 0x6, os_avx512 = os_avx && (xcr0 & 0xe0) == 0xe0;
+    if (!os_avx) return;
+    g_cpu.fma = fma;
+    g_cpu.f16c = f16c;
+    unsigned max = __get_cpuid_max(0, NULL);
+    if (max < 7) return;
+    __cpuid_count(7, 0, a, b, c, d);
+    g_cpu.avx2 = (b >> 5) & 1;
+    if (os_avx512) {
+        g_cpu.avx512f = (b >> 16) & 1;
+        g_cpu.avx512dq = (b >> 17) & 1;
+        g_cpu.avx512bw = (b >> 30) & 1;
+        g_cpu.avx512vl = (b >> 31) & 1;
+        g_cpu.avx512vnni = (c >> 11) & 1;
+        g_cpu.avx512fp16 = (d >> 23) & 1;
+    }
+    g_cpu.amx = (d >> 24) & 1; /* reported only: no AMX kernels */
+    const unsigned sub = a;    /* leaf 7 subleaf count */
+    if (sub >= 1) {
+        __cpuid_count(7, 1, a, b, c, d);
+        g_cpu.avxvnni = (a >> 4) & 1;
+        if (os_avx512) g_cpu.avx512bf16 = (a >> 5) & 1;
+    }
+#endif
+}
+
+static wb_isa parse_isa(const char *s, wb_isa dflt) {
+    if (!s) return dflt;
+    for (int i = 0; i < WB_ISA_COUNT; i++)
+        if (strcmp(s, wb_isa_name((wb_isa)i)) == 0) return (wb_isa)i;
+    return dflt; /* unknown names leave the level alone */
+}
+
+static void init(void) {
+    probe();
+    const wb_cpu_features *f = &g_cpu;
+    if (f->avx2 && f->fma && f->f16c) g_best = WB_ISA_AVX2;
+    if (g_best == WB_ISA_AVX2 && f->avx512f && f->avx512bw && f->avx512dq && f->avx512vl)
+        g_best = WB_ISA_AVX512;
+    wb_kernel_table t;
+    memset(&t, 0, sizeof t);
+    for (int i = 0; i <= (int)g_best; i++) {
+        t.isa = (wb_isa)i;
+        t.cpu = &g_cpu;
+        wb_kernels_f32_register(&t, (wb_isa)i);
+        wb_kernels_bf16_register(&t, (wb_isa)i);
+        wb_kernels_quant_register(&t, (wb_isa)i);
+        g_tables[i] = t;
+    }
+    for (int i = (int)g_best + 1; i < WB_ISA_COUNT; i++) g_tables[i] = g_tables[g_best];
+    wb_isa env = parse_isa(getenv("WB_KERNELS"), WB_ISA_COUNT - 1);
+    if ((int)env < atomic_load(&g_limit)) atomic_store(&g_limit, env);
+}
+
+const wb_cpu_features *wb_cpu(void) {
+    pthread_once(&g_once, init);
+    return &g_cpu;
+}
+
+wb_isa wb_isa_best(void) {
+    pthread_once(&g_once, init);
+    return g_best;
+}
+
+wb_isa wb_isa_current(void) {
+    pthread_once(&g_once, init);
+    int lim = atomic_load_explicit(&g_limit, memory_order_relaxed);
+    return (int)g_best < lim ? g_best : (wb_isa)lim;
+}
+
+wb_isa wb_isa_limit(wb_isa max) {
+    pthread_once(&g_once, init);
+    if ((int)max < 0) max = WB_ISA_PORTABLE;
+    if ((int)max >= WB_ISA_COUNT) max = WB_ISA_COUNT - 1;
+    return (wb_isa)atomic_exchange(&g_limit, (int)max);
+}
+
+const char *wb_isa_name(wb_isa isa) {
+    switch (isa) {
+    case WB_ISA_PORTABLE: return "portable";
+    case WB_ISA_AVX2: return "avx2";
+    case WB_ISA_AVX512: return "avx512";
+    default: return "unknown";
+    }
+}
+
+const wb_kernel_table *wb_kt(void) { return &g_tables[wb_isa_current()]; }
+
+const char *wb_kernels_describe(void) {
+    static _Thread_local char buf[320];
+    const wb_cpu_features *f = wb_cpu();
+    const wb_kernel_table *t = wb_kt();
+    snprintf(buf, sizeof buf,
+             "kernels %s (cpu%s%s%s%s%s%s%s%s): gemv %s, bf16 gemv %s, bf16 gemm %s, q8 dot %s",
+             wb_isa_name(t->isa), f->avx2 ? " avx2" : "", f->fma ? " fma" : "",
+             f->avx512f ? " avx512f" : "", f->avx512bw ? " bw" : "",
+             f->avx512vnni ? " vnni" : "", f->avx512bf16 ? " bf16" : "",
+             f->avx512fp16 ? " fp16" : "", f->amx ? " amx(unused)" : "", t->name_gemv,
+             t->name_gemv_bf16, t->name_gemm_bf16, t->name_dot_q8);
+    return buf;
+}
+
+const char *wb_kernels_info(void) { return wb_kernels_describe(); }

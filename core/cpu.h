@@ -1,0 +1,98 @@
+/* cpu.h - the one CPU-feature probe and the one kernel dispatch table (not a public API).
+ *
+ * core/cpu.c          probes the CPU once, builds one table per instruction-set level
+ * core/kernels.c      F32 kernels (GEMV, LayerNorm, GELU, softmax, attention): portable, AVX2
+ * core/kernels_bf16.c BF16 GEMV / GEMM, RMSNorm, SwiGLU: portable, AVX2, AVX-512
+ * core/quant.c        Q8_0 / Q4_0 integer dot products: portable, AVX2, AVX-512 VNNI
+ *
+ * Every kernel file registers its functions per level (wb_kernels_*_register); a level starts as
+ * a copy of the level below, so a kernel without an AVX-512 version runs its AVX2 one there.
+ * Callers go through wb_kt(), which is the table of the level in use: the best the CPU supports
+ * unless a test capped it with wb_isa_limit (every path the CPU supports is then compared with
+ * the portable one on the same inputs). The sampler asks wb_isa_current() too.
+ */
+#ifndef WB_CPU_H
+#define WB_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum wb_isa {
+    WB_ISA_PORTABLE = 0, /* plain C, any machine */
+    WB_ISA_AVX2 = 1,     /* AVX2 + FMA + F16C */
+    WB_ISA_AVX512 = 2,   /* AVX-512 F/BW/DQ/VL (+ VNNI, BF16 when present) */
+    WB_ISA_COUNT
+} wb_isa;
+
+typedef struct wb_cpu_features {
+    int avx2, fma, f16c;
+    int avx512f, avx512bw, avx512dq, avx512vl;
+    int avx512vnni, avx512bf16, avx512fp16, avxvnni;
+    int amx;
+    int amd; /* vendor AuthenticAMD (OpenBLAS core names differ) */
+} wb_cpu_features;
+
+/* What this CPU has (probed once, thread-safe). */
+const wb_cpu_features *wb_cpu(void);
+/* The best level the CPU supports, and the level in use (best, capped by wb_isa_limit). */
+wb_isa wb_isa_best(void);
+wb_isa wb_isa_current(void);
+/* Cap the level (tests); returns the previous cap. WB_ISA_COUNT - 1 removes the cap. */
+wb_isa wb_isa_limit(wb_isa max);
+/* "portable", "avx2", "avx512" */
+const char *wb_isa_name(wb_isa isa);
+/* One line naming the CPU features and the kernels each operation runs with, for
+ * wb.blas_info() and model:info(). Static storage. */
+const char *wb_kernels_describe(void);
+
+/* Widens values [k0, k0 + kn) of weight row r to F32 at dst (the tile GEMM's callback: BF16 rows,
+ * quantized blocks). k0 is a multiple of WB_TILE_KC, kn <= WB_TILE_KC. */
+typedef void (*wb_widen_fn)(const void *ctx, float *dst, int r, int k0, int kn);
+#define WB_TILE_KC 1024
+
+typedef struct wb_kernel_table {
+    wb_isa isa;
+    const wb_cpu_features *cpu; /* for the registration functions: what this CPU has */
+    /* F32 (kernels.c) */
+    void (*gemv)(float *y, const float *x, const float *W, const float *b, int in, int r0, int r1,
+                 int accumulate);
+    void (*gemv_batch)(float *Y, size_t ldy, const float *X, size_t ldx, int nb, const float *W,
+                       const float *b, int in, int r0, int r1, int accumulate);
+    /* x += add (when add), then out = layernorm(x) */
+    void (*layernorm)(float *out, float *x, const float *add, const float *w, const float *b,
+                      int C, float eps);
+    void (*gelu_tanh)(float *x, size_t n);
+    void (*softmax)(float *x, int n);
+    void (*attention)(float *out, const float *q, const float *k, const float *v, size_t stride,
+                      int p, int hs, float *att);
+    /* NULL where the level has no block kernel (the wrapper then loops over queries) */
+    void (*attention_block)(float *out, size_t ldo, const float *q, size_t ldq, const float *k,
+                            const float *v, size_t ldkv, int pos, int nq, int hs, float *scratch);
+    /* BF16 (kernels_bf16.c) */
+    void (*gemv_bf16)(float *Y, size_t ldy, const float *X, size_t ldx, int nb, const uint16_t *W,
+                      const float *b, int in, int r0, int r1, int accumulate);
+    void (*bf16_to_f32)(float *dst, const uint16_t *src, size_t n);
+    void (*rmsnorm)(float *out, const float *x, const float *w, int C, float eps);
+    /* Y[j, r] (+)= b[r] + widen(row r) . X[j] for r in [r0, r1), j < nb: a tile of 4 rows x
+     * WB_TILE_KC columns is widened once and every input passes over it (prefill GEMM) */
+    void (*gemm_tiled)(float *Y, size_t ldy, const float *X, size_t ldx, int nb, wb_widen_fn widen,
+                       const void *ctx, const float *b, int in, int r0, int r1, int accumulate);
+    /* Quantized (quant.c): blocks of 32 values; see quant.h for the layouts */
+    /* sum over nblk blocks of d_w * d_x * sum_i w_i x_i: w Q8_0 (Q4_0) blocks, xq the input
+     * quantized by wb_quantize_act */
+    float (*dot_q8_0)(const void *w, const void *xq, int nblk);
+    float (*dot_q4_0)(const void *w, const void *xq, int nblk);
+    /* names of the variants registered last, for wb_kernels_describe */
+    const char *name_gemv, *name_gemv_bf16, *name_gemm_bf16, *name_dot_q8;
+} wb_kernel_table;
+
+/* The table of the level in use. */
+const wb_kernel_table *wb_kt(void);
+
+/* Registration, called by cpu.c once per level in order (portable, then AVX2, then AVX-512),
+ * each only for a level the CPU supports; t already holds the level below. */
+void wb_kernels_f32_register(wb_kernel_table *t, wb_isa isa);
+void wb_kernels_bf16_register(wb_kernel_table *t, wb_isa isa);
+void wb_kernels_quant_register(wb_kernel_table *t, wb_isa isa);
+
+#endif

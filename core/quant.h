@@ -1,0 +1,68 @@
+/* quant.h - block-quantized weights in the GGUF byte layouts (not a public API).
+ *
+ * Every format splits a row into blocks and stores each block's values as small integers with
+ * a scale; a row of n values (n a multiple of the block) is n / values * bytes bytes, blocks back
+ * to back, little-endian, no padding:
+ *
+ *   Q8_0  32 values, 34 bytes: f16 d, int8 q[32]                 x = d * q
+ *   Q4_0  32 values, 18 bytes: f16 d, uint8 qs[16]               x = d * (nibble - 8); byte j
+ *         holds value j in its low nibble and value j + 16 in its high one
+ *   Q4_K  256 values, 144 bytes: f16 d, f16 dmin, uint8 scales[12], uint8 qs[128]; 8 groups of
+ *         32 with a 6-bit scale sc and min m each: x = d * sc * nibble - dmin * m. Group pairs
+ *         (2c, 2c + 1) share qs[32c .. 32c + 31], low nibbles the first group, high the second.
+ *         scales: groups 0-3 sc = s[j] & 63, m = s[j + 4] & 63; groups 4-7 take their low 4 bits
+ *         from s[j + 4] (sc the low nibble, m the high one) and their top 2 bits from the top
+ *         bits of s[j - 4] (sc) and s[j] (m).
+ *   Q6_K  256 values, 210 bytes: uint8 ql[128], uint8 qh[64], int8 scales[16], f16 d; value
+ *         i = d * scales[i / 16] * (q - 32) with q 6 bits: each half of 128 values uses 64 bytes
+ *         of ql and 32 of qh; for l < 32 the four values l, l + 32, l + 64, l + 96 of the half
+ *         take their low 4 bits from ql[l] & 15, ql[l + 32] & 15, ql[l] >> 4, ql[l + 32] >> 4
+ *         and their high 2 bits from bits 0-1, 2-3, 4-5, 6-7 of qh[l].
+ *
+ * Q8_0 and Q4_0 can be written (wb_quantize_row); all four are read. Decode multiplies with
+ * integer dot products: the F32 input row is quantized on the fly to 8 bits per block of 32 (its
+ * own scale), so a Q8_0 / Q4_0 block times an input block is one int32 sum and one float
+ * multiply (VNNI vpdpbusd on AVX-512, maddubs on AVX2, plain C portable). Prefill widens a tile of
+ * weight rows to F32 once and runs the F32 FMA GEMM over all inputs (kernels_bf16.c's tile
+ * kernel), as BF16 does.
+ */
+#ifndef WB_QUANT_H
+#define WB_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum wb_qtype { WB_QT_Q8_0 = 0, WB_QT_Q4_0, WB_QT_Q4_K, WB_QT_Q6_K, WB_QT_COUNT } wb_qtype;
+
+/* "q8_0", "q4_0", "q4_k", "q6_k" */
+const char *wb_qtype_name(wb_qtype t);
+/* Values and bytes per block. */
+int wb_qtype_block_values(wb_qtype t);
+size_t wb_qtype_block_bytes(wb_qtype t);
+/* Bytes of a row of n values; 0 when n is not a positive multiple of the block. */
+size_t wb_quant_row_bytes(wb_qtype t, int64_t n);
+
+/* dst = the blocks of src[n] (n a multiple of 32; Q8_0 and Q4_0 only; returns 0, or -1 for
+ * another type or n). Round to nearest; a block of zeros gets d = 0. */
+int wb_quantize_row(wb_qtype t, void *dst, const float *src, int n);
+/* dst[n] = the values of the blocks at src (any type). */
+void wb_dequantize_row(wb_qtype t, float *dst, const void *src, int n);
+/* The same for the values [k0, k0 + kn) of the row, k0 and kn multiples of the block. */
+void wb_dequantize_range(wb_qtype t, float *dst, const void *row, int k0, int kn);
+
+/* The input side of the integer dot products: per block of 32, a float scale and 32 signed
+ * bytes, |q| <= 127. wb_quant_act_bytes(n) bytes for a row of n (a multiple of 32). */
+size_t wb_quant_act_bytes(int n);
+void wb_quantize_act(void *dst, const float *x, int n);
+/* sum over the row of w . x, w a row of Q8_0 or Q4_0 blocks, x from wb_quantize_act, through the
+ * dispatch table's kernel (the level in use). */
+float wb_quant_dot(wb_qtype t, const void *w, const void *xq, int n);
+
+/* For rows r in [r0, r1) of W (rows of `in` values in type t) and inputs j < nb:
+ *   Y[j*ldy + r] = (accumulate ? Y[j*ldy + r] : 0) + b[r] + W[r, :] . X[j*ldx, :]
+ * nb == 1 is the decode GEMV (integer dots for Q8_0 / Q4_0; xq may be NULL, else it holds
+ * wb_quant_act_bytes(in) bytes); nb > 1 the widened-tile GEMM. */
+void wb_gemm_q(wb_qtype t, float *Y, size_t ldy, const float *X, size_t ldx, int nb, const void *W,
+               const float *b, int in, int r0, int r1, int accumulate, void *xq);
+
+#endif

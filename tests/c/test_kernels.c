@@ -1,0 +1,228 @@
+/* test_kernels.c - every kernel level this CPU supports against the portable one, same inputs.
+ *
+ * Tolerances: a dot product of n terms summed in another order differs by a few ulps of the sum
+ * of |terms|, so outputs are compared to 2e-6 * n^0.5 * sum|w x| (plus a tiny absolute floor);
+ * widening BF16 and Q8_0/Q4_0 block products are exact, so those compare the same way.
+ */
+#include "check.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "cpu.h"
+#include "llama_internal.h"
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static float frand(void) { /* uniform [-1, 1) */
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 40) * (1.0 / 8388608.0)) - 1.0f;
+}
+static void fill(float *x, size_t n, float scale) {
+    for (size_t i = 0; i < n; i++) x[i] = frand() * scale;
+}
+static uint16_t to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7fff + ((u >> 16) & 1); /* round to nearest even */
+    return (uint16_t)(u >> 16);
+}
+static float from_bf16(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* each level above portable that the CPU has, in turn; the callback compares with portable */
+#define FOR_EACH_LEVEL(lv)                                                                 \
+    for (int lv = WB_ISA_AVX2; lv <= (int)wb_isa_best(); lv++)
+
+static int close_enough(float got, float want, double mag, int n) {
+    double tol = 2e-6 * sqrt((double)n) * mag + 1e-6;
+    return fabs((double)got - want) <= tol;
+}
+
+static void the_probe_reports_a_consistent_level(void) {
+    const wb_cpu_features *f = wb_cpu();
+    wb_isa best = wb_isa_best();
+    if (best >= WB_ISA_AVX2) CHECK(f->avx2 && f->fma);
+    if (best >= WB_ISA_AVX512) CHECK(f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq);
+    wb_isa old = wb_isa_limit(WB_ISA_PORTABLE);
+    CHECK(wb_isa_current() == WB_ISA_PORTABLE);
+    CHECK(wb_kt()->isa == WB_ISA_PORTABLE);
+    wb_isa_limit(old);
+    CHECK(wb_isa_current() == best || getenv("WB_KERNELS"));
+    CHECK(strstr(wb_kernels_describe(), wb_isa_name(wb_isa_current())) != NULL);
+    printf("     %s\n", wb_kernels_describe());
+}
+
+/* y = W x for the shapes a model has and the awkward ones (odd widths, ranges not a multiple of
+ * the row blocks, bias, accumulate). */
+static void f32_gemv_and_batch_match_portable(void) {
+    static const int shapes[][3] = {{64, 64, 1}, {37, 29, 3}, {896, 133, 5}, {128, 72, 33},
+                                    {100, 17, 2}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        const int in = shapes[s][0], rows = shapes[s][1], nb = shapes[s][2];
+        float *W = malloc(sizeof(float) * (size_t)in * rows), *X = malloc(sizeof(float) * (size_t)in * nb);
+        float *b = malloc(sizeof(float) * rows), *Y0 = malloc(sizeof(float) * (size_t)rows * nb);
+        float *Y1 = malloc(sizeof(float) * (size_t)rows * nb), *Y2 = malloc(sizeof(float) * (size_t)rows * nb);
+        fill(W, (size_t)in * rows, 1.0f);
+        fill(X, (size_t)in * nb, 1.0f);
+        fill(b, rows, 1.0f);
+        const int r0 = rows > 8 ? 3 : 0, r1 = rows;
+        for (int acc = 0; acc < 2; acc++) {
+            fill(Y0, (size_t)rows * nb, 1.0f);
+            memcpy(Y1, Y0, sizeof(float) * (size_t)rows * nb);
+            memcpy(Y2, Y0, sizeof(float) * (size_t)rows * nb);
+            wb_isa old = wb_isa_limit(WB_ISA_PORTABLE);
+            wb_gemv_batch_forward(Y0, rows, X, in, nb, W, acc ? NULL : b, in, r0, r1, acc);
+            wb_isa_limit(old);
+            FOR_EACH_LEVEL(lv) {
+                float *Yb = malloc(sizeof(float) * (size_t)rows * nb);
+                memcpy(Yb, Y1, sizeof(float) * (size_t)rows * nb);
+                wb_isa o = wb_isa_limit((wb_isa)lv);
+                wb_gemv_batch_forward(Yb, rows, X, in, nb, W, acc ? NULL : b, in, r0, r1, acc);
+                memcpy(Y2, Y1, sizeof(float) * (size_t)rows * nb);
+                for (int j = 0; j < nb; j++)
+                    wb_gemv_forward(Y2 + (size_t)j * rows, X + (size_t)j * in, W, acc ? NULL : b,
+                                    in, r0, r1, acc);
+                wb_isa_limit(o);
+                int bad = 0, nonident = 0;
+                for (int j = 0; j < nb; j++)
+                    for (int r = 0; r < rows; r++) {
+                        double mag = fabs(Y1[(size_t)j * rows + r]) + (acc ? 0 : fabs(b[r]));
+                        for (int i = 0; i < in; i++) mag += fabs(W[(size_t)r * in + i] * X[(size_t)j * in + i]);
+                        size_t k = (size_t)j * rows + r;
+                        bad += !close_enough(Yb[k], Y0[k], mag, in);
+                        nonident += Yb[k] != Y2[k]; /* a batch row sums as that input alone */
+                    }
+                CHECK_MSG(!bad, "%s in=%d rows=%d nb=%d acc=%d: %d outputs off", wb_isa_name(lv), in,
+                          rows, nb, acc, bad);
+                CHECK_MSG(!nonident, "%s: %d batch outputs differ from the single GEMV", wb_isa_name(lv),
+                          nonident);
+                free(Yb);
+            }
+        }
+        free(W), free(X), free(b), free(Y0), free(Y1), free(Y2);
+    }
+}
+
+/* BF16: decode (nb = 1, the 4-stream kernels), prefill shapes (GEMM), tails everywhere. */
+static void bf16_gemv_and_gemm_match_portable(void) {
+    static const int shapes[][3] = {{896, 136, 1}, {896, 130, 1}, {896, 64, 44}, {100, 9, 7},
+                                    {1040, 13, 6}, {2100, 21, 13}, {48, 6, 1}, {32, 5, 2}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        const int in = shapes[s][0], rows = shapes[s][1], nb = shapes[s][2];
+        uint16_t *W = malloc(2 * (size_t)in * rows);
+        float *X = malloc(sizeof(float) * (size_t)in * nb), *b = malloc(sizeof(float) * rows);
+        float *Y0 = malloc(sizeof(float) * (size_t)rows * nb), *Yi = malloc(sizeof(float) * (size_t)rows * nb);
+        float *Y1 = malloc(sizeof(float) * (size_t)rows * nb);
+        for (size_t i = 0; i < (size_t)in * rows; i++) W[i] = to_bf16(frand());
+        fill(X, (size_t)in * nb, 1.0f);
+        fill(b, rows, 1.0f);
+        fill(Yi, (size_t)rows * nb, 1.0f);
+        const int r0 = rows > 8 ? 1 : 0;
+        for (int acc = 0; acc < 2; acc++) {
+            memcpy(Y0, Yi, sizeof(float) * (size_t)rows * nb);
+            wb_isa old = wb_isa_limit(WB_ISA_PORTABLE);
+            wb_gemv_bf16_forward(Y0, rows, X, in, nb, W, acc ? b : NULL, in, r0, rows, acc);
+            wb_isa_limit(old);
+            FOR_EACH_LEVEL(lv) {
+                memcpy(Y1, Yi, sizeof(float) * (size_t)rows * nb);
+                wb_isa o = wb_isa_limit((wb_isa)lv);
+                wb_gemv_bf16_forward(Y1, rows, X, in, nb, W, acc ? b : NULL, in, r0, rows, acc);
+                wb_isa_limit(o);
+                int bad = 0;
+                for (int j = 0; j < nb; j++)
+                    for (int r = 0; r < rows; r++) {
+                        size_t k = (size_t)j * rows + r;
+                        if (r < r0) { /* rows outside the range are untouched */
+                            bad += Y1[k] != Yi[k];
+                            continue;
+                        }
+                        double mag = fabs(Yi[k]) + fabs(b[r]);
+                        for (int i = 0; i < in; i++)
+                            mag += fabs(from_bf16(W[(size_t)r * in + i]) * X[(size_t)j * in + i]);
+                        bad += !close_enough(Y1[k], Y0[k], mag, in);
+                    }
+                CHECK_MSG(!bad, "%s in=%d rows=%d nb=%d acc=%d: %d outputs off", wb_isa_name(lv), in,
+                          rows, nb, acc, bad);
+            }
+        }
+        free(W), free(X), free(b), free(Y0), free(Yi), free(Y1);
+    }
+}
+
+static void bf16_widening_is_exact_on_every_level(void) {
+    enum { N = 77 };
+    uint16_t h[N];
+    float want[N], got[N];
+    for (int i = 0; i < N; i++) h[i] = (uint16_t)(rng_state = rng_state * 6364136223846793005ull + 1) ;
+    h[0] = 0x7f80, h[1] = 0xff80, h[2] = 0x0001, h[3] = 0x8000; /* inf, -inf, subnormal, -0 */
+    for (int i = 0; i < N; i++) want[i] = from_bf16(h[i]);
+    for (int lv = 0; lv <= (int)wb_isa_best(); lv++) {
+        wb_isa o = wb_isa_limit((wb_isa)lv);
+        wb_bf16_to_f32_forward(got, h, N);
+        wb_isa_limit(o);
+        CHECK_MSG(memcmp(got, want, sizeof got) == 0, "%s", wb_isa_name(lv));
+    }
+}
+
+static void norms_softmax_gelu_attention_match_portable(void) {
+    enum { C = 200, P = 45, HS = 64, NQ = 9 };
+    float x[C], add[C], w[C], bb[C], o0[C], o1[C], x0[C], x1[C];
+    fill(x, C, 3.0f), fill(add, C, 1.0f), fill(w, C, 1.0f), fill(bb, C, 1.0f);
+    float sm0[P], sm1[P], g0[C], g1[C];
+    fill(sm0, P, 20.0f);
+    fill(g0, C, 8.0f);
+    float *k = malloc(sizeof(float) * (P + NQ) * HS), *v = malloc(sizeof(float) * (P + NQ) * HS);
+    float q[NQ * HS], a0[NQ * HS], a1[NQ * HS];
+    fill(k, (size_t)(P + NQ) * HS, 1.0f), fill(v, (size_t)(P + NQ) * HS, 1.0f), fill(q, NQ * HS, 1.0f);
+    float *scr = malloc(sizeof(float) * wb_attention_block_scratch(P, NQ, HS));
+    wb_isa old = wb_isa_limit(WB_ISA_PORTABLE);
+    float r0[C];
+    wb_rmsnorm_forward(r0, x, w, C, 1e-6f);
+    memcpy(x0, x, sizeof x);
+    wb_layernorm_add_forward(o0, x0, add, w, bb, C, 1e-5f);
+    memcpy(sm1, sm0, sizeof sm0);
+    wb_softmax_forward(sm1, P);
+    memcpy(g1, g0, sizeof g0);
+    wb_gelu_forward(g1, C, WB_ACT_GELU_TANH);
+    wb_attention_block_forward(a0, HS, q, HS, k, v, HS, P, NQ, HS, scr);
+    wb_isa_limit(old);
+    FOR_EACH_LEVEL(lv) {
+        wb_isa o = wb_isa_limit((wb_isa)lv);
+        float r1[C], s2[P], g2[C];
+        wb_rmsnorm_forward(r1, x, w, C, 1e-6f);
+        memcpy(x1, x, sizeof x);
+        wb_layernorm_add_forward(o1, x1, add, w, bb, C, 1e-5f);
+        memcpy(s2, sm0, sizeof sm0);
+        wb_softmax_forward(s2, P);
+        memcpy(g2, g0, sizeof g0);
+        wb_gelu_forward(g2, C, WB_ACT_GELU_TANH);
+        wb_attention_block_forward(a1, HS, q, HS, k, v, HS, P, NQ, HS, scr);
+        wb_isa_limit(o);
+        int bad = 0;
+        for (int i = 0; i < C; i++) {
+            bad += fabsf(r1[i] - r0[i]) > 1e-5f * (1 + fabsf(r0[i]));
+            bad += x1[i] != x0[i]; /* the residual add is exact */
+            bad += fabsf(o1[i] - o0[i]) > 1e-5f * (1 + fabsf(o0[i]));
+            bad += fabsf(g2[i] - g1[i]) > 1e-5f * (1 + fabsf(g1[i]));
+        }
+        for (int i = 0; i < P; i++) bad += fabsf(s2[i] - sm1[i]) > 1e-6f + 1e-5f * sm1[i];
+        for (int i = 0; i < NQ * HS; i++) bad += fabsf(a1[i] - a0[i]) > 1e-5f;
+        CHECK_MSG(!bad, "%s: %d values off", wb_isa_name(lv), bad);
+    }
+    free(k), free(v), free(scr);
+}
+
+int main(void) {
+    RUN(the_probe_reports_a_consistent_level);
+    RUN(f32_gemv_and_batch_match_portable);
+    RUN(bf16_gemv_and_gemm_match_portable);
+    RUN(bf16_widening_is_exact_on_every_level);
+    RUN(norms_softmax_gelu_attention_match_portable);
+    return check_summary();
+}
