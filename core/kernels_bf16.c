@@ -330,8 +330,46 @@ AVX512 static void gemm_bf16_avx512(float *Y, size_t ldy, const float *X, size_t
     gemm_tiled_avx512(Y, ldy, X, ldx, nb, widen_bf16_512, &m, b, in, r0, r1, accumulate);
 }
 
-/* Decode (nb = 1): the AVX2 kernel's four far-apart sequential streams with 16-wide vectors
- * (half the uops per byte); other shapes go to the GEMM above or the AVX2 kernel. */
+/* Decode (nb = 1): four far-apart sequential row streams, as the AVX2 kernel, 16 lanes. Each
+ * output is summed exactly as the tile GEMM sums it (one 16-lane chain per row over the
+ * columns in order, restarted every WB_TILE_KC columns, the same reduction, the same order of
+ * adding bias and Y), so a row in a batch or a prompt gets the bits it gets alone. */
+AVX512 static inline void rows4_bf16_512(float *Y, const float *X, const uint16_t *const w[4],
+                                         const int rows[4], int nr, int in, const float *b,
+                                         int accumulate) {
+    for (int k0 = 0; k0 < in; k0 += WB_TILE_KC) {
+        const int kn = in - k0 < WB_TILE_KC ? in - k0 : WB_TILE_KC, kn16 = (kn + 15) & ~15;
+        const __mmask16 tail = (__mmask16)(kn % 16 ? (1u << (kn % 16)) - 1 : 0xffff);
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        const uint16_t *w0 = w[0] + k0, *w1 = w[1] + k0, *w2 = w[2] + k0, *w3 = w[3] + k0;
+        const float *x = X + k0;
+        for (int i = 0; i < kn16; i += 16) {
+            const __mmask16 m = i + 16 < kn16 ? (__mmask16)0xffff : tail;
+            _mm_prefetch((const char *)(w0 + i) + PF_AHEAD, _MM_HINT_T0);
+            _mm_prefetch((const char *)(w1 + i) + PF_AHEAD, _MM_HINT_T0);
+            _mm_prefetch((const char *)(w2 + i) + PF_AHEAD, _MM_HINT_T0);
+            _mm_prefetch((const char *)(w3 + i) + PF_AHEAD, _MM_HINT_T0);
+            const __m512 xv = _mm512_maskz_loadu_ps(m, x + i);
+            a0 = _mm512_fmadd_ps(ld16_bf16_mask(w0 + i, m), xv, a0);
+            a1 = _mm512_fmadd_ps(ld16_bf16_mask(w1 + i, m), xv, a1);
+            a2 = _mm512_fmadd_ps(ld16_bf16_mask(w2 + i, m), xv, a2);
+            a3 = _mm512_fmadd_ps(ld16_bf16_mask(w3 + i, m), xv, a3);
+        }
+        float s[4];
+        _mm_storeu_ps(s, sum4_512(a0, a1, a2, a3));
+        for (int k = 0; k < nr; k++) {
+            float *y = Y + rows[k], v = s[k];
+            if (k0 == 0) {
+                if (b) v += b[rows[k]];
+                if (accumulate) v += *y;
+            } else {
+                v += *y;
+            }
+            *y = v;
+        }
+    }
+}
+
 AVX512 static void gemv_bf16_avx512(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
                                     const uint16_t *W, const float *b, int in, int r0, int r1,
                                     int accumulate) {
@@ -339,40 +377,19 @@ AVX512 static void gemv_bf16_avx512(float *Y, size_t ldy, const float *X, size_t
         gemm_bf16_avx512(Y, ldy, X, ldx, nb, W, b, in, r0, r1, accumulate);
         return;
     }
-    if (in & 31) {
-        gemv_bf16_avx2(Y, ldy, X, ldx, nb, W, b, in, r0, r1, accumulate);
-        return;
-    }
     const int q = (r1 - r0) / 4;
     for (int r = r0; r < r0 + q; r++) {
-        const uint16_t *w0 = W + (size_t)r * in, *w1 = w0 + (size_t)q * in,
-                       *w2 = w1 + (size_t)q * in, *w3 = w2 + (size_t)q * in;
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int i = 0; i < in; i += 32) {
-            _mm_prefetch((const char *)(w0 + i) + PF_AHEAD, _MM_HINT_T0);
-            _mm_prefetch((const char *)(w1 + i) + PF_AHEAD, _MM_HINT_T0);
-            _mm_prefetch((const char *)(w2 + i) + PF_AHEAD, _MM_HINT_T0);
-            _mm_prefetch((const char *)(w3 + i) + PF_AHEAD, _MM_HINT_T0);
-            const __m512 x0 = _mm512_loadu_ps(X + i), x1 = _mm512_loadu_ps(X + i + 16);
-            a0 = _mm512_fmadd_ps(ld16_bf16(w0 + i), x0, a0);
-            a1 = _mm512_fmadd_ps(ld16_bf16(w1 + i), x0, a1);
-            a2 = _mm512_fmadd_ps(ld16_bf16(w2 + i), x0, a2);
-            a3 = _mm512_fmadd_ps(ld16_bf16(w3 + i), x0, a3);
-            a0 = _mm512_fmadd_ps(ld16_bf16(w0 + i + 16), x1, a0);
-            a1 = _mm512_fmadd_ps(ld16_bf16(w1 + i + 16), x1, a1);
-            a2 = _mm512_fmadd_ps(ld16_bf16(w2 + i + 16), x1, a2);
-            a3 = _mm512_fmadd_ps(ld16_bf16(w3 + i + 16), x1, a3);
-        }
-        float s[4];
-        _mm_storeu_ps(s, sum4_512(a0, a1, a2, a3));
-        for (int k = 0; k < 4; k++) {
-            const int rr = r + k * q;
-            s[k] += b ? b[rr] : 0.0f;
-            Y[rr] = accumulate ? Y[rr] + s[k] : s[k];
-        }
+        const int rows[4] = {r, r + q, r + 2 * q, r + 3 * q};
+        const uint16_t *const w[4] = {W + (size_t)rows[0] * in, W + (size_t)rows[1] * in,
+                                      W + (size_t)rows[2] * in, W + (size_t)rows[3] * in};
+        rows4_bf16_512(Y, X, w, rows, 4, in, b, accumulate);
     }
-    if (r0 + 4 * q < r1)
-        gemv_bf16_avx2(Y, ldy, X, ldx, nb, W, b, in, r0 + 4 * q, r1, accumulate);
+    for (int r = r0 + 4 * q; r < r1; r++) { /* the last 0-3 rows, one at a time */
+        const int rows[4] = {r, r, r, r};
+        const uint16_t *const w[4] = {W + (size_t)r * in, W + (size_t)r * in, W + (size_t)r * in,
+                                      W + (size_t)r * in};
+        rows4_bf16_512(Y, X, w, rows, 1, in, b, accumulate);
+    }
 }
 
 AVX512 static void bf16_to_f32_avx512(float *dst, const uint16_t *src, size_t n) {

@@ -374,21 +374,30 @@ void wb_gemm_q(wb_qtype t, float *Y, size_t ldy, const float *X, size_t ldx, int
     const size_t rb = wb_quant_row_bytes(t, in);
     if (!rb || r0 >= r1 || nb <= 0) return;
     const wb_kernel_table *k = wb_kt();
-    if (nb == 1 && (t == WB_QT_Q8_0 || t == WB_QT_Q4_0)) {
+    if (nb <= WB_QUANT_DOT_ROWS && (t == WB_QT_Q8_0 || t == WB_QT_Q4_0)) {
         _Alignas(64) unsigned char local[8192];
-        const size_t need = wb_quant_act_bytes(in);
+        const size_t one = wb_quant_act_bytes(in), need = one * (size_t)nb;
         void *buf = xq ? xq : need <= sizeof local ? (void *)local : malloc(need);
+        int per_input = 0; /* out of memory: one input at a time in `local` */
+        if (!buf && one <= sizeof local) buf = local, per_input = 1;
         if (!buf) { /* no memory for the input's blocks: the widened path needs none */
             const qrows m = {t, W, rb};
             k->gemm_tiled(Y, ldy, X, ldx, nb, widen_q, &m, b, in, r0, r1, accumulate);
             return;
         }
-        wb_quantize_act(buf, X, in);
         float (*dot)(const void *, const void *, int) = t == WB_QT_Q8_0 ? k->dot_q8_0 : k->dot_q4_0;
         const uint8_t *w = (const uint8_t *)W;
-        for (int r = r0; r < r1; r++) {
-            float s = dot(w + (size_t)r * rb, buf, in / 32) + (b ? b[r] : 0.0f);
-            Y[r] = accumulate ? Y[r] + s : s;
+        for (int j0 = 0; j0 < nb; j0 = per_input ? j0 + 1 : nb) {
+            const int j1 = per_input ? j0 + 1 : nb;
+            for (int j = j0; j < j1; j++)
+                wb_quantize_act((char *)buf + one * (j - j0), X + (size_t)j * ldx, in);
+            for (int r = r0; r < r1; r++) /* each row once from memory for all the inputs */
+                for (int j = j0; j < j1; j++) {
+                    float s = dot(w + (size_t)r * rb, (char *)buf + one * (j - j0), in / 32) +
+                              (b ? b[r] : 0.0f);
+                    float *y = Y + (size_t)j * ldy + r;
+                    *y = accumulate ? *y + s : s;
+                }
         }
         if (buf != xq && buf != (void *)local) free(buf);
         return;

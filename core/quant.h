@@ -60,8 +60,10 @@ float wb_quant_dot(wb_qtype t, const void *w, const void *xq, int n);
 
 /* For rows r in [r0, r1) of W (rows of `in` values in type t) and inputs j < nb:
  *   Y[j*ldy + r] = (accumulate ? Y[j*ldy + r] : 0) + b[r] + W[r, :] . X[j*ldx, :]
- * nb == 1 is the decode GEMV (integer dots for Q8_0 / Q4_0; xq may be NULL, else it holds
- * wb_quant_act_bytes(in) bytes); nb > 1 the widened-tile GEMM. */
+ * Q8_0 / Q4_0 with nb <= WB_QUANT_DOT_ROWS: integer dots, each input quantized once (xq NULL, or
+ * nb * wb_quant_act_bytes(in) bytes), so an input gets the same bits in a batch as alone. Other
+ * types and more inputs: the widened-tile F32 GEMM. */
+#define WB_QUANT_DOT_ROWS 48
 void wb_gemm_q(wb_qtype t, float *Y, size_t ldy, const float *X, size_t ldx, int nb, const void *W,
                const float *b, int in, int r0, int r1, int accumulate, void *xq);
 

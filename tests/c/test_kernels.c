@@ -155,6 +155,39 @@ static void bf16_gemv_and_gemm_match_portable(void) {
     }
 }
 
+/* A row of a batch or a prompt gets the bits it gets alone (batched decode's promise). The
+ * AVX2 level's own batch kernel is covered by test_llama's batched-steps tests. */
+static void bf16_batch_rows_equal_alone(void) {
+    static const int shapes[][3] = {{896, 37, 13}, {2100, 9, 7}, {40, 6, 5}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        const int in = shapes[s][0], rows = shapes[s][1], nb = shapes[s][2];
+        uint16_t *W = malloc(2 * (size_t)in * rows);
+        float *X = malloc(sizeof(float) * (size_t)in * nb), *b = malloc(sizeof(float) * rows);
+        float *Yb = malloc(sizeof(float) * (size_t)rows * nb), *Y1 = malloc(sizeof(float) * rows);
+        for (size_t i = 0; i < (size_t)in * rows; i++) W[i] = to_bf16(frand());
+        fill(X, (size_t)in * nb, 1.0f);
+        fill(b, rows, 1.0f);
+        for (int lv = 0; lv <= (int)wb_isa_best(); lv++) {
+            if (lv == WB_ISA_AVX2) continue;
+            wb_isa o = wb_isa_limit((wb_isa)lv);
+            for (int acc = 0; acc < 2; acc++) {
+                for (int i = 0; i < rows * nb; i++) Yb[i] = (float)i;
+                wb_gemv_bf16_forward(Yb, rows, X, in, nb, W, b, in, 2, rows, acc);
+                int diff = 0;
+                for (int j = 0; j < nb; j++) {
+                    for (int r = 0; r < rows; r++) Y1[r] = (float)(j * rows + r);
+                    wb_gemv_bf16_forward(Y1, rows, X + (size_t)j * in, in, 1, W, b, in, 2, rows, acc);
+                    diff += memcmp(Y1, Yb + (size_t)j * rows, sizeof(float) * rows) != 0;
+                }
+                CHECK_MSG(!diff, "%s in=%d nb=%d acc=%d: %d inputs differ from alone", wb_isa_name(lv),
+                          in, nb, acc, diff);
+            }
+            wb_isa_limit(o);
+        }
+        free(W), free(X), free(b), free(Yb), free(Y1);
+    }
+}
+
 static void bf16_widening_is_exact_on_every_level(void) {
     enum { N = 77 };
     uint16_t h[N];
@@ -222,6 +255,7 @@ int main(void) {
     RUN(the_probe_reports_a_consistent_level);
     RUN(f32_gemv_and_batch_match_portable);
     RUN(bf16_gemv_and_gemm_match_portable);
+    RUN(bf16_batch_rows_equal_alone);
     RUN(bf16_widening_is_exact_on_every_level);
     RUN(norms_softmax_gelu_attention_match_portable);
     return check_summary();

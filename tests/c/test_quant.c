@@ -128,7 +128,7 @@ static void quantization_error_is_within_half_a_step(void) {
 /* Every level's integer dot = the portable one (same int sums; float order may differ), and the
  * portable one = the float dot of the dequantized rows to within the input's quantization. */
 static void dots_gemv_and_gemm_match_portable(void) {
-    enum { IN = 1024 + 64, ROWS = 37, NB = 13 };
+    enum { IN = 1024 + 64, ROWS = 37, NB = 60 };
     static float W[ROWS * IN], X[NB * IN], Wd[ROWS * IN];
     static uint8_t Wq[ROWS * IN * 2];
     static float Y0[NB * ROWS], Y1[NB * ROWS], Yr[NB * ROWS];
@@ -147,7 +147,7 @@ static void dots_gemv_and_gemm_match_portable(void) {
                 for (int i = 0; i < IN; i++) s += (double)Wd[(size_t)r * IN + i] * X[(size_t)j * IN + i];
                 Yr[j * ROWS + r] = (float)s;
             }
-        for (int nb = 1; nb <= NB; nb += NB - 1) { /* decode (integer dots), prefill (tiles) */
+        for (int nb = 1; nb <= NB; nb = nb == 1 ? 13 : nb == 13 ? NB : NB + 1) { /* dots, tiles */
             wb_isa old = wb_isa_limit(WB_ISA_PORTABLE);
             for (int j = 0; j < nb; j++) Y0[j * ROWS] = -7.0f;
             wb_gemm_q(qt, Y0, ROWS, X, IN, nb, Wq, NULL, IN, 1, ROWS, 0, NULL);
@@ -157,7 +157,7 @@ static void dots_gemv_and_gemm_match_portable(void) {
                 bad += Y0[j * ROWS] != -7.0f; /* outside [r0, r1): untouched */
                 for (int r = 1; r < ROWS; r++) {
                     /* int8 inputs: each value within half a step of max|x|/127 of its block */
-                    const double tol = nb == 1 ? 0.02 * sqrt((double)IN) : 1e-3;
+                    const double tol = nb <= WB_QUANT_DOT_ROWS ? 0.02 * sqrt((double)IN) : 1e-3;
                     bad += fabs(Y0[j * ROWS + r] - Yr[j * ROWS + r]) > tol;
                 }
             }
@@ -186,6 +186,31 @@ static void dots_gemv_and_gemm_match_portable(void) {
         wb_gemm_q(qt, Ya, ROWS, X, IN, 1, Wq, bias, IN, 0, ROWS, 1, NULL);
         for (int r = 0; r < ROWS; r++)
             CHECK_NEAR(Ya[r], Yb[r] + bias[r] + Yr[r], 0.02 * sqrt((double)IN));
+    }
+}
+
+/* Up to WB_QUANT_DOT_ROWS inputs, each gets the bits it gets alone (batched decode). */
+static void quant_batch_rows_equal_alone(void) {
+    enum { IN = 320, ROWS = 11, NB = 9 };
+    static float W[ROWS * IN], X[NB * IN], Yb[NB * ROWS], Y1[ROWS];
+    static uint8_t Wq[ROWS * IN * 2];
+    for (int i = 0; i < ROWS * IN; i++) W[i] = frand();
+    for (int i = 0; i < NB * IN; i++) X[i] = frand();
+    for (int t = 0; t < 2; t++) {
+        const wb_qtype qt = t ? WB_QT_Q4_0 : WB_QT_Q8_0;
+        const size_t rb = wb_quant_row_bytes(qt, IN);
+        for (int r = 0; r < ROWS; r++) wb_quantize_row(qt, Wq + rb * r, W + (size_t)r * IN, IN);
+        for (int lv = 0; lv <= (int)wb_isa_best(); lv++) {
+            wb_isa o = wb_isa_limit((wb_isa)lv);
+            wb_gemm_q(qt, Yb, ROWS, X, IN, NB, Wq, NULL, IN, 0, ROWS, 0, NULL);
+            int diff = 0;
+            for (int j = 0; j < NB; j++) {
+                wb_gemm_q(qt, Y1, ROWS, X + (size_t)j * IN, IN, 1, Wq, NULL, IN, 0, ROWS, 0, NULL);
+                diff += memcmp(Y1, Yb + (size_t)j * ROWS, sizeof Y1) != 0;
+            }
+            wb_isa_limit(o);
+            CHECK_MSG(!diff, "%s %s: %d inputs differ from alone", wb_qtype_name(qt), wb_isa_name(lv), diff);
+        }
     }
 }
 
@@ -233,6 +258,7 @@ int main(void) {
     RUN(hand_built_blocks_decode_as_specified);
     RUN(quantization_error_is_within_half_a_step);
     RUN(dots_gemv_and_gemm_match_portable);
+    RUN(quant_batch_rows_equal_alone);
     RUN(k_quant_gemm_matches_dequantized_reference);
     return check_summary();
 }
