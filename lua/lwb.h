@@ -29,6 +29,8 @@ void lwb_open_train(lua_State *L);       /* wb.Trainer, wb.trainer              
 void lwb_open_chat(lua_State *L);        /* wb.ChatTemplate, wb.chat_template                  */
 void lwb_open_constraint(lua_State *L);  /* wb.constraint, wb.Constraint, wb.ConstraintState    */
 void lwb_open_batch(lua_State *L);       /* model:generate_batch (after lwb_open_model)         */
+void lwb_open_http(lua_State *L);       /* wb.http: HTTP client over libcurl (lwb_http.c)      */
+void lwb_open_httpd(lua_State *L);      /* wb.httpd: HTTP server over libmicrohttpd            */
 
 /* The module entry point (lwb_module.c); the host preloads it as package.loaded.wb. */
 int luaopen_wb(lua_State *L);

@@ -148,5 +148,7 @@ int luaopen_wb(lua_State *L) {
     lwb_open_train(L);
     lwb_open_chat(L);
     lwb_open_batch(L);
+    lwb_open_http(L);
+    lwb_open_httpd(L);
     return 1;
 }
