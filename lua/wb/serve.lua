@@ -390,6 +390,8 @@ end
 local function route_of(path)
   path = path:gsub("^/openai/v1/", "/v1/") -- Groq's base URL layout
   if path:match("^/v1beta/") then return "gemini", path end
+  -- the Gemini API also answers under /v1 (@google/genai uses it with a custom base URL)
+  if path:match("^/v1/models/[^/]+:%a+$") then return "gemini", (path:gsub("^/v1/", "/v1beta/")) end
   if path:match("^/api/") then return "ollama", path end
   return "openai", path
 end

@@ -464,7 +464,10 @@ local function ollama_common(ctx, b, extra_keys, route)
   job.n = 1
   -- keep_alive and think are accepted: the model stays loaded for the server's lifetime, and no
   -- served model has a separate thinking channel.
-  get(b, "keep_alive", nil)
+  local ka = b.keep_alive
+  if ka ~= nil and ka ~= json().null and type(ka) ~= "string" and type(ka) ~= "number" then
+    fail(400, "keep_alive must be a duration string or a number of seconds", "keep_alive")
+  end
   return job
 end
 
