@@ -30,6 +30,7 @@
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -414,6 +415,13 @@ static int l_new(lua_State *L) {
     pthread_cond_init(&s->cv, NULL);
     s->refs = 1;
     s->max_body = (size_t)max_body;
+    /* The network thread inherits this thread's signal mask: block SIGINT and SIGTERM while it is
+     * created, so Ctrl-C always reaches the Lua thread (whose handler sets the interrupt hook). */
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
     s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_access, s,
                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)max_conn,
@@ -423,6 +431,9 @@ static int l_new(lua_State *L) {
                             MHD_OPTION_EXTERNAL_LOGGER, silent_log, NULL,
                             MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
                             MHD_OPTION_END);
+    int start_errno = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = start_errno;
     if (!s->d) {
         int e = errno;
         server_destroy(s);

@@ -308,6 +308,9 @@ function Server:advance()
               end
             end
             ch.result = ch.stream:result()
+            -- a generation cancelled while its client is still there was stopped by Ctrl-C (the
+            -- binding consumed the interrupt to end it cleanly): the server stops too
+            if ch.result.stop_reason == "cancelled" then self.interrupted = true end
             ch.stream = nil
             job.live = job.live - 1
             self.n_running = self.n_running - 1
@@ -560,6 +563,7 @@ function Server:run(o)
     self:step(50)
     if t_end and wb.clock_ms() > t_end then break end
     if o.stop and o.stop(self) then break end
+    if self.interrupted then break end
   end
 end
 

@@ -41,8 +41,16 @@ export async function startServer(args = [], { timeoutMs = 15000 } = {}) {
     stderr: () => stderr,
     async stop() {
       if (child.exitCode === null) {
-        child.kill("SIGTERM");
-        await new Promise((r) => child.once("exit", r));
+        // Ctrl-C: the server closes its listener and exits normally (so ASan can check for leaks)
+        const exited = new Promise((r) => child.once("exit", (code, sig) => r([code, sig])));
+        child.kill("SIGINT");
+        const timer = new Promise((r) => setTimeout(() => r(["timeout", null]), 15000));
+        const [code, sig] = await Promise.race([exited, timer]);
+        if (code === "timeout") {
+          if (!process.env.WB_KEEP_HUNG) child.kill("SIGKILL");
+          throw new Error(`workbench serve (pid ${child.pid}) did not exit within 15 s of Ctrl-C: ${stderr}`);
+        }
+        if (code !== 0) throw new Error(`workbench serve exited with ${code ?? sig} after Ctrl-C: ${stderr}`);
       }
       rmSync(dir, { recursive: true, force: true });
     },
