@@ -520,75 +520,147 @@ static int nfa_new(nfa *f, int set) {
 }
 
 /* Build the fragment for node x; returns 0 and its start/end states (end: an epsilon state with
- * free outs), -1 on error. Repetitions compile their child once per copy. */
-static int nfa_build(nfa *f, int x, int *start, int *end) {
-    const rnode nd = f->r->nodes[x];
-    switch (nd.type) {
-    case N_EMPTY: {
-        int s = nfa_new(f, -1);
-        if (s < 0) return -1;
-        *start = *end = s;
-        return 0;
-    }
-    case N_SET: {
-        int s = nfa_new(f, nd.set), e = nfa_new(f, -1);
-        if (s < 0 || e < 0) return -1;
-        f->s[s].out1 = e;
-        *start = s, *end = e;
-        return 0;
-    }
-    case N_CAT: {
-        int s1, e1, s2, e2;
-        if (nfa_build(f, nd.a, &s1, &e1) || nfa_build(f, nd.b, &s2, &e2)) return -1;
-        f->s[e1].out1 = s2;
-        *start = s1, *end = e2;
-        return 0;
-    }
-    case N_ALT: {
-        int s1, e1, s2, e2;
-        if (nfa_build(f, nd.a, &s1, &e1) || nfa_build(f, nd.b, &s2, &e2)) return -1;
-        int s = nfa_new(f, -1), e = nfa_new(f, -1);
-        if (s < 0 || e < 0) return -1;
-        f->s[s].out1 = s1, f->s[s].out2 = s2;
-        f->s[e1].out1 = e, f->s[e2].out1 = e;
-        *start = s, *end = e;
-        return 0;
-    }
-    case N_REP: {
-        int s = nfa_new(f, -1);
-        if (s < 0) return -1;
-        int cur = s; /* free epsilon end of the chain so far */
-        for (int k = 0; k < nd.min; k++) {
-            int cs, ce;
-            if (nfa_build(f, nd.a, &cs, &ce)) return -1;
-            f->s[cur].out1 = cs;
-            cur = ce;
+ * free outs), -1 on error. Repetitions compile their child once per copy.
+ *
+ * The walk keeps its own stack on the heap: a concatenation chain is as deep as the pattern is
+ * long (an 80k-character literal is an 80k-deep tree), far deeper than the C stack allows. Each
+ * frame is one node in progress; `phase` says which child it waits for, and a finished child
+ * hands its fragment back through (rs, re). */
+typedef struct nframe {
+    int x, phase, k;
+    int s, cur, e, fork, s1, e1;
+} nframe;
+
+static int nfa_build(nfa *f, int root, int *start, int *end) {
+    nframe *stk = NULL;
+    int sp = 0, cap = 0, rs = -1, re = -1, rc = -1;
+#define NFA_PUSH(node)                                                                          \
+    do {                                                                                        \
+        if (sp == cap) {                                                                        \
+            int nc = cap ? 2 * cap : 64;                                                        \
+            nframe *ns = realloc(stk, (size_t)nc * sizeof *ns);                                 \
+            if (!ns) {                                                                          \
+                rx_fail(f->r, WB_ERR_NOMEM, "regex: out of memory");                            \
+                goto done;                                                                      \
+            }                                                                                   \
+            stk = ns, cap = nc;                                                                 \
+        }                                                                                       \
+        stk[sp++] = (nframe){.x = (node)};                                                      \
+    } while (0)
+#define NFA_RETURN(a, b)                                                                        \
+    do {                                                                                        \
+        rs = (a), re = (b);                                                                     \
+        sp--;                                                                                   \
+        goto next;                                                                              \
+    } while (0)
+    NFA_PUSH(root);
+    while (sp > 0) {
+        nframe *fr = &stk[sp - 1];
+        const rnode nd = f->r->nodes[fr->x];
+        switch (nd.type) {
+        case N_EMPTY: {
+            int s = nfa_new(f, -1);
+            if (s < 0) goto done;
+            NFA_RETURN(s, s);
         }
-        if (nd.max < 0) {
-            int cs, ce, loop = nfa_new(f, -1), e = nfa_new(f, -1);
-            if (loop < 0 || e < 0 || nfa_build(f, nd.a, &cs, &ce)) return -1;
-            f->s[cur].out1 = loop;
-            f->s[loop].out1 = cs, f->s[loop].out2 = e;
-            f->s[ce].out1 = loop;
-            cur = e;
-        } else if (nd.max > nd.min) {
-            int e = nfa_new(f, -1);
-            if (e < 0) return -1;
-            for (int k = nd.min; k < nd.max; k++) {
-                int cs, ce, fork = nfa_new(f, -1);
-                if (fork < 0 || nfa_build(f, nd.a, &cs, &ce)) return -1;
-                f->s[cur].out1 = fork;
-                f->s[fork].out1 = cs, f->s[fork].out2 = e;
-                cur = ce;
+        case N_SET: {
+            int s = nfa_new(f, nd.set), e = nfa_new(f, -1);
+            if (s < 0 || e < 0) goto done;
+            f->s[s].out1 = e;
+            NFA_RETURN(s, e);
+        }
+        case N_CAT:
+        case N_ALT:
+            if (fr->phase == 0) {
+                fr->phase = 1;
+                NFA_PUSH(nd.a);
+                break;
             }
-            f->s[cur].out1 = e;
-            cur = e;
+            if (fr->phase == 1) {
+                fr->phase = 2;
+                fr->s1 = rs, fr->e1 = re;
+                NFA_PUSH(nd.b);
+                break;
+            }
+            if (nd.type == N_CAT) {
+                f->s[fr->e1].out1 = rs;
+                NFA_RETURN(fr->s1, re);
+            } else {
+                int s = nfa_new(f, -1), e = nfa_new(f, -1);
+                if (s < 0 || e < 0) goto done;
+                f->s[s].out1 = fr->s1, f->s[s].out2 = rs;
+                f->s[fr->e1].out1 = e, f->s[re].out1 = e;
+                NFA_RETURN(s, e);
+            }
+        case N_REP:
+            switch (fr->phase) {
+            case 0: /* the entry state, then nd.min mandatory copies */
+                if ((fr->s = nfa_new(f, -1)) < 0) goto done;
+                fr->cur = fr->s;
+                fr->k = 0;
+                fr->phase = 1;
+                /* fall through */
+            case 1:
+                if (fr->k < nd.min) {
+                    fr->phase = 2;
+                    NFA_PUSH(nd.a);
+                    break;
+                }
+                fr->phase = 3;
+                goto rep_tail;
+            case 2: /* a mandatory copy came back */
+                f->s[fr->cur].out1 = rs;
+                fr->cur = re;
+                fr->k++;
+                fr->phase = 1;
+                break;
+            case 3:
+            rep_tail:
+                if (nd.max < 0) { /* a loop around one more copy */
+                    if ((fr->fork = nfa_new(f, -1)) < 0 || (fr->e = nfa_new(f, -1)) < 0)
+                        goto done;
+                    fr->phase = 4;
+                    NFA_PUSH(nd.a);
+                    break;
+                }
+                if (nd.max == nd.min) NFA_RETURN(fr->s, fr->cur);
+                if ((fr->e = nfa_new(f, -1)) < 0) goto done;
+                fr->phase = 5;
+                /* fall through */
+            case 5: /* optional copies, each behind a fork to the end */
+                if (fr->k < nd.max) {
+                    if ((fr->fork = nfa_new(f, -1)) < 0) goto done;
+                    fr->phase = 6;
+                    NFA_PUSH(nd.a);
+                    break;
+                }
+                f->s[fr->cur].out1 = fr->e;
+                NFA_RETURN(fr->s, fr->e);
+            case 4: /* the looped copy came back */
+                f->s[fr->cur].out1 = fr->fork;
+                f->s[fr->fork].out1 = rs, f->s[fr->fork].out2 = fr->e;
+                f->s[re].out1 = fr->fork;
+                NFA_RETURN(fr->s, fr->e);
+            case 6: /* an optional copy came back */
+                f->s[fr->cur].out1 = fr->fork;
+                f->s[fr->fork].out1 = rs, f->s[fr->fork].out2 = fr->e;
+                fr->cur = re;
+                fr->k++;
+                fr->phase = 5;
+                break;
+            }
+            break;
+        default: goto done;
         }
-        *start = s, *end = cur;
-        return 0;
+    next:;
     }
-    }
-    return -1;
+    *start = rs, *end = re;
+    rc = 0;
+done:
+    free(stk);
+    return rc;
+#undef NFA_PUSH
+#undef NFA_RETURN
 }
 
 /* ========================================= DFA ============================================= */
