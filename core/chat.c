@@ -4,6 +4,9 @@
  * lstrip_blocks). This avoids a Jinja interpreter while failing loudly on templates we do not
  * know, instead of rendering them wrongly. */
 #include "wb_chat.h"
+#include "json_strict.h"
+
+#include "fileio.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -55,27 +58,8 @@ static void sb_add(sbuf *b, const char *s, size_t n) {
 
 static void sb_puts(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
 
-static char *read_whole(const char *path, size_t *n, int *errno_out) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        *errno_out = errno;
-        return NULL;
-    }
-    sbuf b = {0};
-    char chunk[65536];
-    size_t r;
-    while ((r = fread(chunk, 1, sizeof chunk, f)) > 0) sb_add(&b, chunk, r);
-    int bad = ferror(f) || b.oom;
-    fclose(f);
-    if (bad) {
-        free(b.p);
-        *errno_out = EIO;
-        return NULL;
-    }
-    if (!b.p) b.p = calloc(1, 1);
-    *n = b.n;
-    return b.p;
-}
+/* Chat files are small; the cap keeps /dev/zero-like inputs from exhausting memory. */
+#define CHAT_FILE_MAX_BYTES ((size_t)16 << 20)
 
 /* Python's str.isspace(), which Jinja's trim uses: White_Space plus the separators U+001C..1F. */
 static int py_space_at(const char *s, size_t n, size_t *len) {
@@ -271,6 +255,7 @@ static wb_status load_impl(const char *cfg_text, size_t len, const char *gen_tex
         return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", name);
     }
     t->add_bos = -1;
+    if (cJSON_IsObject(cfg) && (st = wb_json_check_unique_keys(cfg, name, err))) goto done;
     if (!cJSON_IsObject(cfg)) {
         st = wb_err_set(err, WB_ERR_FORMAT, "%s: not a JSON object", name);
         goto done;
@@ -320,6 +305,7 @@ static wb_status load_impl(const char *cfg_text, size_t len, const char *gen_tex
             st = wb_err_set(err, WB_ERR_FORMAT, "%s: not a JSON object", gen_name);
             goto done;
         }
+        if ((st = wb_json_check_unique_keys(gen, gen_name, err))) goto done;
         const cJSON *e = cJSON_GetObjectItemCaseSensitive(gen, "eos_token_id");
         int n = cJSON_IsArray(e) ? cJSON_GetArraySize(e) : cJSON_IsNumber(e) ? 1 : 0;
         if (e && !cJSON_IsNull(e) && !cJSON_IsArray(e) && !cJSON_IsNumber(e)) {
@@ -377,17 +363,10 @@ wb_status wb_chat_template_load(const char *dir, wb_chat_template **out, wb_err 
     snprintf(gen_path, dl + 40, "%s/generation_config.json", dir);
     snprintf(jin_path, dl + 40, "%s/chat_template.jinja", dir);
     size_t n = 0, gn = 0, jn = 0;
-    int e = 0;
-    if (!(cfg = read_whole(cfg_path, &n, &e))) {
-        st = wb_err_set(err, WB_ERR_IO, "%s: cannot read: %s", cfg_path, strerror(e));
+    if ((st = wb_read_file(cfg_path, CHAT_FILE_MAX_BYTES, &cfg, &n, err)) ||
+        (st = wb_read_file_optional(gen_path, CHAT_FILE_MAX_BYTES, &gen, &gn, err)) ||
+        (st = wb_read_file_optional(jin_path, CHAT_FILE_MAX_BYTES, &jin, &jn, err)))
         goto done;
-    }
-    gen = read_whole(gen_path, &gn, &e);
-    if (!gen && e != ENOENT) {
-        st = wb_err_set(err, WB_ERR_IO, "%s: cannot read: %s", gen_path, strerror(e));
-        goto done;
-    }
-    jin = read_whole(jin_path, &jn, &e);
     if (jin && strlen(jin) != jn) { /* an embedded NUL cannot be a template */
         free(jin);
         jin = NULL;

@@ -1,5 +1,6 @@
 /* config.c - GPT-2 config.json: types, ranges and the few keys whose absence has a default. */
 #include "model_internal.h"
+#include "json_strict.h"
 
 #include <math.h>
 #include <string.h>
@@ -53,6 +54,7 @@ wb_status wb_config_parse_ex(const char *json, size_t len, const char *name, wb_
         s = wb_err_set(err, WB_ERR_FORMAT, "%s: top level is not a JSON object", name);
         goto done;
     }
+    if ((s = wb_json_check_unique_keys(root, name, err))) goto done;
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
     if (mt && cJSON_IsString(mt) &&
         (!strcmp(mt->valuestring, "llama") || !strcmp(mt->valuestring, "qwen2") ||

@@ -2,6 +2,7 @@
  * the constraint engine then compiles like any other pattern. Outlines does the same; the
  * subset here is the one the triage lessons need (see wb_constraint.h). */
 #include "wb_constraint.h"
+#include "json_strict.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -365,6 +366,11 @@ wb_status wb_json_schema_to_regex(const char *schema_json, size_t len, wb_json_w
         size_t at = end ? (size_t)(end - schema_json) : 0;
         return wb_err_set(err, WB_ERR_FORMAT, "json_schema: the schema is not valid JSON (near "
                           "byte %zu)", at);
+    }
+    wb_status ust = wb_json_check_unique_keys(root, "json_schema", err);
+    if (ust != WB_OK) {
+        cJSON_Delete(root);
+        return ust;
     }
     js j;
     memset(&j, 0, sizeof j);

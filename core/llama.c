@@ -21,6 +21,7 @@
  * cblas_sgemm beyond.
  */
 #include "fileio.h"
+#include "json_strict.h"
 #include "llama_internal.h"
 
 #include <errno.h>
@@ -130,6 +131,7 @@ static wb_status weights_open(weights *w, const char *dir, wb_err *err) {
         free(text);
         if (!w->index || !cJSON_IsObject(w->index))
             return wb_err_set(err, WB_ERR_FORMAT, "%s: not a JSON object", ipath);
+        if ((s = wb_json_check_unique_keys(w->index, ipath, err))) return s;
         w->weight_map = cJSON_GetObjectItemCaseSensitive(w->index, "weight_map");
         if (!cJSON_IsObject(w->weight_map) || !w->weight_map->child)
             return wb_err_set(err, WB_ERR_FORMAT, "%s: key \"weight_map\" must be a non-empty "

@@ -6,6 +6,7 @@
  * The safetensors mapping is closed after loading: the block is all the forward pass reads.
  */
 #include "fileio.h"
+#include "json_strict.h"
 #include "model_internal.h"
 
 #include <errno.h>
@@ -207,6 +208,7 @@ static wb_status load_generation_config(wb_model *m, const char *dir, wb_err *er
         s = wb_err_set(err, WB_ERR_FORMAT, "%s: not a JSON object", path);
         goto done;
     }
+    if ((s = wb_json_check_unique_keys(root, path, err))) goto done;
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id");
     if (!e || cJSON_IsNull(e)) goto done;
     int n = cJSON_IsArray(e) ? cJSON_GetArraySize(e) : 1;

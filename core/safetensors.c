@@ -6,6 +6,9 @@
  * that a handle, once returned, only ever hands out views that lie inside the file.
  */
 #include "wb_model.h"
+#include "json_strict.h"
+
+#include "fileio.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -146,7 +149,11 @@ static wb_status parse_entry(wb_safetensors *st, const cJSON *item, st_entry *e,
         !json_uint(cJSON_GetArrayItem(of, 1), &e->end))
         return wb_err_set(err, WB_ERR_FORMAT,
                           "%s: tensor '%s': data_offsets are not non-negative integers", nm, tn);
-    if (e->begin > e->end || e->end > st->data_size)
+    if (e->begin > e->end)
+        return wb_err_set(err, WB_ERR_FORMAT,
+                          "%s: tensor '%s': data_offsets [%llu, %llu] end before they start", nm,
+                          tn, (unsigned long long)e->begin, (unsigned long long)e->end);
+    if (e->end > st->data_size)
         return wb_err_set(err, WB_ERR_FORMAT,
                           "%s: tensor '%s': data_offsets [%llu, %llu] lie outside the data area "
                           "of %zu bytes", nm, tn, (unsigned long long)e->begin,
@@ -267,6 +274,7 @@ static wb_status parse_header(wb_safetensors *st, wb_err *err) {
         }
         free(order);
     }
+    if (!s) s = wb_json_check_unique_keys(root, nm, err); /* e.g. an entry with two "dtype" */
 done:
     cJSON_Delete(root);
     return s;
@@ -306,14 +314,15 @@ wb_status wb_safetensors_parse(const void *data, size_t size, const char *name,
 wb_status wb_safetensors_open(const char *path, wb_safetensors **out, wb_err *err) {
     if (!out || !path) return wb_err_set(err, WB_ERR_ARG, "wb_safetensors_open: NULL argument");
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return wb_err_set(err, WB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    int fd;
+    uint64_t fsize;
+    wb_status os = wb_open_regular(path, &fd, &fsize, err); /* a FIFO must not block the open */
+    if (os != WB_OK) return os;
+    if (fsize > SIZE_MAX) {
         close(fd);
-        return wb_err_set(err, WB_ERR_IO, "%s: not a regular file", path);
+        return wb_err_set(err, WB_ERR_FORMAT, "%s: too large to map", path);
     }
-    size_t size = (size_t)sb.st_size;
+    size_t size = (size_t)fsize;
     void *map = NULL;
     if (size > 0) {
         map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -428,18 +437,32 @@ static void sb_json_str(sbuf *b, const char *s) {
     sb_put(b, "\"", 1);
 }
 
-static int write_all(int fd, const void *p, size_t n) {
-    const uint8_t *q = p;
-    while (n > 0) {
-        ssize_t w = write(fd, q, n > (1u << 30) ? (1u << 30) : n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        q += w;
-        n -= (size_t)w;
+static int cmp_cstr(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Tensor names and metadata keys must be distinct: the reader (a JSON object, keys unique)
+ * rejects a file that repeats one. */
+static wb_status check_unique_names(const char *path, const wb_tensor_view *t, int n,
+                                    const char *const *kv, int n_meta, wb_err *err) {
+    int m = n > n_meta ? n : n_meta;
+    if (m < 2) return WB_OK;
+    const char **names = malloc((size_t)m * sizeof *names);
+    if (!names) return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", path);
+    wb_status s = WB_OK;
+    for (int pass = 0; pass < 2 && s == WB_OK; pass++) {
+        int k = pass == 0 ? n : n_meta;
+        for (int i = 0; i < k; i++) names[i] = pass == 0 ? t[i].name : kv[2 * i];
+        qsort(names, (size_t)k, sizeof *names, cmp_cstr);
+        for (int i = 1; i < k && s == WB_OK; i++)
+            if (strcmp(names[i - 1], names[i]) == 0)
+                s = pass == 0 ? wb_err_set(err, WB_ERR_ARG, "%s: tensor name '%s' appears twice",
+                                           path, names[i])
+                              : wb_err_set(err, WB_ERR_ARG, "%s: metadata key '%s' appears twice",
+                                           path, names[i]);
     }
-    return 0;
+    free(names);
+    return s;
 }
 
 wb_status wb_safetensors_write(const char *path, const wb_tensor_view *tensors, int n,
@@ -506,37 +529,30 @@ wb_status wb_safetensors_write(const char *path, const wb_tensor_view *tensors, 
         return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory building the header", path);
     }
 
-    size_t plen = strlen(path) + 32;
-    char *tmp = malloc(plen);
-    if (!tmp) {
+    /* What the reader would reject is rejected before a byte is written: the old file stays. */
+    wb_status vs = check_unique_names(path, tensors, n, metadata_kv, n_metadata, err);
+    if (vs != WB_OK) {
         free(h.p);
-        return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", path);
+        return vs;
     }
-    snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        wb_status s = wb_err_set(err, WB_ERR_IO, "%s: cannot create %s: %s", path, tmp,
-                                 strerror(errno));
-        free(tmp);
+    wb_atomic_file *af;
+    wb_status s = wb_atomic_begin(path, &af, err);
+    if (s != WB_OK) {
         free(h.p);
         return s;
     }
     uint8_t len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)h.n >> (8 * i));
-    int bad = write_all(fd, len8, 8) || write_all(fd, h.p, h.n);
-    for (int i = 0; i < n && !bad; i++) bad = write_all(fd, tensors[i].data, tensors[i].nbytes);
-    int e = errno;
-    if (!bad && fsync(fd) != 0) bad = 1, e = errno;
-    if (close(fd) != 0 && !bad) bad = 1, e = errno;
-    if (!bad && rename(tmp, path) != 0) bad = 1, e = errno;
+    s = wb_atomic_write(af, len8, 8, err);
+    if (s == WB_OK) s = wb_atomic_write(af, h.p, h.n, err);
+    for (int i = 0; i < n && s == WB_OK; i++)
+        if (tensors[i].nbytes) s = wb_atomic_write(af, tensors[i].data, tensors[i].nbytes, err);
     free(h.p);
-    if (bad) {
-        unlink(tmp);
-        free(tmp);
-        return wb_err_set(err, WB_ERR_IO, "%s: write failed: %s", path, strerror(e));
+    if (s != WB_OK) {
+        wb_atomic_abort(af);
+        return s;
     }
-    free(tmp);
-    return WB_OK;
+    return wb_atomic_commit(af, err);
 }
 
 /* ---------------------------------------------------------------------------- conversions */

@@ -2,6 +2,7 @@
  * the normalizer, pre-tokenizer and decoder sections are parsed in tokenizer_pipeline.c) with
  * errors that name the field at fault. */
 #include "fileio.h"
+#include "json_strict.h"
 #include "tokenizer_internal.h"
 
 #include <cjson/cJSON.h>
@@ -191,6 +192,7 @@ wb_status wb_tokenizer_load_json(const char *json, size_t len, const char *name,
     cJSON *root = cJSON_ParseWithLength(json ? json : "", len);
     if (!root) FAIL(WB_ERR_FORMAT, "%s: not valid JSON", name);
     if (!cJSON_IsObject(root)) FAIL(WB_ERR_FORMAT, "%s: top level is not a JSON object", name);
+    if ((st = wb_json_check_unique_keys(root, name, err))) goto fail;
     tok = calloc(1, sizeof *tok);
     if (!tok) FAIL(WB_ERR_NOMEM, "%s: out of memory", name);
     tok->unk_id = -1;
@@ -416,34 +418,13 @@ wb_status wb_tokenizer_save(const wb_tokenizer *tok, const char *path, wb_err *e
     char *text = root ? cJSON_Print(root) : NULL;
     cJSON_Delete(root);
     if (!text) return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory while building JSON", path);
-    size_t pl = strlen(path);
-    char *tmp = malloc(pl + 16);
-    if (!tmp) {
-        free(text);
-        return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", path);
-    }
-    memcpy(tmp, path, pl);
-    memcpy(tmp + pl, ".tmp.XXXXXX", 12);
-    wb_status st = WB_OK;
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        st = wb_err_set(err, WB_ERR_IO, "%s: cannot create temporary file: %s", path, strerror(errno));
-    } else {
-        /* mkstemp creates 0600; a tokenizer.json is meant to be shared like any other file */
-        (void)fchmod(fd, 0644);
-        FILE *f = fdopen(fd, "wb");
-        size_t tl = strlen(text);
-        int ok = f && fwrite(text, 1, tl, f) == tl && fputc('\n', f) != EOF;
-        ok = (f ? fclose(f) == 0 : (close(fd), 0)) && ok;
-        if (!ok) {
-            st = wb_err_set(err, WB_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-            remove(tmp);
-        } else if (rename(tmp, path) != 0) {
-            st = wb_err_set(err, WB_ERR_IO, "%s: cannot rename temporary file: %s", path, strerror(errno));
-            remove(tmp);
-        }
-    }
-    free(tmp);
+    /* fileio's atomic writer: temp file in the same directory, checked writes, fsync, rename */
+    wb_atomic_file *af = NULL;
+    wb_status st = wb_atomic_begin(path, &af, err);
+    if (st == WB_OK) st = wb_atomic_write(af, text, strlen(text), err);
+    if (st == WB_OK) st = wb_atomic_write(af, "\n", 1, err);
+    if (st == WB_OK) st = wb_atomic_commit(af, err);
+    else wb_atomic_abort(af);
     free(text);
     return st;
 }
