@@ -178,7 +178,7 @@ static void deeply_nested_schemas_are_a_clear_error(void) {
 
 /* ---- items 4-5: every file is opened non-blocking and checked before it is read ---------------- */
 
-static char g_dir[256];
+static char g_dir[64];
 
 /* A scratch model directory: links to the shipped model's files, one of which the test replaces. */
 static const char *model_dir_with(const char *name, const char *kind) {
