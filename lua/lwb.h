@@ -81,6 +81,9 @@ void lwb_push_borrowed_tokenizer(lua_State *L, const wb_tokenizer *tok, int owne
 /* JSON (lwb_core.c): push the Lua value for a JSON document; raises "<name>: JSON syntax error
  * at byte N" on a malformed one. */
 void lwb_push_json(lua_State *L, const char *text, size_t len, const char *name);
+/* wb.json (lwb_json.c) and wb.write_file/wb.read_file (lwb_fileio.c), set on the table on top. */
+void lwb_open_json(lua_State *L);
+void lwb_open_fileio(lua_State *L);
 
 /* Cooperative interruption. A host's SIGINT handler calls lwb_interrupt(1); long core calls
  * (prefill, forward, BPE training, trainer steps) poll lwb_abort_fn through their abort hooks

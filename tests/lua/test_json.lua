@@ -83,4 +83,27 @@ T.test("floats survive a round trip exactly", function()
   end
 end)
 
+T.test("every byte survives: NUL in strings and keys, control bytes, UTF-8", function()
+  T.eq(json.encode("a\0b"), '"a\\u0000b"')
+  T.eq(json.decode(json.encode("a\0b")), "a\0b")
+  T.eq(json.decode('"a\\u0000b"'), "a\0b")
+  local t = json.decode(json.encode({["k\0x"] = 1, k = 2, ["k\0"] = 3}))
+  T.eq(t["k\0x"], 1); T.eq(t.k, 2); T.eq(t["k\0"], 3)
+  local all = {}
+  for b = 0, 255 do all[#all + 1] = string.char(b) end
+  local s = table.concat(all)
+  T.eq(json.decode(json.encode(s)), s)
+  T.eq(json.decode('"\\ud83d\\ude00"'), "\240\159\152\128")
+  T.checkerror("lone low surrogate", json.decode, '"\\ude00"')
+  T.checkerror("control character", json.decode, '"a\nb"')
+end)
+
+T.test("deep nesting is an error, not a crash", function()
+  T.checkerror("nested deeper than 1000", json.decode, string.rep("[", 100000))
+  local t = {}
+  local cur = t
+  for _ = 1, 2000 do cur[1] = {}; cur = cur[1] end
+  T.checkerror("nesting deeper than 1000", json.encode, t)
+end)
+
 T.done()

@@ -1,0 +1,37 @@
+/* lwb_fileio.c - wb.write_file(path, data): the core's atomic writer (core/fileio.c) for Lua, so
+ * every file the Lua side writes (traces, model cards, plots, loss logs) is written to a temporary
+ * file in the same directory, checked at every write, fsync'ed and renamed only on success; and
+ * wb.remove_stale_temps(path), which removes "<path>.tmp.<pid>" files of dead processes. */
+#include "lwb.h"
+
+#include "fileio.h"
+
+/* wb.write_file(path, data) -> true; raises "<path>: ... (the file is unchanged)" on failure. */
+static int l_write_file(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    size_t n;
+    const char *data = luaL_checklstring(L, 2, &n);
+    luaL_argcheck(L, lua_gettop(L) <= 2, 3, "wb.write_file takes (path, data)");
+    wb_err err = {0};
+    if (wb_write_file_atomic(path, data, n, &err) != WB_OK) return luaL_error(L, "%s", err.msg);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* wb.remove_stale_temps(path) -> number of files removed. */
+static int l_remove_stale_temps(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    wb_err err = {0};
+    int removed = 0;
+    if (wb_remove_stale_temps(path, &removed, &err) != WB_OK) return luaL_error(L, "%s", err.msg);
+    lua_pushinteger(L, removed);
+    return 1;
+}
+
+static const luaL_Reg fileio_funcs[] = {
+    {"write_file", l_write_file},
+    {"remove_stale_temps", l_remove_stale_temps},
+    {NULL, NULL},
+};
+
+void lwb_open_fileio(lua_State *L) { luaL_setfuncs(L, fileio_funcs, 0); }
