@@ -112,8 +112,13 @@ static int l_write(lua_State *L) {
         if (lua_getfield(L, ti, "name") != LUA_TSTRING)
             luaL_argerror(L, 2, lua_pushfstring(L, "tensor %I: 'name' must be a string",
                                                 (LUAI_UACINT)i));
-        v->name = lua_tostring(L, -1); /* anchored by the tensor table, itself in arg 2 */
+        size_t name_len;
+        v->name = lua_tolstring(L, -1, &name_len); /* anchored by the tensor table, in arg 2 */
         lua_pop(L, 1);
+        /* the file stores C strings: a NUL would cut the name (and make two names equal) */
+        if (strlen(v->name) != name_len)
+            luaL_argerror(L, 2, lua_pushfstring(L, "tensor %I: name contains a NUL byte",
+                                                (LUAI_UACINT)i));
         v->dtype = WB_F32;
         if (lua_getfield(L, ti, "dtype") != LUA_TNIL) {
             const char *dn = lua_tostring(L, -1);
@@ -198,6 +203,10 @@ static int l_write(lua_State *L) {
         while (lua_next(L, 3)) {
             if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
                 luaL_argerror(L, 3, "metadata keys and values must be strings");
+            size_t kl, vl;
+            const char *ks = lua_tolstring(L, -2, &kl), *vs = lua_tolstring(L, -1, &vl);
+            if (strlen(ks) != kl || strlen(vs) != vl)
+                luaL_argerror(L, 3, "metadata keys and values must not contain NUL bytes");
             nmeta++;
             lua_pop(L, 1);
         }

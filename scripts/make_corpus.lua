@@ -13,6 +13,7 @@ local script_dir = script:match("^(.*)[/\\]") or "."
 package.path = script_dir .. "/../lua/?.lua;" .. package.path
 
 local corpus = require("wb.corpus")
+local wb = require("wb")
 
 local a = require("wb.cli").parse(arg, "scripts/make_corpus.lua", {
   { "seed", "count", nil, "generator seed", 0 },
@@ -40,9 +41,7 @@ if not stats_only then
   os.execute('mkdir -p "' .. out:gsub('"', '\\"') .. '"')
   for name, text in pairs({ train = c.train, val = c.val }) do
     local path = out .. "/brightlane_" .. name .. ".txt"
-    local f = assert(io.open(path, "wb"))
-    assert(f:write(text))
-    assert(f:close())
+    wb.write_file(path, text) -- atomic, every write checked
     print(string.format("wrote %s (%d bytes)", path, #text))
   end
 end

@@ -185,9 +185,7 @@ lesson.print_conclusions(doc)
 print("Accuracy here reflects TinyLM's memory of its corpus, not reasoning.")
 lesson.print_load(load)
 
-local f = assert(io.open(opts.out, "w"))
-f:write(wb.json.encode(doc, { indent = true }), "\n")
-f:close()
+wb.write_file(opts.out, wb.json.encode(doc, { indent = true }) .. "\n") -- atomic, checked
 print("wrote " .. opts.out .. " (simulated thinking)")
 lesson.emit(doc)
 model:close()

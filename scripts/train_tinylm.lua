@@ -24,7 +24,8 @@ local plot = require("wb.plot")
 
 local o = require("wb.cli").parse(arg, "scripts/train_tinylm.lua", {
   { "steps", "count", nil, "optimizer steps (default 3000; smoke 60)" },
-  { "out", "string", nil, "output directory (default models/tinylm-base; smoke: a temporary directory)" },
+  { "out", "string", nil, "output directory (default $WB_OUT/tinylm, else ./wb-out/tinylm; smoke: a temporary directory); "
+    .. "the shipped models/tinylm-base is written only when named with --out" },
   { "resume", "flag", nil, "continue from DIR/checkpoint.safetensors" },
   { "smoke", "flag", nil, "small corpus and model, few steps; fails unless the loss falls" },
   { "threads", "count", nil, "compute threads (default: all cores)" },
@@ -82,7 +83,9 @@ if not o.out then
     os.remove(o.out)
     out_is_temporary = true
   else
-    o.out = "models/tinylm-base"
+    -- Never the shipped model by default: a run without --out must not overwrite it.
+    local base = os.getenv("WB_OUT")
+    o.out = (base and base ~= "" and base or "wb-out") .. "/tinylm"
   end
 end
 
@@ -96,6 +99,16 @@ local function write_file(path, text) plot.write(path, text) end -- atomic
 
 assert(os.execute("mkdir -p " .. sh_quote(o.out)), "cannot create " .. o.out)
 local P = function(name) return o.out .. "/" .. name end
+-- Temporary files that a killed run left behind ("<file>.tmp.<pid>" of a dead process).
+do
+  local removed = 0
+  for _, name in ipairs { "checkpoint.safetensors", "loss.csv", "loss.svg", "model.safetensors",
+      "config.json", "tokenizer.json", "summary.json", "README.md" } do
+    removed = removed + wb.remove_stale_temps(P(name))
+  end
+  if o.checkpoint then removed = removed + wb.remove_stale_temps(o.checkpoint) end
+  if removed > 0 then io.write(("removed %d stale temporary file(s) in %s\n"):format(removed, o.out)) end
+end
 local is_tty = os.execute("test -t 1") == true
 wb.threads(o.threads)
 
@@ -254,8 +267,11 @@ local function train_loop()
     row.lr = tr:lr()
     progress(step, loss, tps)
     if step % o.checkpoint_every == 0 and step < o.steps then
-      tr:save_checkpoint(ckpt)
+      -- The log first, then the checkpoint (both atomic): a kill between the two leaves a log
+      -- with rows past the checkpoint, which --resume drops and recomputes; the other order
+      -- lost the rows between the previous log and this checkpoint.
       write_logs()
+      tr:save_checkpoint(ckpt)
     end
   end
 end
@@ -273,8 +289,8 @@ do
 end
 if is_tty then io.write("\n") end
 
-tr:save_checkpoint(ckpt)
 write_logs()
+tr:save_checkpoint(ckpt)
 if interrupted then
   log("%s at step %d; checkpoint saved to %s (continue with --resume)",
     o.stop_at and "stopped" or "interrupted", tr:step_index(), ckpt)

@@ -94,11 +94,8 @@ function M.write(dir)
   local summary = wb.json.decode(read(dir .. "/summary.json"))
   local config = wb.json.decode(read(dir .. "/config.json"))
   local text = M.render(summary, config)
-  local tmp = dir .. "/README.md.tmp"
-  local f = assert(io.open(tmp, "wb"))
-  f:write(text)
-  f:close()
-  assert(os.rename(tmp, dir .. "/README.md"))
+  -- atomic and checked: a full disk leaves the old README.md and raises an error naming it
+  wb.write_file(dir .. "/README.md", text)
   return text
 end
 

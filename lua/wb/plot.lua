@@ -161,13 +161,11 @@ function M.lines(opts)
   return table.concat(out, "\n") .. "\n"
 end
 
---- Write text to path atomically (temp file, then rename).
+--- Write text to path atomically (wb.write_file: temp file in the same directory, every write
+--- checked, fsync, rename; a failure leaves the old file and raises an error naming the path).
 function M.write(path, text)
-  local tmp = path .. ".tmp"
-  local f = assert(io.open(tmp, "wb"))
-  assert(f:write(text))
-  assert(f:close())
-  assert(os.rename(tmp, path))
+  local wb = package.loaded.wb or require("wb")
+  wb.write_file(path, text)
 end
 
 return M

@@ -150,11 +150,8 @@ end
 
 function M.write(path, rec)
   local text = wb.json.encode(rec, { indent = true }) .. "\n"
-  local tmp = path .. ".tmp"
-  local f = assert(io.open(tmp, "wb"))
-  f:write(text)
-  f:close()
-  assert(os.rename(tmp, path))
+  -- atomic and checked: a failed write keeps the previous record and raises an error naming it
+  wb.write_file(path, text)
 end
 
 function M.read(path)

@@ -1,0 +1,151 @@
+-- Issue 12 from Lua: atomic writes (a full disk keeps the old file and raises an error naming the
+-- path), training logs that survive kill -9, stale temporary files, the train script's default
+-- output directory, preset files bounded in time and memory, safetensors_write validation.
+local T = dofile((arg[0]:match("^(.*)/") or ".") .. "/helpers.lua")
+local wb = require("wb")
+
+local build = os.getenv("WB_BUILD_DIR")
+local exe = build and (build .. "/workbench") or arg[-1]
+local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- Run a Lua snippet in a child workbench whose file size limit is 8 KB (ulimit -f counts
+-- 1024-byte blocks in bash, 512 in dash: small either way). SIGXFSZ is ignored so the write fails
+-- with EFBIG exactly as on a full disk. Returns ok, output.
+local function run_with_small_fsize(code)
+  local cmd = ("sh -c %s 2>&1"):format(q("trap '' XFSZ; ulimit -f 8; exec " .. q(exe) .. " -e " .. q(code)))
+  local p = io.popen(cmd)
+  local out = p:read("a")
+  local ok = p:close()
+  return ok, out
+end
+
+T.test("wb.write_file replaces a file and keeps it on a failed write", function()
+  local dir = T.tmpdir()
+  local path = dir .. "/f.txt"
+  wb.write_file(path, "old\n")
+  T.eq(T.read_file(path), "old\n")
+  wb.write_file(path, "a\0b")
+  T.eq(T.read_file(path), "a\0b")
+  local ok, out = run_with_small_fsize(("wb.write_file(%q, string.rep('x', 100000))"):format(path))
+  T.check(not ok, "the failed write must raise an error: " .. out)
+  T.check(out:find(path, 1, true), "error names the path: " .. out)
+  T.eq(T.read_file(path), "a\0b")
+  T.checkerror("cannot create a temporary file", wb.write_file, dir .. "/no/such/dir/x", "y")
+  T.checkerror("is a directory", wb.write_file, dir, "y")
+  T.rmdir(dir)
+end)
+
+T.test("wb.trace.write keeps the good record when the disk is full", function()
+  local dir = T.tmpdir()
+  local path = dir .. "/trace.json"
+  local trace = require("wb.trace")
+  local good = { version = 1, runs = { { name = "a", samples = {} } } }
+  trace.write(path, good)
+  local before = T.read_file(path)
+  local code = ([[
+    local trace = require("wb.trace")
+    local big = {}
+    for i = 1, 20000 do big[i] = i end
+    trace.write(%q, { version = 1, runs = { { name = "b", samples = big } } })
+  ]]):format(path)
+  local ok, out = run_with_small_fsize(code)
+  T.check(not ok, "trace.write must fail loudly: " .. out)
+  T.check(out:find(path, 1, true), "error names the path: " .. out)
+  T.eq(T.read_file(path), before)
+  T.eq(wb.json.decode(T.read_file(path)).runs[1].name, "a")
+  T.rmdir(dir)
+end)
+
+T.test("the model card and plots are written through the atomic writer", function()
+  local dir = T.tmpdir()
+  os.execute("cp models/tinylm-base/summary.json models/tinylm-base/config.json " .. q(dir))
+  require("wb.modelcard").write(dir)
+  local before = T.read_file(dir .. "/README.md")
+  local code = ([[
+    local mc = require("wb.modelcard")
+    local r = mc.render
+    mc.render = function(...) return r(...) .. string.rep("padding ", 5000) end
+    mc.write(%q)
+  ]]):format(dir)
+  local ok, out = run_with_small_fsize(code)
+  T.check(not ok, "modelcard.write must fail loudly: " .. out)
+  T.check(out:find(dir .. "/README.md", 1, true), out)
+  T.eq(T.read_file(dir .. "/README.md"), before)
+  local plot = require("wb.plot")
+  plot.write(dir .. "/p.svg", "<svg/>")
+  local ok2, out2 = run_with_small_fsize(("require('wb.plot').write(%q, string.rep('x', 100000))"):format(dir .. "/p.svg"))
+  T.check(not ok2, out2)
+  T.eq(T.read_file(dir .. "/p.svg"), "<svg/>")
+  -- nothing left behind
+  local p = io.popen("ls -a " .. q(dir))
+  local names = p:read("a")
+  p:close()
+  T.check(not names:find("%.tmp"), "temporary files left: " .. names)
+  T.rmdir(dir)
+end)
+
+T.test("safetensors_write rejects duplicate and NUL-containing names before touching the file", function()
+  local dir = T.tmpdir()
+  local path = dir .. "/w.safetensors"
+  wb.safetensors_write(path, { { name = "a", shape = { 2 }, data = { 1, 2 } } })
+  local before = T.read_file(path)
+  T.checkerror("appears twice", wb.safetensors_write, path, {
+    { name = "a", shape = { 2 }, data = { 1, 2 } }, { name = "a", shape = { 2 }, data = { 3, 4 } } })
+  T.checkerror("NUL", wb.safetensors_write, path, {
+    { name = "a\0b", shape = { 2 }, data = { 1, 2 } }, { name = "a\0c", shape = { 2 }, data = { 3, 4 } } })
+  T.checkerror("NUL", wb.safetensors_write, path, { { name = "x\0", shape = { 1 }, data = { 1 } } })
+  T.eq(T.read_file(path), before)
+  T.check(wb.safetensors_read(path).a ~= nil, "the old file still reads")
+  T.rmdir(dir)
+end)
+
+-- ---- training: kill -9, stale temporaries, default output ----------------------------------------
+
+local function loss_rows(path)
+  local rows = {}
+  local f = io.open(path, "rb")
+  if not f then return rows end
+  f:read("l")
+  for line in f:lines() do
+    local s, tl = line:match("^(%d+),([^,]*),")
+    if s then rows[#rows + 1] = { step = tonumber(s), train = tonumber(tl) } end
+  end
+  f:close()
+  return rows
+end
+
+T.test("the loss log survives kill -9 and stale temporary files are removed on resume", function()
+  local dir = T.tmpdir()
+  local base = q(exe) .. " scripts/train_tinylm.lua --smoke --threads 1 --out " .. q(dir) ..
+    " --checkpoint-every 3"
+  -- Start, kill -9 at some point during training (checkpoints every 3 steps), resume; twice.
+  os.execute(base .. " >/dev/null 2>&1 & pid=$!; sleep 0.6; kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null")
+  T.write_file(dir .. "/checkpoint.safetensors.tmp.99999999", "left by a killed run")
+  T.write_file(dir .. "/loss.csv.tmp.99999998", "left by a killed run")
+  local have_ckpt = io.open(dir .. "/checkpoint.safetensors") ~= nil
+  local resume = have_ckpt and " --resume" or ""
+  os.execute(base .. resume .. " >/dev/null 2>&1 & pid=$!; sleep 0.6; kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null")
+  have_ckpt = io.open(dir .. "/checkpoint.safetensors") ~= nil
+  T.check(os.execute(base .. (have_ckpt and " --resume" or "") .. " >/dev/null 2>&1"), "the final run must finish")
+  T.check(io.open(dir .. "/checkpoint.safetensors.tmp.99999999") == nil, "stale checkpoint temp removed")
+  T.check(io.open(dir .. "/loss.csv.tmp.99999998") == nil, "stale loss.csv temp removed")
+  local rows = loss_rows(dir .. "/loss.csv")
+  T.eq(#rows, 60, "one row per step")
+  for i, r in ipairs(rows) do
+    T.eq(r.step, i, "rows are steps 1..60 in order")
+  end
+  T.rmdir(dir)
+end)
+
+T.test("train_tinylm without --out writes to $WB_OUT/tinylm, never over models/tinylm-base", function()
+  local dir = T.tmpdir()
+  local shipped = T.read_file("models/tinylm-base/model.safetensors")
+  local ok = os.execute("WB_OUT=" .. q(dir) .. " " .. q(exe) ..
+    " scripts/train_tinylm.lua --steps 1 --eval-every 1 --threads 1 >/dev/null 2>&1")
+  T.check(ok, "the run must succeed")
+  T.check(io.open(dir .. "/tinylm/model.safetensors") ~= nil, "output in $WB_OUT/tinylm")
+  T.check(T.read_file("models/tinylm-base/model.safetensors") == shipped, "shipped model untouched")
+  T.rmdir(dir)
+end)
+
+T.done()
