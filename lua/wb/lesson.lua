@@ -174,20 +174,13 @@ function M.is_tinylm(model)
   return false
 end
 
--- Writes rec as JSON to $WB_LESSON_RECORD when that variable names a file (atomically: a temp
--- file in the same directory, then rename). Tests use it to recompute a lesson's conclusions.
+-- Writes rec as JSON to $WB_LESSON_RECORD when that variable names a file (wb.write_file: a temp
+-- file in the same directory, every write checked, fsync, rename). Tests use it to recompute a lesson's conclusions.
 function M.emit(rec)
   local path = os.getenv("WB_LESSON_RECORD")
   if not path or path == "" then return rec end
   local text = wb.json.encode(rec, { indent = true }) .. "\n"
-  local tmp = path .. ".tmp"
-  local f, err = io.open(tmp, "wb")
-  if not f then error(("cannot write lesson record %s: %s"):format(tmp, err), 0) end
-  local ok, werr = f:write(text)
-  if not ok then f:close() os.remove(tmp) error(("writing %s: %s"):format(tmp, werr), 0) end
-  f:close()
-  local rok, rerr = os.rename(tmp, path)
-  if not rok then os.remove(tmp) error(("renaming %s: %s"):format(tmp, rerr), 0) end
+  wb.write_file(path, text) -- atomic: temp file, checked writes, fsync, rename
   return rec
 end
 
