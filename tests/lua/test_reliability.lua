@@ -141,7 +141,8 @@ T.test("train_tinylm without --out writes to $WB_OUT/tinylm, never over models/t
   local dir = T.tmpdir()
   local shipped = T.read_file("models/tinylm-base/model.safetensors")
   local ok = os.execute("WB_OUT=" .. q(dir) .. " " .. q(exe) ..
-    " scripts/train_tinylm.lua --steps 1 --eval-every 1 --threads 1 >/dev/null 2>&1")
+    " scripts/train_tinylm.lua --steps 1 --eval-every 1 --eval-batches 1 --threads 1 " ..
+    "--conversations 40 --tickets 20 >/dev/null 2>&1")
   T.check(ok, "the run must succeed")
   T.check(io.open(dir .. "/tinylm/model.safetensors") ~= nil, "output in $WB_OUT/tinylm")
   T.check(T.read_file("models/tinylm-base/model.safetensors") == shipped, "shipped model untouched")
