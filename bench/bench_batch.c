@@ -59,7 +59,7 @@ static void bench_batched_decode(const wb_model *m, int nt, int reps, const int3
         sp.temperature = 0;
         sp.max_tokens = NEW;
         wb_batch_params bp = wb_batch_default_params();
-        bp.ignore_eos = 1;
+        bp.gen.ignore_eos = 1;
         wb_batch_generate(b, prompts, lens, B, &sp, &bp, &err); /* warm-up: sessions, buffers */
         for (int r = 0; r < reps; r++) {
             if (wb_batch_generate(b, prompts, lens, B, &sp, &bp, &err)) {

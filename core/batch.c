@@ -1,44 +1,49 @@
-/* batch.c - batched generation over B sessions: one stacked forward pass per step.
+/* batch.c - many generation cursors stepped together over one batched forward pass.
  *
- * The block code is wb_forward_seqs (session.c), shared with prefill, so a new block type only
- * needs teaching there. This file owns the bookkeeping: which sequences are still running, their
- * samplers, the stop rules and the timings. */
+ * A batch holds wb_gen generators (generate.c: the one generation loop). A step asks each running
+ * generator what it needs evaluated (wb_gen_step_begin: the prompt on its first step, the last
+ * token after), runs all of that as one stacked forward pass over their sessions
+ * (wb_batch_forward -> wb_forward_seqs, shared with prefill), and hands each its logits
+ * (wb_gen_step_end), which samples, checks every stop rule and releases text exactly as
+ * wb_gen_next would. So nothing about a request's tokens depends on what else is in the batch,
+ * and requests can join and leave between any two steps (continuous batching). */
 #include "wb_batch.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model_internal.h"
 
-typedef struct seq_state {
-    wb_session *sess;
-    wb_sampler *smp;
-    int32_t *gen;   /* [max_tokens] */
-    size_t n_gen;
-    int32_t last;
-    wb_stop_reason stop;
-    int32_t prompt_tokens;
-} seq_state;
+typedef struct slot {
+    wb_gen *g;
+    int id;
+    int running; /* not yet done */
+    int fresh;   /* no step taken yet: its next evaluation is the prompt */
+} slot;
 
 struct wb_batch {
     const wb_model *m;
     wb_scratch scratch;
-    seq_state *seq;
-    int cap, n_ctx_of_sessions; /* cap: seq entries */
-    int arr_cap;                /* entries of the per-step arrays below */
-    /* per-step arrays, [cap] each */
+    slot *slots; /* [n_slots], in the order they were added */
+    int n_slots, cap_slots, next_id;
+    int separate_prefill;
+    /* per-step arrays, [arr_cap] each */
+    int arr_cap;
     wb_session **act_sess;
     const int32_t **act_ids;
-    int *act_counts, *act_index;
-    float *logits; /* [cap, V] */
+    int *act_counts, *act_slot, *act_event;
+    float *logits; /* [arr_cap, V] */
+    wb_batch_event *events;
+    /* wb_batch_generate's result */
     wb_batch_seq *out;
+    int out_cap;
     wb_batch_result res;
 };
 
 wb_batch_params wb_batch_default_params(void) {
     wb_batch_params p;
     memset(&p, 0, sizeof p);
+    p.gen = wb_gen_default_params();
     return p;
 }
 
@@ -47,29 +52,38 @@ wb_status wb_batch_new(const wb_model *m, wb_batch **out, wb_err *err) {
     *out = calloc(1, sizeof **out);
     if (!*out) return wb_err_set(err, WB_ERR_NOMEM, "wb_batch_new: out of memory");
     (*out)->m = m;
+    (*out)->next_id = 1;
     return WB_OK;
 }
 
-static void release_seqs(wb_batch *b) {
-    for (int i = 0; i < b->cap; i++) {
-        wb_session_free(b->seq[i].sess);
-        wb_sampler_free(b->seq[i].smp);
-        free(b->seq[i].gen);
-    }
+static void free_arrays(wb_batch *b) {
+    free(b->act_sess);
+    free(b->act_ids);
+    free(b->act_counts);
+    free(b->act_slot);
+    free(b->act_event);
+    free(b->logits);
+    free(b->events);
+    b->act_sess = NULL;
+    b->act_ids = NULL;
+    b->act_counts = b->act_slot = b->act_event = NULL;
+    b->logits = NULL;
+    b->events = NULL;
+    b->arr_cap = 0;
 }
 
 void wb_batch_free(wb_batch *b) {
     if (!b) return;
-    release_seqs(b);
-    free(b->seq);
-    free(b->act_sess);
-    free(b->act_ids);
-    free(b->act_counts);
-    free(b->act_index);
-    free(b->logits);
+    for (int i = 0; i < b->n_slots; i++) wb_gen_free(b->slots[i].g);
+    free(b->slots);
+    free_arrays(b);
     free(b->out);
     free(b->scratch.p);
     free(b);
+}
+
+void wb_batch_set_separate_prefill(wb_batch *b, int on) {
+    if (b) b->separate_prefill = on != 0;
 }
 
 wb_status wb_batch_forward(wb_batch *b, wb_session *const *sessions, const int32_t *const *ids,
@@ -107,70 +121,192 @@ wb_status wb_batch_forward(wb_batch *b, wb_session *const *sessions, const int32
     return st;
 }
 
-/* Room for n sequences of n_ctx tokens; sessions are kept when the context matches. */
-static wb_status reserve(wb_batch *b, int n, int n_ctx, int32_t max_tokens, wb_err *err) {
-    const int32_t V = wb_model_config(b->m)->vocab_size;
-    if (n_ctx != b->n_ctx_of_sessions) {
-        for (int i = 0; i < b->cap; i++) {
-            wb_session_free(b->seq[i].sess);
-            b->seq[i].sess = NULL;
-        }
-        b->n_ctx_of_sessions = n_ctx;
+/* Room for n rows per step. */
+static wb_status reserve_rows(wb_batch *b, int n, wb_err *err) {
+    if (n <= b->arr_cap) return WB_OK;
+    const size_t V = (size_t)wb_model_config(b->m)->vocab_size;
+    int cap = b->arr_cap ? b->arr_cap : 4;
+    while (cap < n) cap *= 2;
+    free_arrays(b);
+    b->act_sess = malloc((size_t)cap * sizeof *b->act_sess);
+    b->act_ids = malloc((size_t)cap * sizeof *b->act_ids);
+    b->act_counts = malloc((size_t)cap * sizeof *b->act_counts);
+    b->act_slot = malloc((size_t)cap * sizeof *b->act_slot);
+    b->act_event = malloc((size_t)cap * sizeof *b->act_event);
+    b->logits = malloc((size_t)cap * V * sizeof *b->logits);
+    b->events = malloc((size_t)cap * sizeof *b->events);
+    if (!b->act_sess || !b->act_ids || !b->act_counts || !b->act_slot || !b->act_event || !b->logits ||
+        !b->events) {
+        free_arrays(b);
+        return wb_err_set(err, WB_ERR_NOMEM, "batch of %d requests: out of memory", n);
     }
-    if (n > b->cap) {
-        seq_state *seq = realloc(b->seq, (size_t)n * sizeof *seq);
-        if (!seq) goto nomem;
-        memset(seq + b->cap, 0, (size_t)(n - b->cap) * sizeof *seq);
-        b->seq = seq;
-        b->cap = n;
-    }
-    if (n > b->arr_cap) {
-        b->arr_cap = 0;
-        free(b->act_sess);
-        free(b->act_ids);
-        free(b->act_counts);
-        free(b->act_index);
-        free(b->logits);
-        free(b->out);
-        b->act_sess = malloc((size_t)n * sizeof *b->act_sess);
-        b->act_ids = malloc((size_t)n * sizeof *b->act_ids);
-        b->act_counts = malloc((size_t)n * sizeof *b->act_counts);
-        b->act_index = malloc((size_t)n * sizeof *b->act_index);
-        b->logits = malloc((size_t)n * (size_t)V * sizeof *b->logits);
-        b->out = malloc((size_t)n * sizeof *b->out);
-        if (!b->act_sess || !b->act_ids || !b->act_counts || !b->act_index || !b->logits ||
-            !b->out)
-            goto nomem;
-        b->arr_cap = n;
-    }
-    for (int i = 0; i < n; i++) {
-        seq_state *q = &b->seq[i];
-        wb_status st;
-        if (!q->sess && (st = wb_session_new(b->m, n_ctx, &q->sess, err))) return st;
-        wb_session_reset(q->sess);
-        free(q->gen);
-        q->gen = malloc((size_t)max_tokens * sizeof *q->gen);
-        if (!q->gen) goto nomem;
-        q->n_gen = 0;
-        q->stop = WB_STOP_NONE;
-        wb_sampler_free(q->smp);
-        q->smp = NULL;
-    }
+    b->arr_cap = cap;
     return WB_OK;
-nomem:
-    return wb_err_set(err, WB_ERR_NOMEM, "batched generation of %d sequences: out of memory", n);
 }
 
-/* Take a sampled id: record it and decide whether the sequence is done (wb_gen's order). */
-static void accept(seq_state *q, int32_t id, const wb_sampling_params *sp, int32_t eos,
-                   int ignore_eos, int n_ctx) {
-    q->gen[q->n_gen++] = id;
-    q->last = id;
-    if (id == eos && !ignore_eos) q->stop = WB_STOP_EOS;
-    for (int k = 0; k < sp->n_stop_token_ids && !q->stop; k++)
-        if (sp->stop_token_ids[k] == id) q->stop = WB_STOP_STOP;
-    if (!q->stop && q->n_gen >= (size_t)sp->max_tokens) q->stop = WB_STOP_LENGTH;
-    if (!q->stop && q->prompt_tokens + (int64_t)q->n_gen >= n_ctx) q->stop = WB_STOP_CONTEXT;
+wb_status wb_batch_add(wb_batch *b, wb_gen *g, int *id_out, wb_err *err) {
+    if (!b || !g) {
+        wb_gen_free(g);
+        return wb_err_set(err, WB_ERR_ARG, "wb_batch_add: NULL argument");
+    }
+    wb_session *s = wb_gen_session(g);
+    if (s && wb_session_model(s) != b->m) {
+        wb_gen_free(g);
+        return wb_err_set(err, WB_ERR_ARG, "wb_batch_add: the generator runs another model");
+    }
+    if (b->n_slots == b->cap_slots) {
+        int cap = b->cap_slots ? 2 * b->cap_slots : 8;
+        slot *ns = realloc(b->slots, (size_t)cap * sizeof *ns);
+        if (!ns) {
+            wb_gen_free(g);
+            return wb_err_set(err, WB_ERR_NOMEM, "wb_batch_add: out of memory");
+        }
+        b->slots = ns;
+        b->cap_slots = cap;
+    }
+    wb_status st = reserve_rows(b, b->n_slots + 1, err);
+    if (st != WB_OK) {
+        wb_gen_free(g);
+        return st;
+    }
+    slot *q = &b->slots[b->n_slots++];
+    q->g = g;
+    q->id = b->next_id++;
+    if (b->next_id == INT32_MAX) b->next_id = 1;
+    q->running = 1;
+    q->fresh = 1;
+    if (id_out) *id_out = q->id;
+    return WB_OK;
+}
+
+static int find_slot(const wb_batch *b, int id) {
+    for (int i = 0; i < b->n_slots; i++)
+        if (b->slots[i].id == id) return i;
+    return -1;
+}
+
+wb_gen *wb_batch_gen(const wb_batch *b, int id) {
+    int i = b ? find_slot(b, id) : -1;
+    return i < 0 ? NULL : b->slots[i].g;
+}
+
+wb_status wb_batch_remove(wb_batch *b, int id, wb_err *err) {
+    int i = b ? find_slot(b, id) : -1;
+    if (i < 0) return wb_err_set(err, WB_ERR_ARG, "batch: no request with id %d", id);
+    wb_gen_free(b->slots[i].g); /* frees its cache at once, running or not */
+    memmove(&b->slots[i], &b->slots[i + 1], (size_t)(b->n_slots - i - 1) * sizeof *b->slots);
+    b->n_slots--;
+    return WB_OK;
+}
+
+int wb_batch_active(const wb_batch *b) {
+    int n = 0;
+    for (int i = 0; b && i < b->n_slots; i++) n += b->slots[i].running;
+    return n;
+}
+
+int wb_batch_size(const wb_batch *b) { return b ? b->n_slots : 0; }
+
+/* Fill the event of slot q after its step ended (st: that step's status). */
+static void close_event(wb_batch_event *e, slot *q, size_t n_before, const char *piece,
+                        size_t len, int done, wb_status st, const wb_err *err) {
+    const wb_gen_result *r = wb_gen_result_get(q->g);
+    e->piece = piece ? piece : "";
+    e->len = len;
+    e->token = r->n_tokens > n_before ? r->token_ids[r->n_tokens - 1] : -1;
+    e->done = done;
+    e->status = st;
+    e->err.status = st;
+    e->err.msg[0] = '\0';
+    if (st != WB_OK && err) e->err = *err;
+    if (done) q->running = 0;
+    q->fresh = 0;
+}
+
+wb_status wb_batch_step(wb_batch *b, const wb_batch_event **events, int *n_events, int *evaluated,
+                        wb_err *err) {
+    if (events) *events = NULL;
+    if (n_events) *n_events = 0;
+    if (evaluated) *evaluated = 0;
+    if (!b) return wb_err_set(err, WB_ERR_ARG, "wb_batch_step: batch is NULL");
+    wb_status st = reserve_rows(b, b->n_slots, err);
+    if (st != WB_OK) return st;
+    const size_t V = (size_t)wb_model_config(b->m)->vocab_size;
+    int n_ev = 0, n_act = 0, n_eval = 0;
+    size_t *before = NULL, small[16];
+    before = b->n_slots <= 16 ? small : malloc((size_t)b->n_slots * sizeof *before);
+    if (!before) return wb_err_set(err, WB_ERR_NOMEM, "wb_batch_step: out of memory");
+    for (int i = 0; i < b->n_slots; i++) {
+        slot *q = &b->slots[i];
+        if (!q->running) continue;
+        wb_batch_event *e = &b->events[n_ev];
+        memset(e, 0, sizeof *e);
+        e->id = q->id;
+        before[i] = wb_gen_result_get(q->g)->n_tokens;
+        wb_gen_feed f;
+        const char *piece;
+        size_t len;
+        int done;
+        wb_err e_err = {0};
+        st = wb_gen_step_begin(q->g, &f, &piece, &len, &done, &e_err);
+        if (st != WB_OK || done || f.n == 0) {
+            /* ended before evaluating, or evaluated by itself (no cache, a chunked or shared
+             * prefill): finish its step now */
+            if (st == WB_OK && !done) {
+                st = wb_gen_step_end(q->g, NULL, WB_OK, &piece, &len, &done, &e_err);
+                n_eval++;
+            }
+            close_event(e, q, before[i], piece, len, done, st, &e_err);
+            n_ev++;
+            continue;
+        }
+        if (q->fresh && b->separate_prefill) {
+            /* the prompt in its own pass, as alone */
+            float *lg = b->logits + (size_t)n_act * V; /* free row: not yet handed out */
+            wb_status fs = wb_batch_forward(b, &f.sess, &f.ids, &f.n, 1, lg, &e_err);
+            st = wb_gen_step_end(q->g, lg, fs, &piece, &len, &done, &e_err);
+            n_eval++;
+            close_event(e, q, before[i], piece, len, done, st, &e_err);
+            n_ev++;
+            continue;
+        }
+        b->act_sess[n_act] = f.sess;
+        b->act_ids[n_act] = f.ids;
+        b->act_counts[n_act] = f.n;
+        b->act_slot[n_act] = i;
+        b->act_event[n_act] = n_ev;
+        n_act++;
+        n_ev++; /* its event is closed after the pass */
+    }
+    if (n_act > 0) {
+        wb_err fe = {0};
+        wb_status fs = wb_batch_forward(b, b->act_sess, b->act_ids, b->act_counts, n_act,
+                                        b->logits, &fe);
+        n_eval += n_act;
+        for (int a = 0; a < n_act; a++) {
+            slot *q = &b->slots[b->act_slot[a]];
+            wb_batch_event *e = &b->events[b->act_event[a]];
+            const char *piece;
+            size_t len;
+            int done;
+            wb_err e_err = fe;
+            st = wb_gen_step_end(q->g, fs == WB_OK ? b->logits + (size_t)a * V : NULL, fs, &piece,
+                                 &len, &done, &e_err);
+            close_event(e, q, before[b->act_slot[a]], piece, len, done, st, &e_err);
+        }
+    }
+    if (before != small) free(before);
+    if (events) *events = b->events;
+    if (n_events) *n_events = n_ev;
+    if (evaluated) *evaluated = n_eval;
+    return WB_OK;
+}
+
+/* ---- all at once -------------------------------------------------------------------------- */
+
+static void clear(wb_batch *b) {
+    for (int i = 0; i < b->n_slots; i++) wb_gen_free(b->slots[i].g);
+    b->n_slots = 0;
 }
 
 wb_status wb_batch_generate(wb_batch *b, const int32_t *const *prompts, const size_t *n_prompt,
@@ -181,114 +317,76 @@ wb_status wb_batch_generate(wb_batch *b, const int32_t *const *prompts, const si
     if (n_seqs < 1)
         return wb_err_set(err, WB_ERR_ARG, "wb_batch_generate: n_seqs = %d, need at least 1",
                           n_seqs);
-    if (sp->n_stop > 0)
-        return wb_err_set(err, WB_ERR_ARG, "wb_batch_generate: stop strings are not supported "
-                          "in batched generation (use stop_token_ids)");
     b->res.n_seqs = 0; /* a failed call leaves no stale result */
-    const double t0 = wb_clock_ms();
+    clear(b);
     const wb_batch_params p = bp ? *bp : wb_batch_default_params();
-    const wb_config *cfg = wb_model_config(b->m);
-    const int32_t V = cfg->vocab_size, eos = wb_tokenizer_eos_id(wb_model_tokenizer(b->m));
-    /* ids past the tokenizer (padded embedding rows) have no text: never sampled (generate.c) */
-    const int32_t n_tok = wb_tokenizer_vocab_size(wb_model_tokenizer(b->m));
-    if (p.n_ctx > cfg->n_ctx)
-        return wb_err_set(err, WB_ERR_RANGE, "n_ctx = %d exceeds the model's n_positions %d",
-                          p.n_ctx, (int)cfg->n_ctx);
-    const int n_ctx = p.n_ctx > 0 ? p.n_ctx : cfg->n_ctx;
-    wb_status st = wb_sampling_params_check(sp, V, err);
-    if (st) return st;
-    for (int i = 0; i < n_seqs; i++) {
+    const double t0 = wb_clock_ms();
+    wb_status st = WB_OK;
+    for (int i = 0; i < n_seqs && st == WB_OK; i++) {
+        wb_gen *g = NULL;
+        wb_err e = {0};
         if (n_prompt[i] > 0 && !prompts[i])
-            return wb_err_set(err, WB_ERR_ARG, "wb_batch_generate: prompts[%d] is NULL", i);
-        if (n_prompt[i] == 0 && eos < 0)
-            return wb_err_set(err, WB_ERR_ARG, "prompts[%d] is empty and the tokenizer has no "
-                              "<|endoftext|> to start from", i);
-        for (size_t t = 0; t < n_prompt[i]; t++)
-            if (prompts[i][t] < 0 || prompts[i][t] >= V)
-                return wb_err_set(err, WB_ERR_RANGE, "prompts[%d][%zu] = %d is outside [0, %d)",
-                                  i, t, (int)prompts[i][t], (int)V);
+            st = wb_err_set(err, WB_ERR_ARG, "wb_batch_generate: prompts[%d] is NULL", i);
+        else if ((st = wb_gen_new_ids(b->m, prompts[i], n_prompt[i], sp, &p.gen, &g, &e)))
+            wb_err_set(err, st, "prompts[%d]: %s", i, e.msg);
+        else
+            st = wb_batch_add(b, g, NULL, err);
     }
-    if ((st = reserve(b, n_seqs, n_ctx, sp->max_tokens, err))) return st;
-    for (int i = 0; i < n_seqs; i++)
-        if ((st = wb_sampler_new(sp, V, &b->seq[i].smp, err))) return st;
-
-    /* Prompts: trimmed from the left as wb_gen does, so prompt + max_tokens fits. */
-    int64_t keep = (int64_t)n_ctx - sp->max_tokens;
-    if (keep < 1) keep = 1;
-    int n_act = 0;
-    for (int i = 0; i < n_seqs; i++) {
-        seq_state *q = &b->seq[i];
-        size_t n = n_prompt[i], drop = (int64_t)n > keep ? n - (size_t)keep : 0;
-        q->prompt_tokens = n ? (int32_t)(n - drop) : 1;
-        b->act_sess[i] = q->sess;
-        b->act_ids[i] = n ? prompts[i] + drop : &eos;
-        b->act_counts[i] = q->prompt_tokens;
-        b->act_index[i] = i;
-        n_act++;
+    if (st != WB_OK) {
+        clear(b);
+        return st;
     }
-    if (p.separate_prefill) {
-        for (int i = 0; i < n_seqs && !st; i++)
-            st = wb_batch_forward(b, &b->act_sess[i], &b->act_ids[i], &b->act_counts[i], 1,
-                                  b->logits + (size_t)i * V, err);
-    } else {
-        st = wb_batch_forward(b, b->act_sess, b->act_ids, b->act_counts, n_act, b->logits, err);
+    b->separate_prefill = p.separate_prefill;
+    double t_first = 0;
+    int steps = -1;
+    while (wb_batch_active(b) > 0) {
+        const wb_batch_event *ev;
+        int n_ev, n_eval;
+        if ((st = wb_batch_step(b, &ev, &n_ev, &n_eval, err)) != WB_OK) break;
+        if (steps < 0) t_first = wb_clock_ms();
+        if (n_eval > 0) steps++;
+        for (int k = 0; k < n_ev && st == WB_OK; k++)
+            if (ev[k].status != WB_OK) {
+                int at = find_slot(b, ev[k].id);
+                st = wb_err_set(err, ev[k].status, "prompts[%d]: %s", at, ev[k].err.msg);
+            }
+        if (st != WB_OK) break;
     }
-    if (st) return st;
-    int64_t total = 0;
-    for (int i = 0; i < n_seqs; i++) {
-        seq_state *q = &b->seq[i];
-        int32_t id;
-        for (int32_t t = n_tok; t < V; t++) b->logits[(size_t)i * V + t] = -INFINITY;
-        if ((st = wb_sampler_sample(q->smp, b->logits + (size_t)i * V, q->gen, q->n_gen, NULL, &id,
-                                    NULL, err)))
-            return st;
-        accept(q, id, sp, eos, p.ignore_eos, n_ctx);
-        total++;
-    }
-    const double t_first = wb_clock_ms();
-    int steps = 0;
-    for (;;) {
-        n_act = 0;
-        for (int i = 0; i < n_seqs; i++) {
-            seq_state *q = &b->seq[i];
-            if (q->stop) continue;
-            b->act_sess[n_act] = q->sess;
-            b->act_ids[n_act] = &q->last;
-            b->act_counts[n_act] = 1;
-            b->act_index[n_act] = i;
-            n_act++;
-        }
-        if (n_act == 0) break;
-        if ((st = wb_batch_forward(b, b->act_sess, b->act_ids, b->act_counts, n_act, b->logits,
-                                   err)))
-            return st;
-        steps++;
-        for (int a = 0; a < n_act; a++) {
-            seq_state *q = &b->seq[b->act_index[a]];
-            int32_t id;
-            for (int32_t t = n_tok; t < V; t++) b->logits[(size_t)a * V + t] = -INFINITY;
-            if ((st = wb_sampler_sample(q->smp, b->logits + (size_t)a * V, q->gen, q->n_gen, NULL,
-                                        &id, NULL, err)))
-                return st;
-            accept(q, id, sp, eos, p.ignore_eos, n_ctx);
-            total++;
-        }
+    b->separate_prefill = 0;
+    if (st != WB_OK) {
+        clear(b);
+        return st;
     }
     const double t_end = wb_clock_ms();
-    for (int i = 0; i < n_seqs; i++)
-        b->out[i] = (wb_batch_seq){b->seq[i].gen, b->seq[i].n_gen, b->seq[i].stop,
-                                   b->seq[i].prompt_tokens};
+    if (n_seqs > b->out_cap) {
+        wb_batch_seq *o = realloc(b->out, (size_t)n_seqs * sizeof *o);
+        if (!o) {
+            clear(b);
+            return wb_err_set(err, WB_ERR_NOMEM, "wb_batch_generate: out of memory");
+        }
+        b->out = o;
+        b->out_cap = n_seqs;
+    }
+    int64_t total = 0;
+    for (int i = 0; i < n_seqs; i++) {
+        const wb_gen_result *r = wb_gen_result_get(b->slots[i].g);
+        b->out[i] = (wb_batch_seq){r->token_ids, r->n_tokens, r->stop_reason, r->prompt_tokens,
+                                   r->text, r->text_len, r};
+        total += (int64_t)r->n_tokens;
+    }
     wb_batch_result *r = &b->res;
     r->n_seqs = n_seqs;
     r->seqs = b->out;
-    r->steps = steps;
+    r->steps = steps < 0 ? 0 : steps;
     r->output_tokens = total;
     r->prefill_ms = t_first - t0;
     r->decode_ms = t_end - t_first;
     r->elapsed_ms = t_end - t0;
     r->tokens_per_s = r->elapsed_ms > 0 ? 1000.0 * (double)total / r->elapsed_ms : 0;
+    int64_t first = 0;
+    for (int i = 0; i < n_seqs; i++) first += b->out[i].n_tokens > 0;
     r->decode_tokens_per_s =
-        r->decode_ms > 0 ? 1000.0 * (double)(total - n_seqs) / r->decode_ms : 0;
+        r->decode_ms > 0 ? 1000.0 * (double)(total - first) / r->decode_ms : 0;
     return WB_OK;
 }
 

@@ -40,6 +40,7 @@ struct wb_gen {
     wb_sampler *smp;
     wb_gen_params gp;
     int32_t max_tokens;
+    size_t cap; /* most tokens this request can generate: min(max_tokens, n_ctx - n_prompt) */
 
     char **stop;
     size_t *stop_len;
@@ -48,14 +49,13 @@ struct wb_gen {
     int32_t *stop_ids;
     int n_stop_ids;
 
-    int32_t *ids; /* prompt then generated; capacity n_prompt + max_tokens */
+    int32_t *ids; /* prompt then generated; capacity n_prompt + cap */
     int32_t n_prompt;
     size_t n_gen;
     float *logits;
-    uint32_t *allowed;
     wb_constraint_state *cst;
     const wb_constraint *constraint; /* retained */
-    float *mass; /* [max_tokens] constraint pressure per masked step */
+    float *mass; /* [cap] constraint pressure per masked step */
     wb_detok *detok;
 
     char *text; /* decoded generated text so far (NUL-terminated) */
@@ -64,8 +64,14 @@ struct wb_gen {
     size_t piece_len, piece_cap;
 
     double *itl;
-    double t0, t_prefill_end, t_last_token, t_end;
+    double t0, t_eval, t_prefill_end, t_last_token, t_end;
     int state;
+    int logits_ready;  /* g->logits hold this step's logits (shared prefill, chunked prefill) */
+    int prefill_timed;
+    int32_t min_tokens;
+    wb_token_logprob *lp;  /* [cap] when gp.logprobs */
+    wb_token_logprob *top; /* [cap * top_logprobs] */
+    float *probs;          /* [V] the sampled distribution, for top_logprobs */
     wb_gen_result res;
 };
 
@@ -100,13 +106,15 @@ void wb_gen_free(wb_gen *g) {
     free(g->stop_ids);
     free(g->ids);
     free(g->logits);
-    free(g->allowed);
     wb_constraint_state_free(g->cst);
     wb_constraint_free((wb_constraint *)g->constraint);
     free(g->mass);
     free(g->text);
     free(g->piece);
     free(g->itl);
+    free(g->lp);
+    free(g->top);
+    free(g->probs);
     free(g);
 }
 
@@ -169,23 +177,21 @@ static wb_status gen_setup(wb_gen *g, int32_t *prompt_ids, size_t n_ids,
     g->n_prompt = (int32_t)(n_ids - drop);
     g->res.prompt_tokens = g->n_prompt;
     g->res.prompt_tokens_dropped = (int32_t)drop;
+    /* The context ends generation before max_tokens when it is smaller: size buffers for what
+     * can actually be generated, so a huge max_tokens costs no memory. */
+    g->cap = (size_t)g->max_tokens;
+    if ((int64_t)g->cap > (int64_t)g->n_ctx - g->n_prompt) g->cap = (size_t)(g->n_ctx - g->n_prompt);
+    if (g->cap < 1) g->cap = 1;
 
-    g->ids = malloc(((size_t)g->n_prompt + (size_t)g->max_tokens) * sizeof *g->ids);
+    g->ids = malloc(((size_t)g->n_prompt + g->cap) * sizeof *g->ids);
     if (!g->ids) goto nomem;
     memcpy(g->ids, prompt_ids + drop, (size_t)g->n_prompt * sizeof *g->ids);
     free(prompt_ids);
     prompt_ids = NULL;
 
     g->logits = malloc((size_t)g->V * sizeof *g->logits);
-    g->itl = malloc((size_t)g->max_tokens * sizeof *g->itl);
+    g->itl = malloc(g->cap * sizeof *g->itl);
     if (!g->logits || !g->itl) goto nomem;
-    if (g->gp.allowed_fn && g->gp.constraint)
-        return wb_err_set(err, WB_ERR_ARG, "generation: give either a constraint or an "
-                          "allowed_fn hook, not both");
-    if (g->gp.allowed_fn) {
-        g->allowed = malloc(((size_t)g->V + 31) / 32 * sizeof *g->allowed);
-        if (!g->allowed) goto nomem;
-    }
     if (g->gp.constraint) {
         int32_t cv = wb_constraint_vocab_size(g->gp.constraint);
         if (cv != g->V)
@@ -194,14 +200,44 @@ static wb_status gen_setup(wb_gen *g, int32_t *prompt_ids, size_t n_ids,
         if ((st = wb_constraint_state_new(g->gp.constraint, &g->cst, err)) != WB_OK) return st;
         g->constraint = wb_constraint_retain(g->gp.constraint);
     }
-    if (g->gp.allowed_fn || g->gp.constraint) {
-        g->mass = malloc((size_t)g->max_tokens * sizeof *g->mass);
+    if (g->gp.constraint) {
+        g->mass = malloc(g->cap * sizeof *g->mass);
         if (!g->mass) goto nomem;
     }
     if ((st = wb_detok_new(g->tok, &g->detok, err)) != WB_OK) return st;
     if ((st = text_append(g, "", 0, err)) != WB_OK) return st;
     if ((st = buf_reserve(&g->piece, &g->piece_cap, 64, err)) != WB_OK) return st;
     g->piece[0] = '\0';
+    if (g->gp.logprobs || g->gp.top_logprobs) {
+        if (g->gp.top_logprobs < 0 || g->gp.top_logprobs > WB_MAX_TOP_LOGPROBS)
+            return wb_err_set(err, WB_ERR_ARG, "top_logprobs = %d is outside [0, %d]",
+                              g->gp.top_logprobs, WB_MAX_TOP_LOGPROBS);
+        g->lp = malloc(g->cap * sizeof *g->lp);
+        if (!g->lp) goto nomem;
+        if (g->gp.top_logprobs > 0) {
+            g->top = malloc(g->cap * (size_t)g->gp.top_logprobs * sizeof *g->top);
+            g->probs = malloc((size_t)g->V * sizeof *g->probs);
+            if (!g->top || !g->probs) goto nomem;
+        }
+    }
+    /* min_tokens bans every id that would end the request: stop_token_ids and the eos ids */
+    g->min_tokens = sp->min_tokens;
+    if (g->min_tokens > 0) {
+        size_t n_model = 0;
+        const int32_t *model_eos = g->model ? wb_model_eos_ids(g->model, &n_model) : NULL;
+        size_t n_end = (size_t)g->n_stop_ids + n_model + 1, k = 0;
+        int32_t *ends = malloc(n_end * sizeof *ends);
+        if (!ends) goto nomem;
+        for (int i = 0; i < g->n_stop_ids; i++) ends[k++] = g->stop_ids[i];
+        if (!g->gp.ignore_eos) {
+            if (g->eos >= 0 && g->eos < g->V) ends[k++] = g->eos;
+            for (size_t i = 0; i < n_model; i++)
+                if (model_eos[i] >= 0 && model_eos[i] < g->V) ends[k++] = model_eos[i];
+        }
+        st = wb_sampler_set_end_ids(g->smp, ends, (int)k, err);
+        free(ends);
+        if (st != WB_OK) return st;
+    }
     g->res.stop_index = -1;
     g->res.seed = wb_sampler_seed(g->smp);
     return WB_OK;
@@ -407,6 +443,9 @@ static void fill_result(wb_gen *g) {
     r->itl_ms = g->itl;
     r->n_itl = g->n_gen > 0 ? g->n_gen - 1 : 0;
     r->allowed_mass = g->mass;
+    r->logprobs = g->lp;
+    r->top_logprobs = g->top;
+    r->n_top_logprobs = g->top ? g->gp.top_logprobs : 0;
     double end = g->state == GEN_DONE ? g->t_end : wb_clock_ms();
     r->e2e_ms = end - g->t0;
     r->last_token_ms = g->n_gen > 0 ? g->t_last_token - g->t0 : 0;
@@ -426,7 +465,7 @@ static wb_status finish(wb_gen *g, wb_stop_reason reason, int stop_index, wb_err
         wb_detok_flush(g->detok, &tail, &n);
         if (n && (st = text_append(g, tail, n, err)) != WB_OK) return st;
         int which = -1;
-        size_t pos = find_stop(g, prev, &which);
+        size_t pos = g->n_gen >= (size_t)g->min_tokens ? find_stop(g, prev, &which) : (size_t)-1;
         if (pos != (size_t)-1) {
             reason = WB_STOP_STOP;
             g->res.stop_index = which;
@@ -472,12 +511,10 @@ static wb_status evaluate_logits(wb_gen *g, wb_err *err);
 /* Models pad their embedding past the tokenizer (Qwen2.5: 151,936 rows, 151,665 tokens). Those ids
  * have no text, so they are never sampled: masked here, before penalties, filters and
  * constraints, and so also absent from every distribution a lesson measures. */
-static wb_status evaluate(wb_gen *g, wb_err *err) {
-    wb_status st = evaluate_logits(g, err);
-    if (st == WB_OK && g->tok)
+static void mask_padded_vocab(wb_gen *g) {
+    if (g->tok)
         for (int32_t id = wb_tokenizer_vocab_size(g->tok); id < g->V; id++)
             g->logits[id] = -INFINITY;
-    return st;
 }
 
 static wb_status evaluate_logits(wb_gen *g, wb_err *err) {
@@ -499,126 +536,207 @@ static wb_status evaluate_logits(wb_gen *g, wb_err *err) {
     return wb_model_forward(g->model, g->ids, n, g->logits, 0, err);
 }
 
-wb_status wb_gen_next(wb_gen *g, const char **piece, size_t *len, int *done, wb_err *err) {
+/* The one error exit of a step: the generator ends (done, text so far kept, cache freed) and
+ * the step returns the error, whose message is already in err. */
+static wb_status fail(wb_gen *g, wb_status st, int *done) {
+    g->t_end = wb_clock_ms();
+    g->state = GEN_DONE;
+    release_cache(g);
+    fill_result(g);
+    if (done) *done = 1;
+    return st;
+}
+
+static void out_piece(const wb_gen *g, const char **piece, size_t *len, int *done) {
+    if (piece) *piece = g->piece;
+    if (len) *len = g->piece_len;
+    if (done) *done = g->state == GEN_DONE;
+}
+
+/* Log-probabilities of this step (gp.logprobs / gp.top_logprobs). `p_drawn` is the drawn
+ * token's probability under the sampler's distribution; the raw view is the log-softmax of the
+ * logits as the model gave them (padded ids masked), in double. */
+static wb_status record_logprobs(wb_gen *g, int32_t id, float p_drawn, const uint32_t *mask,
+                                 wb_err *err) {
+    const float *z = g->logits;
+    double zmax = -INFINITY;
+    for (int32_t i = 0; i < g->V; i++)
+        if (z[i] > zmax) zmax = z[i];
+    double tot = 0;
+    for (int32_t i = 0; i < g->V; i++) tot += exp((double)z[i] - zmax);
+    const double lse = zmax + log(tot);
+    wb_token_logprob *lp = &g->lp[g->n_gen];
+    lp->id = id;
+    lp->logprob = p_drawn > 0 ? logf(p_drawn) : -INFINITY;
+    lp->raw_logprob = (float)((double)z[id] - lse);
+    const int k = g->gp.top_logprobs;
+    if (k <= 0) return WB_OK;
+    /* The distribution the draw used, over the whole vocabulary (the same code path). */
+    wb_status st = wb_sampler_apply(g->smp, g->logits, g->ids + g->n_prompt, g->n_gen, mask,
+                                    g->probs, err);
+    if (st != WB_OK) return st;
+    /* The k largest raw logits, lower id first on ties: a small insertion list. */
+    wb_token_logprob *top = g->top + g->n_gen * (size_t)k;
+    int have = 0;
+    for (int32_t i = 0; i < g->V; i++) {
+        if (z[i] == -INFINITY) continue;
+        if (have == k && !(z[i] > z[top[k - 1].id])) continue;
+        int j = have < k ? have++ : k - 1;
+        while (j > 0 && z[i] > z[top[j - 1].id]) {
+            top[j] = top[j - 1];
+            j--;
+        }
+        top[j].id = i;
+    }
+    for (int j = 0; j < have; j++) {
+        int32_t t = top[j].id;
+        top[j].raw_logprob = (float)((double)z[t] - lse);
+        top[j].logprob = g->probs[t] > 0 ? logf(g->probs[t]) : -INFINITY;
+    }
+    for (int j = have; j < k; j++) top[j] = (wb_token_logprob){-1, -INFINITY, -INFINITY};
+    return WB_OK;
+}
+
+wb_status wb_gen_step_begin(wb_gen *g, wb_gen_feed *feed, const char **piece, size_t *len,
+                            int *done, wb_err *err) {
+    if (!g) return wb_err_set(err, WB_ERR_ARG, "generation: generator is NULL");
+    if (feed) *feed = (wb_gen_feed){NULL, NULL, 0};
+    if (piece) *piece = "";
+    if (len) *len = 0;
+    if (done) *done = g->state == GEN_DONE;
+    if (g->state == GEN_DONE) return WB_OK;
+    wb_status st = WB_OK;
+    g->piece_len = 0;
+    g->piece[0] = '\0';
+    if (g->gp.abort_fn && g->gp.abort_fn(g->gp.abort_data)) {
+        st = finish(g, WB_STOP_CANCELLED, -1, err);
+        out_piece(g, piece, len, done);
+        return st;
+    }
+    if (g->cst && wb_constraint_state_complete(g->cst)) {
+        /* A constraint whose only match is the empty string: nothing to generate. */
+        st = finish(g, WB_STOP_CONSTRAINT, -1, err);
+        out_piece(g, piece, len, done);
+        return st;
+    }
+    g->t_eval = wb_clock_ms();
+    if (g->logits_ready) return WB_OK; /* a shared prefill left them (wb_gen_share_prefill) */
+    if (!feed || !g->sess || (g->state == GEN_FRESH && g->gp.chunk_size > 0)) {
+        /* Evaluate here: no driver, no cache to batch over, or a chunked prefill (its own
+         * passes, so the same logits as alone). */
+        st = evaluate_logits(g, err);
+        if (st != WB_OK) return wb_gen_step_end(g, NULL, st, piece, len, done, err);
+        g->logits_ready = 1;
+        return WB_OK;
+    }
+    feed->sess = g->sess;
+    if (g->state == GEN_FRESH) {
+        feed->ids = g->ids;
+        feed->n = g->n_prompt;
+    } else {
+        feed->ids = g->ids + g->n_prompt + (int)g->n_gen - 1;
+        feed->n = 1;
+    }
+    return WB_OK;
+}
+
+wb_status wb_gen_step_end(wb_gen *g, const float *logits, wb_status eval_status,
+                          const char **piece, size_t *len, int *done, wb_err *err) {
     if (!g) return wb_err_set(err, WB_ERR_ARG, "generation: generator is NULL");
     if (piece) *piece = "";
     if (len) *len = 0;
     if (done) *done = g->state == GEN_DONE;
     if (g->state == GEN_DONE) return WB_OK;
-
-    wb_status st = WB_OK;
-    if (g->gp.abort_fn && g->gp.abort_fn(g->gp.abort_data)) {
-        st = finish(g, WB_STOP_CANCELLED, -1, err);
-        goto out;
-    }
-    if (g->cst && wb_constraint_state_complete(g->cst)) {
-        /* A constraint whose only match is the empty string: nothing to generate. */
-        st = finish(g, WB_STOP_CONSTRAINT, -1, err);
-        goto out;
-    }
-    double t_eval = wb_clock_ms();
-    st = evaluate(g, err);
-    if (g->state == GEN_FRESH) {
+    wb_status st = eval_status;
+    if (g->state == GEN_FRESH && !g->prefill_timed) {
         g->t_prefill_end = wb_clock_ms();
-        g->res.prefill_ms = g->t_prefill_end - t_eval;
+        g->res.prefill_ms = g->t_prefill_end - g->t_eval;
+        g->prefill_timed = 1;
     }
+    g->logits_ready = 0;
     if (st == WB_ERR_CANCELLED) {
         st = finish(g, WB_STOP_CANCELLED, -1, err);
-        goto out;
-    }
-    if (st != WB_OK) {
-        wb_err keep = err ? *err : (wb_err){0};
-        g->t_end = wb_clock_ms();
-        g->state = GEN_DONE;
-        release_cache(g);
-        fill_result(g);
-        if (err) *err = keep;
-        if (done) *done = 1;
+        out_piece(g, piece, len, done);
         return st;
     }
+    if (st != WB_OK) return fail(g, st, done);
+    if (logits && logits != g->logits) memcpy(g->logits, logits, (size_t)g->V * sizeof *logits);
+    mask_padded_vocab(g);
     g->state = GEN_PENDING;
 
     const uint32_t *mask = NULL;
-    if (g->allowed) {
-        size_t words = ((size_t)g->V + 31) / 32;
-        memset(g->allowed, 0, words * sizeof *g->allowed);
-        int r = g->gp.allowed_fn(g->gp.allowed_data, g->ids + g->n_prompt, g->n_gen, g->allowed,
-                                 g->V);
-        if (r == 0) {
-            st = finish(g, WB_STOP_CONSTRAINT, -1, err);
-            goto out;
-        }
-        if (r > 0) mask = g->allowed;
-    } else if (g->cst) {
+    if (g->cst) {
         int32_t n_allowed = 0;
         st = wb_constraint_state_allowed(g->cst, g->ids + g->n_prompt, g->n_gen, &mask,
                                          &n_allowed, err);
-        if (st != WB_OK) goto fail;
+        if (st != WB_OK) return fail(g, st, done);
         if (n_allowed == 0) {
             if (wb_constraint_state_complete(g->cst)) {
                 st = finish(g, WB_STOP_CONSTRAINT, -1, err);
-                goto out;
+                out_piece(g, piece, len, done);
+                return st;
             }
             st = wb_err_set(err, WB_ERR_STATE, "constraint is unsatisfiable: no token is allowed "
                             "after %zu generated tokens and the constraint is not complete",
                             g->n_gen);
-            goto fail;
+            return fail(g, st, done);
         }
+        if (n_allowed < 0) mask = NULL;
     }
     if (mask) record_pressure(g, mask);
 
     int32_t id;
-    st = wb_sampler_sample(g->smp, g->logits, g->ids + g->n_prompt, g->n_gen, mask, &id, NULL,
+    float p_drawn = 1.0f;
+    st = wb_sampler_sample(g->smp, g->logits, g->ids + g->n_prompt, g->n_gen, mask, &id, &p_drawn,
                            err);
-    if (st != WB_OK) {
-        wb_err keep = err ? *err : (wb_err){0};
-        g->t_end = wb_clock_ms();
-        g->state = GEN_DONE;
-        release_cache(g);
-        fill_result(g);
-        if (err) *err = keep;
-        if (done) *done = 1;
-        return st;
-    }
+    if (st != WB_OK) return fail(g, st, done);
+    if (g->lp && (st = record_logprobs(g, id, p_drawn, mask, err)) != WB_OK) return fail(g, st, done);
     double now = wb_clock_ms();
     if (g->n_gen == 0) g->res.ttft_ms = now - g->t0;
     else g->itl[g->n_gen - 1] = now - g->t_last_token;
     g->t_last_token = now;
     g->ids[g->n_prompt + (int)g->n_gen] = id;
     g->n_gen++;
+    /* min_tokens: until then the sampler bans the end ids, and stop strings are not looked for
+     * (vLLM's rule), so the request cannot end early by either. */
+    const int may_stop = g->n_gen >= (size_t)g->min_tokens;
 
     if (g->cst) {
         int ends = wb_constraint_state_is_end(g->cst, id);
-        if ((st = wb_constraint_state_advance(g->cst, id, err)) != WB_OK) goto fail;
+        if ((st = wb_constraint_state_advance(g->cst, id, err)) != WB_OK) return fail(g, st, done);
         if (ends) {
             st = finish(g, WB_STOP_CONSTRAINT, -1, err);
-            goto out;
+            out_piece(g, piece, len, done);
+            return st;
         }
     }
     /* generation_config.json may list more ends than the tokenizer's (Qwen: <|im_end|>) */
     if ((id == g->eos || (g->model && wb_model_is_eos(g->model, id))) && !g->gp.ignore_eos) {
         st = finish(g, WB_STOP_EOS, -1, err);
-        goto out;
+        out_piece(g, piece, len, done);
+        return st;
     }
     for (int k = 0; k < g->n_stop_ids; k++)
         if (g->stop_ids[k] == id) {
             st = finish(g, WB_STOP_STOP, k, err);
-            goto out;
+            out_piece(g, piece, len, done);
+            return st;
         }
 
     const char *txt;
     size_t tn, prev = g->text_len;
-    if ((st = wb_detok_push(g->detok, id, &txt, &tn, err)) != WB_OK) goto fail;
-    if ((st = text_append(g, txt, tn, err)) != WB_OK) goto fail;
+    if ((st = wb_detok_push(g->detok, id, &txt, &tn, err)) != WB_OK) return fail(g, st, done);
+    if ((st = text_append(g, txt, tn, err)) != WB_OK) return fail(g, st, done);
     int which = -1;
-    size_t pos = find_stop(g, prev, &which);
+    size_t pos = may_stop ? find_stop(g, prev, &which) : (size_t)-1;
     if (pos != (size_t)-1) {
         size_t from = g->released;
         if (!g->gp.holdback) {
             /* Leak mode: like a naive streamer, the step's whole text goes out first. */
-            if ((st = set_piece(g, g->text + from, g->text_len - from, err)) != WB_OK) goto fail;
+            if ((st = set_piece(g, g->text + from, g->text_len - from, err)) != WB_OK)
+                return fail(g, st, done);
         } else if ((st = set_piece(g, g->text + from, pos > from ? pos - from : 0, err)) != WB_OK)
-            goto fail;
+            return fail(g, st, done);
         g->text_len = pos;
         g->text[pos] = '\0';
         g->released = pos;
@@ -628,40 +746,71 @@ wb_status wb_gen_next(wb_gen *g, const char **piece, size_t *len, int *done, wb_
         g->state = GEN_DONE;
         release_cache(g);
         fill_result(g);
-        goto out;
+        out_piece(g, piece, len, done);
+        return WB_OK;
     }
-    if (g->cst && wb_constraint_state_complete(g->cst)) {
-        st = finish(g, WB_STOP_CONSTRAINT, -1, err);
-        goto out;
-    }
-    if (g->gp.cancel_after > 0 && g->n_gen >= (size_t)g->gp.cancel_after) {
-        st = finish(g, WB_STOP_CANCELLED, -1, err);
-        goto out;
-    }
-    if (g->n_gen >= (size_t)g->max_tokens) {
-        st = finish(g, WB_STOP_LENGTH, -1, err);
-        goto out;
-    }
-    if (g->n_prompt + (int64_t)g->n_gen >= g->n_ctx) {
-        st = finish(g, WB_STOP_CONTEXT, -1, err);
-        goto out;
+    wb_stop_reason end = WB_STOP_NONE;
+    if (g->cst && wb_constraint_state_complete(g->cst)) end = WB_STOP_CONSTRAINT;
+    else if (g->gp.cancel_after > 0 && g->n_gen >= (size_t)g->gp.cancel_after)
+        end = WB_STOP_CANCELLED;
+    else if (g->n_gen >= (size_t)g->max_tokens) end = WB_STOP_LENGTH;
+    else if (g->n_prompt + (int64_t)g->n_gen >= g->n_ctx) end = WB_STOP_CONTEXT;
+    if (end != WB_STOP_NONE) {
+        st = finish(g, end, -1, err);
+        out_piece(g, piece, len, done);
+        return st;
     }
     size_t upto = g->gp.holdback ? safe_release_point(g) : g->text_len;
     st = set_piece(g, g->text + g->released, upto - g->released, err);
     g->released = upto;
     fill_result(g);
-out:
-    if (piece) *piece = g->piece;
-    if (len) *len = g->piece_len;
-    if (done) *done = g->state == GEN_DONE;
+    out_piece(g, piece, len, done);
     return st;
-fail:
-    g->t_end = wb_clock_ms();
-    g->state = GEN_DONE;
-    release_cache(g);
-    fill_result(g);
-    if (done) *done = 1;
-    return st;
+}
+
+wb_status wb_gen_next(wb_gen *g, const char **piece, size_t *len, int *done, wb_err *err) {
+    int d = 0;
+    wb_status st = wb_gen_step_begin(g, NULL, piece, len, &d, err);
+    if (done) *done = d;
+    if (st != WB_OK || d) return st;
+    return wb_gen_step_end(g, NULL, WB_OK, piece, len, done, err);
+}
+
+wb_session *wb_gen_session(const wb_gen *g) { return g ? g->sess : NULL; }
+
+wb_status wb_gen_share_prefill(wb_gen *const *gens, int n, wb_err *err) {
+    if (!gens || n < 1) return wb_err_set(err, WB_ERR_ARG, "shared prefill: no generators");
+    wb_gen *g0 = gens[0];
+    for (int i = 0; i < n; i++) {
+        wb_gen *g = gens[i];
+        if (!g || g->state != GEN_FRESH || g->logits_ready || !g->sess || g->model != g0->model)
+            return wb_err_set(err, WB_ERR_ARG, "shared prefill: generator %d is not a fresh "
+                              "cached generator of the same model", i);
+        if (g->n_prompt != g0->n_prompt || g->n_ctx != g0->n_ctx ||
+            memcmp(g->ids, g0->ids, (size_t)g->n_prompt * sizeof *g->ids) != 0)
+            return wb_err_set(err, WB_ERR_ARG, "shared prefill: generator %d has another prompt "
+                              "or context", i);
+    }
+    g0->t_eval = wb_clock_ms();
+    wb_status st = evaluate_logits(g0, err);
+    if (st != WB_OK) return st;
+    double t = wb_clock_ms();
+    for (int i = 0; i < n; i++) {
+        wb_gen *g = gens[i];
+        if (i > 0) {
+            wb_session *fork = NULL;
+            if ((st = wb_session_fork(g0->sess, &fork, err)) != WB_OK) return st;
+            wb_session_free(g->sess);
+            g->sess = fork;
+            memcpy(g->logits, g0->logits, (size_t)g->V * sizeof *g->logits);
+        }
+        g->t_eval = g0->t_eval;
+        g->t_prefill_end = t;
+        g->res.prefill_ms = t - g0->t_eval;
+        g->prefill_timed = 1;
+        g->logits_ready = 1;
+    }
+    return WB_OK;
 }
 
 const wb_gen_result *wb_gen_result_get(const wb_gen *g) {

@@ -67,6 +67,7 @@ wb_sampling_params wb_sampling_default_params(void) {
     p.top_k = 0;
     p.top_p = 1.0f;
     p.min_p = 0.0f;
+    p.typical_p = 1.0f;
     p.repetition_penalty = 1.0f;
     p.max_tokens = 64;
     return p;
@@ -84,6 +85,14 @@ wb_status wb_sampling_params_check(const wb_sampling_params *p, int32_t vocab_si
         return wb_err_set(err, WB_ERR_ARG, "top_p = %g is outside (0, 1]", (double)p->top_p);
     if (isnan(p->min_p) || !(p->min_p >= 0 && p->min_p <= 1))
         return wb_err_set(err, WB_ERR_ARG, "min_p = %g is outside [0, 1]", (double)p->min_p);
+    if (isnan(p->typical_p) || !(p->typical_p > 0 && p->typical_p <= 1))
+        return wb_err_set(err, WB_ERR_ARG, "typical_p = %g is outside (0, 1]", (double)p->typical_p);
+    if (p->min_tokens < 0)
+        return wb_err_set(err, WB_ERR_ARG, "min_tokens = %d must be >= 0 (0 turns it off)",
+                          (int)p->min_tokens);
+    if (p->min_tokens > p->max_tokens)
+        return wb_err_set(err, WB_ERR_ARG, "min_tokens = %d exceeds max_tokens = %d",
+                          (int)p->min_tokens, (int)p->max_tokens);
     if (!isfinite(p->frequency_penalty))
         return wb_err_set(err, WB_ERR_ARG, "frequency_penalty = %g must be finite",
                           (double)p->frequency_penalty);
@@ -156,6 +165,8 @@ struct wb_sampler {
     double w_sum;   /* total weight of the survivors                               */
     int32_t argmax;
     const float *z_used; /* the adjusted (unmasked when the mask comes late) logits   */
+    int32_t *end_ids; /* [n_end_ids] ids banned while fewer than min_tokens are generated */
+    int n_end_ids;
 };
 
 wb_status wb_sampler_new(const wb_sampling_params *p, int32_t vocab_size, wb_sampler **out,
@@ -173,6 +184,15 @@ wb_status wb_sampler_new(const wb_sampling_params *p, int32_t vocab_size, wb_sam
     s->p.n_stop = 0;
     s->p.stop_token_ids = NULL;
     s->p.n_stop_token_ids = 0;
+    if (p->n_stop_token_ids > 0) {
+        s->end_ids = malloc((size_t)p->n_stop_token_ids * sizeof *s->end_ids);
+        if (!s->end_ids) {
+            free(s);
+            return wb_err_set(err, WB_ERR_NOMEM, "sampler: out of memory");
+        }
+        memcpy(s->end_ids, p->stop_token_ids, (size_t)p->n_stop_token_ids * sizeof *s->end_ids);
+        s->n_end_ids = p->n_stop_token_ids;
+    }
     s->V = vocab_size;
     size_t V = (size_t)vocab_size;
     s->z = malloc(V * sizeof *s->z);
@@ -206,17 +226,26 @@ void wb_sampler_free(wb_sampler *s) {
     free(s->cand);
     free(s->tmp);
     free(s->hist);
+    free(s->end_ids);
     free(s->bias);
     free(s);
 }
 
 uint64_t wb_sampler_seed(const wb_sampler *s) { return s ? s->seed : 0; }
-int32_t wb_sampler_vocab_size(const wb_sampler *s) { return s ? s->V : 0; }
-
-void wb_sampler_reseed(wb_sampler *s, uint64_t seed) {
-    if (!s) return;
-    s->seed = seed;
-    wb_rng_seed(&s->rng, seed);
+wb_status wb_sampler_set_end_ids(wb_sampler *s, const int32_t *ids, int n, wb_err *err) {
+    if (!s) return wb_err_set(err, WB_ERR_ARG, "sampler is NULL");
+    if (n < 0 || (n > 0 && !ids)) return wb_err_set(err, WB_ERR_ARG, "end ids: %d but no array", n);
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= s->V)
+            return wb_err_set(err, WB_ERR_RANGE, "end ids[%d] = %d is outside [0, %d)", i,
+                              (int)ids[i], (int)s->V);
+    int32_t *nb = n ? malloc((size_t)n * sizeof *nb) : NULL;
+    if (n && !nb) return wb_err_set(err, WB_ERR_NOMEM, "sampler: out of memory");
+    if (n) memcpy(nb, ids, (size_t)n * sizeof *nb);
+    free(s->end_ids);
+    s->end_ids = nb;
+    s->n_end_ids = n;
+    return WB_OK;
 }
 
 /* exp(x) for x <= 0 (Cephes expf: range reduction by ln 2, degree-6 polynomial, about 1 ulp).
@@ -1151,6 +1180,17 @@ static wb_status sparse_candidates(wb_sampler *s, const float *logits, const int
         }
         if (lo < n && c[lo].id == id) c[lo].w += p->logit_bias[b].bias;
     }
+    if (n_gen < (size_t)p->min_tokens)
+        for (int b = 0; b < s->n_end_ids; b++) {
+            int32_t id = s->end_ids[b];
+            size_t lo = 0, hi = n;
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (c[mid].id < id) lo = mid + 1;
+                else hi = mid;
+            }
+            if (lo < n && c[lo].id == id) c[lo].w = -INFINITY;
+        }
     size_t k = 0, best = 0;
     for (size_t i = 0; i < n; i++)
         if (c[i].w != -INFINITY) {
@@ -1193,8 +1233,8 @@ static wb_status sparse_candidates(wb_sampler *s, const float *logits, const int
     return WB_OK;
 }
 
-static wb_status sampler_filter(wb_sampler *s, const float *logits, const int32_t *gen,
-                                size_t n_gen, const uint32_t *allowed, wb_err *err) {
+static wb_status sampler_filter_base(wb_sampler *s, const float *logits, const int32_t *gen,
+                                     size_t n_gen, const uint32_t *allowed, wb_err *err) {
     const int32_t V = s->V;
     const wb_sampling_params *p = &s->p;
     if (!logits) return wb_err_set(err, WB_ERR_ARG, "logits is NULL");
@@ -1223,7 +1263,8 @@ static wb_status sampler_filter(wb_sampler *s, const float *logits, const int32_
     int penalise = n_gen > 0 && (p->repetition_penalty != 1.0f || p->frequency_penalty != 0.0f ||
                                  p->presence_penalty != 0.0f);
     const float *z = logits;
-    if (penalise || p->n_logit_bias > 0 || allowed) {
+    const int ban_ends = n_gen < (size_t)p->min_tokens && s->n_end_ids > 0;
+    if (penalise || p->n_logit_bias > 0 || allowed || ban_ends) {
         float *za = s->z;
         memcpy(za, logits, (size_t)V * sizeof *za);
         if (penalise) {
@@ -1242,6 +1283,8 @@ static wb_status sampler_filter(wb_sampler *s, const float *logits, const int32_
             }
         }
         for (int i = 0; i < p->n_logit_bias; i++) za[p->logit_bias[i].id] += p->logit_bias[i].bias;
+        if (ban_ends)
+            for (int i = 0; i < s->n_end_ids; i++) za[s->end_ids[i]] = -INFINITY;
         if (allowed)
             for (int32_t i = 0; i < V; i++)
                 if (!(allowed[i >> 5] >> (i & 31) & 1u)) za[i] = -INFINITY;
@@ -1361,6 +1404,80 @@ filters:
     s->n_surv = (int32_t)n;
     s->w_sum = sum;
     return WB_OK;
+}
+
+typedef struct typical_cand {
+    double p, shift; /* probability among the survivors, |-ln p - H| */
+    int32_t id;
+    float w;
+} typical_cand;
+
+static int cmp_typical(const void *a, const void *b) {
+    const typical_cand *x = a, *y = b;
+    if (x->shift != y->shift) return x->shift < y->shift ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* 7b. typical_p (Meister et al.; the Hugging Face TypicalLogitsWarper rule, which llama.cpp
+ * shares): over the survivors of steps 5-7, renormalised, H = -sum p ln p; rank tokens by how far
+ * their surprise -ln p is from H (closest first, lower id on ties); keep the shortest head whose
+ * mass reaches typical_p, plus any token tied with its last member; at least one token. Unlike
+ * steps 5-7 this may remove the most likely token. O(n log n) in the survivors, opt-in. */
+static wb_status typical_filter(wb_sampler *s, wb_err *err) {
+    const double mass = (double)s->p.typical_p;
+    size_t n = s->dense ? 0 : (size_t)s->n_surv;
+    if (s->dense)
+        for (int32_t i = 0; i < s->V; i++) n += s->w[i] > 0;
+    if (n <= 1) return WB_OK;
+    typical_cand *t = malloc(n * sizeof *t);
+    if (!t) return wb_err_set(err, WB_ERR_NOMEM, "typical_p: out of memory");
+    size_t k = 0;
+    if (s->dense) {
+        for (int32_t i = 0; i < s->V; i++)
+            if (s->w[i] > 0) t[k++] = (typical_cand){0, 0, i, s->w[i]};
+    } else {
+        for (int32_t i = 0; i < s->n_surv; i++)
+            t[k++] = (typical_cand){0, 0, s->cand[i].id, s->cand[i].w};
+    }
+    double sum = 0, h = 0;
+    for (size_t i = 0; i < n; i++) sum += t[i].w;
+    for (size_t i = 0; i < n; i++) {
+        t[i].p = t[i].w / sum;
+        if (t[i].p > 0) h -= t[i].p * log(t[i].p);
+    }
+    for (size_t i = 0; i < n; i++) t[i].shift = fabs(-log(t[i].p) - h);
+    qsort(t, n, sizeof *t, cmp_typical);
+    size_t last = 0;
+    double cum = 0;
+    for (size_t i = 0; i < n; i++) {
+        cum += t[i].p;
+        last = i;
+        if (cum >= mass) break;
+    }
+    size_t keep = last + 1;
+    while (keep < n && t[keep].shift == t[last].shift) keep++;
+    /* survivors back into cand[] in ascending id order */
+    for (size_t i = 0; i < keep; i++) {
+        s->cand[i].w = t[i].w;
+        s->cand[i].id = t[i].id;
+    }
+    free(t);
+    if (keep <= 64) rank_sort(s->cand, keep, s->tmp, 1);
+    else qsort(s->cand, keep, sizeof *s->cand, cmp_id);
+    double ws = 0;
+    for (size_t i = 0; i < keep; i++) ws += s->cand[i].w;
+    s->dense = 0;
+    s->n_surv = (int32_t)keep;
+    s->w_sum = ws;
+    return WB_OK;
+}
+
+/* Steps 1-7b (the allowed mask, if any, at step 3). */
+static wb_status sampler_filter(wb_sampler *s, const float *logits, const int32_t *gen,
+                                size_t n_gen, const uint32_t *allowed, wb_err *err) {
+    wb_status st = sampler_filter_base(s, logits, gen, n_gen, allowed, err);
+    if (st != WB_OK || s->p.temperature == 0.0f || s->p.typical_p >= 1.0f) return st;
+    return typical_filter(s, err);
 }
 
 static inline int mask_has(const uint32_t *m, int32_t i) {

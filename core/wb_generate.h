@@ -21,7 +21,6 @@
  *   max_tokens generated                     -> "length"
  *   the context is full                      -> "context"
  *   abort callback or model abort            -> "cancelled"
- *   the allowed-mask callback allows nothing -> "constraint"
  *   the constraint is complete               -> "constraint" (checked after the stop rules
  *                                               above but before max_tokens; an eos token that
  *                                               ends a match also counts here, not as "eos")
@@ -63,14 +62,6 @@ typedef enum wb_stop_reason {
 /* "stop", "length", "eos", "context", "constraint", "cancelled" ("" for WB_STOP_NONE). */
 const char *wb_stop_reason_name(wb_stop_reason r);
 
-/* Low-level constraint hook (gp.constraint with wb_constraint.h is the full engine): fill
- * `allowed` (ceil(V/32) words, zeroed by the caller; bit id%32 of word id/32 = may come next)
- * given the ids generated so far.
- * Return the number of allowed ids, 0 to end generation with "constraint", or -1 for "no
- * restriction this step". */
-typedef int (*wb_allowed_fn)(void *user_data, const int32_t *generated, size_t n_generated,
-                             uint32_t *allowed, int32_t vocab_size);
-
 /* Streaming callback for wb_generate: a released piece and ms since the request started.
  * Return non-zero to cancel. */
 typedef int (*wb_piece_fn)(void *user_data, const char *piece, size_t len, double ms);
@@ -87,10 +78,10 @@ typedef struct wb_gen_params {
     int n_ctx;               /* <= 0: the model's n_positions                                  */
     wb_abort_fn abort_fn;    /* polled before every token; non-zero -> "cancelled"             */
     void *abort_data;
-    wb_allowed_fn allowed_fn;/* optional constraint hook                                       */
-    void *allowed_data;
     const wb_constraint *constraint; /* optional; retained by the generator (wb_constraint.h),
-                                        so the caller may free it; not with allowed_fn        */
+                                        so the caller may free it                             */
+    int logprobs;            /* 1: record each token's log-probabilities (result.logprobs)    */
+    int top_logprobs;        /* 0..WB_MAX_TOP_LOGPROBS: also the k most likely alternatives     */
     int chunk_size;          /* > 0: prefill the prompt in chunks of this many tokens through
                                 the cache (same logits); needs cache; 0 (default): one pass    */
     int cancel_after;        /* > 0: end as "cancelled" once this many tokens are generated     */
@@ -99,6 +90,18 @@ typedef struct wb_gen_params {
 } wb_gen_params;
 
 wb_gen_params wb_gen_default_params(void);
+
+/* Log-probabilities of one token at one step (natural logs). */
+typedef struct wb_token_logprob {
+    int32_t id;        /* -1: no entry (fewer than k tokens had a finite logit)               */
+    float logprob;     /* under the distribution the draw used: penalties, bias, mask, min_tokens,
+                          temperature and filters applied (0 for greedy's one-hot; -inf when
+                          the filters removed the token)                                     */
+    float raw_logprob; /* log-softmax of the logits as the model gave them (temperature 1,
+                          nothing applied; padded vocabulary rows excluded)                  */
+} wb_token_logprob;
+
+#define WB_MAX_TOP_LOGPROBS 100
 
 typedef struct wb_gen_result {
     const char *text;          /* NUL-terminated, stop string removed                          */
@@ -116,12 +119,18 @@ typedef struct wb_gen_result {
     size_t n_itl;
     double e2e_ms;             /* request start to the end                                     */
     uint64_t seed;             /* the seed actually used                                       */
-    /* Constraint pressure (allowed_fn or constraint; n_masked 0 otherwise): one entry per step
+    /* Constraint pressure (gp.constraint; n_masked 0 otherwise): one entry per step
      * that had a mask. */
     const float *allowed_mass;    /* raw model probability of the allowed set, per step         */
     size_t n_masked;
     double constraint_logprob;    /* sum of ln(allowed_mass): <= 0, the log-probability overruled */
     int32_t constraint_overruled; /* steps where the raw model's argmax was not allowed          */
+    /* gp.logprobs: one entry per generated token (NULL otherwise). gp.top_logprobs = k: k entries
+     * per step, the k largest raw logits in descending order (lower id first on ties), each with
+     * both log-probabilities. */
+    const wb_token_logprob *logprobs;     /* [n_tokens]                                     */
+    const wb_token_logprob *top_logprobs; /* [n_tokens * n_top_logprobs]                    */
+    int n_top_logprobs;
     /* Trace fields. The KV cache is freed on every stop (cancellation included): a finished
      * request holds no cache, and cache_tokens_before_release says how much it held. */
     double tokenization_ms;    /* request start to the prompt ids (0 for id prompts)          */
@@ -180,6 +189,40 @@ wb_status wb_gen_cancel(wb_gen *g, wb_err *err);
 
 /* Run an already created generator to the end (as wb_generate). */
 wb_status wb_gen_run(wb_gen *g, wb_err *err);
+
+/* ---- driving generators from outside (wb_batch.h) ---------------------------------------
+ * wb_gen_next is wb_gen_step_begin, an evaluation, then wb_gen_step_end; a driver that evaluates
+ * many generators in one forward pass calls the halves itself, so every stop rule, eos id, stop
+ * string, constraint, penalty, seed and log-probability behaves exactly as in wb_gen_next:
+ *
+ *     wb_gen_feed f;
+ *     wb_gen_step_begin(g, &f, &piece, &len, &done, &err);    // done: ended before evaluating
+ *     if (!done && f.n)  run f.ids[0..f.n) through f.sess     // e.g. wb_batch_forward
+ *     wb_gen_step_end(g, logits_after_the_last_id, status_of_that_run, &piece, &len, &done, &err);
+ *
+ * f.n == 0 (logits already there: a shared or chunked prefill done by begin) means pass NULL
+ * logits to step_end. A generator without a cache (gp.cache = 0, custom logits) evaluates inside
+ * begin. A failed evaluation (status != WB_OK) ends the generator as wb_gen_next would:
+ * WB_ERR_CANCELLED as "cancelled", anything else as an error (the message already in err). */
+typedef struct wb_gen_feed {
+    wb_session *sess; /* the generator's own session                          */
+    const int32_t *ids; /* the prompt (first step) or the previous token       */
+    int n;
+} wb_gen_feed;
+
+wb_status wb_gen_step_begin(wb_gen *g, wb_gen_feed *feed, const char **piece, size_t *len,
+                            int *done, wb_err *err);
+wb_status wb_gen_step_end(wb_gen *g, const float *logits, wb_status eval_status,
+                          const char **piece, size_t *len, int *done, wb_err *err);
+
+/* The generator's KV cache (NULL without a cache or once released). */
+wb_session *wb_gen_session(const wb_gen *g);
+
+/* n completions of one prompt (n = 4): evaluate gens[0]'s prompt once and give every other
+ * generator a fork of that session and the same logits. All must be fresh cached generators of
+ * one model with the same (trimmed) prompt and context; each keeps its own sampler and seed, so
+ * completion i is exactly what it would be alone. */
+wb_status wb_gen_share_prefill(wb_gen *const *gens, int n, wb_err *err);
 
 #ifdef __cplusplus
 }

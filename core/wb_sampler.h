@@ -6,6 +6,8 @@
  *   2. frequency_penalty   logit -= count * frequency_penalty      (OpenAI / vLLM rule)
  *      presence_penalty    logit -= presence_penalty if count > 0
  *   3. logit_bias          logit += bias (added in order; -INFINITY bans the token)
+ *      min_tokens          while fewer than min_tokens ids are generated, the end ids are banned
+ *                          (stop_token_ids, and the eos ids generation adds: vLLM's rule)
  *      allowed mask        tokens outside an optional bitset are banned (constraint hook)
  *   4. temperature         0: greedy, the distribution is one-hot on the argmax (ties: lowest id)
  *                          and steps 5-7 are skipped; else softmax(logit / temperature)
@@ -13,9 +15,14 @@
  *   6. top_p               keep the smallest most-probable set whose mass, renormalised after
  *                          top_k, reaches top_p (the token that crosses the line is kept)
  *   7. min_p               keep tokens with p >= min_p * p_max
+ *  7b. typical_p           over the survivors renormalised, entropy H = -sum p ln p; keep the
+ *                          tokens whose surprise -ln p is closest to H until their mass reaches
+ *                          typical_p, ties with the last kept included (Hugging Face and
+ *                          llama.cpp semantics; 1 = off)
  *   8. renormalise         the survivors sum to 1: this is exactly what the draw uses.
  * The single most likely token (after steps 1-4) is never removed by steps 5-7, so under a mask
  * the most likely allowed token always survives and greedy is the argmax of the masked logits.
+ * typical_p (7b) is the exception: it can remove the most likely token, by design.
  *
  * mask_stage moves the allowed mask after step 7 instead (the course's reference loop, kept for
  * the lesson that diagnoses it): the filters see the unmasked distribution, the survivors are
@@ -70,6 +77,8 @@ typedef struct wb_sampling_params {
     int32_t top_k;            /* >= 0; 0 = off (default 0)                                     */
     float top_p;              /* (0, 1]; 1 = off (default 1)                                   */
     float min_p;              /* [0, 1]; 0 = off (default 0)                                   */
+    float typical_p;          /* (0, 1]; 1 = off (default 1)                                  */
+    int32_t min_tokens;       /* >= 0: end ids banned (and stops not checked) until this many */
     float frequency_penalty;  /* finite (default 0)                                            */
     float presence_penalty;   /* finite (default 0)                                            */
     float repetition_penalty; /* > 0; 1 = off (default 1)                                      */
@@ -103,9 +112,10 @@ void wb_sampler_free(wb_sampler *s);
 
 /* The seed in use (the given one, or the one drawn when has_seed was 0). */
 uint64_t wb_sampler_seed(const wb_sampler *s);
-int32_t wb_sampler_vocab_size(const wb_sampler *s);
-/* Reseed the RNG (restarts the random sequence). */
-void wb_sampler_reseed(wb_sampler *s, uint64_t seed);
+/* The ids min_tokens bans while fewer than min_tokens are generated (copied; replaces the
+ * default, which is the parameters' stop_token_ids). Generation passes stop_token_ids plus the
+ * eos ids of the tokenizer and generation_config.json. */
+wb_status wb_sampler_set_end_ids(wb_sampler *s, const int32_t *ids, int n, wb_err *err);
 
 /* The distribution the next draw would use, written to probs_out[V] (zeros for removed tokens).
  * generated: ids produced so far in this request (for penalties), each in [0, V).

@@ -28,7 +28,8 @@ void lwb_open_sampling(lua_State *L);    /* wb.sampling, model:generate, model:s
 void lwb_open_train(lua_State *L);       /* wb.Trainer, wb.trainer                              */
 void lwb_open_chat(lua_State *L);        /* wb.ChatTemplate, wb.chat_template                  */
 void lwb_open_constraint(lua_State *L);  /* wb.constraint, wb.Constraint, wb.ConstraintState    */
-void lwb_open_batch(lua_State *L);       /* model:generate_batch (after lwb_open_model)         */
+void lwb_open_batch(lua_State *L);       /* wb.Batch, model:batch, model:generate_batch (after
+                                            lwb_open_model)                                     */
 void lwb_open_http(lua_State *L);       /* wb.http: HTTP client over libcurl (lwb_http.c)      */
 void lwb_open_httpd(lua_State *L);      /* wb.httpd: HTTP server over libmicrohttpd            */
 
@@ -63,14 +64,99 @@ float *lwb_push_vec(lua_State *L, size_t n);
 /* Check argument idx is a wb.Vec; returns data and sets *n. */
 float *lwb_check_vec(lua_State *L, int idx, size_t *n);
 
-/* Model (lwb_model.c). The wb.Model userdata begins with its wb_model pointer (NULL once
- * closed); lwb_check_model is the typed accessor (raises on a closed model). Objects that use the
- * model beyond one call (a session, a generation stream) keep the Model userdata in a user value
- * and count themselves in *lwb_model_users(L, idx) (increment when made, decrement when closed),
- * so that model:close() refuses while they are open. The pointer is valid while the Model
- * userdata is alive. */
+/* ---- shared userdata layouts -------------------------------------------------------------
+ * Published here, the way lauxlib.h publishes luaL_Stream, so every binding file reads the same
+ * struct through the same typed accessor: no file mirrors another's private layout. Each type has
+ * one metatable name. Userdata are allocated (with fields cleared) before the resource they own,
+ * so an error while creating the resource cannot leak it. */
+
+/* wb.Model (lwb_model.c). */
+#define LWB_MODEL "wb.Model"
+typedef struct lwb_Model {
+    wb_model *m; /* NULL once closed */
+    int open;    /* m != NULL, as an int that a borrowed Tokenizer can watch */
+    int users;   /* open sessions, streams, running generations and batches with requests:
+                    model:close() is refused while this is > 0 */
+} lwb_Model;
+
+/* wb.Tokenizer (lwb_tokenizer.c): owned, or borrowed from an owner (a Model). */
+#define LWB_TOKENIZER "wb.Tokenizer"
+typedef struct lwb_Tokenizer {
+    wb_tokenizer *tok;     /* NULL once closed */
+    int owned;             /* freed by this userdata, or borrowed from its owner */
+    const int *owner_open; /* borrowed: the owner's open flag, 0 once the owner is closed */
+} lwb_Tokenizer;
+
+/* wb.Constraint (lwb_constraint.c). */
+#define LWB_CONSTRAINT "wb.Constraint"
+typedef struct lwb_Constraint {
+    wb_constraint *c; /* NULL once closed; running generators hold their own reference */
+    lua_State *L;     /* where a Lua-function constraint calls back into: whoever steps a
+                         generation that uses it sets this to its own thread first */
+    int fn_ref;       /* the Lua function (wb.constraint.fn), LUA_NOREF otherwise */
+} lwb_Constraint;
+
+/* Typed accessors. The *_ud forms accept a closed object; the others raise on one. */
+lwb_Model *lwb_check_model_ud(lua_State *L, int idx);
 wb_model *lwb_check_model(lua_State *L, int idx);
+/* The users counter of the Model at idx (see lwb_Model.users): increment when an object starts
+ * using the model beyond one call, decrement (once) when it stops. */
 int *lwb_model_users(lua_State *L, int idx);
+/* A Tokenizer or a Model (its tokenizer) at idx; raises on a closed one. */
+const wb_tokenizer *lwb_check_tokenizer(lua_State *L, int idx);
+lwb_Constraint *lwb_check_constraint(lua_State *L, int idx); /* raises on a closed one */
+lwb_Constraint *lwb_test_constraint(lua_State *L, int idx);  /* NULL when not a Constraint */
+/* Push a wb.Constraint for vocab_size tokens wrapping the Lua function at idx
+ * (allowed(generated_ids) -> list or set of ids, nil for no restriction). */
+lwb_Constraint *lwb_push_function_constraint(lua_State *L, int idx, lua_Integer vocab_size);
+
+/* Garbage-collector pressure: tell the collector that `bytes` of native memory now hang off a
+ * userdata it sees as a few bytes, so dropped models, sessions and batches are collected at a
+ * pace that follows their real size (one incremental step worth bytes/1024 KB of debt). */
+void lwb_gc_pressure(lua_State *L, size_t bytes);
+
+
+/* ---- generation requests (lwb_sampling.c) ------------------------------------------------
+ * One reader for the (params, opts) pair of model:generate / stream / chat / generate_batch and
+ * batch:add. params holds what a hosted API calls request parameters (lwb_sampling_keys: the
+ * sampler's, plus n, logprobs, top_logprobs); opts holds how the engine runs it
+ * (lwb_generation_option_keys: cache, n_ctx, constraint, ...). A key given in the wrong table is
+ * an error that says where it belongs. */
+extern const char *const lwb_sampling_keys[];         /* NULL-terminated */
+extern const char *const lwb_generation_option_keys[];/* NULL-terminated */
+
+typedef struct lwb_request_extra {
+    int n;            /* completions (params.n, default 1)   */
+    int logprobs;     /* params.logprobs                     */
+    int top_logprobs; /* params.top_logprobs                 */
+} lwb_request_extra;
+
+/* Read params (index params) and opts (index opts); V range-checks token ids. Pushes two values
+ * the caller keeps while it builds the generator: a block holding the parameter arrays, then the
+ * request's Constraint userdata (or nil), which must stay alive as long as the generator (*lc is
+ * it, or NULL; its L is set to this thread). */
+void lwb_check_request(lua_State *L, int params, int opts, int32_t V, wb_sampling_params *sp,
+                       wb_gen_params *gp, lwb_request_extra *ex, lwb_Constraint **lc);
+
+/* Push the result table of a generation (text, token_ids, stop_reason, timings, logprobs, ...). */
+void lwb_push_gen_result(lua_State *L, const wb_gen_result *r);
+
+
+/* ---- batches (lwb_batch.c) ----------------------------------------------------------------
+ * wb.Batch (model:batch()) owns a wb_batch; it counts as a user of its Model while it holds
+ * requests. For other binding files (n completions in lwb_sampling.c): */
+/* Push an empty wb.Batch for the Model at model_idx and return its core batch. */
+wb_batch *lwb_push_batch(lua_State *L, int model_idx);
+/* Add g to the wb.Batch at batch_idx (the batch owns g from here, also when this raises); the
+ * value at keep_idx (a Constraint, or 0 for none) stays alive as long as the request. Returns the
+ * request id. */
+int lwb_batch_adopt(lua_State *L, int batch_idx, wb_gen *g, int keep_idx);
+/* Step the wb.Batch at batch_idx until no request runs; raises on the first request error.
+ * Finished requests stay in the batch for their results. */
+void lwb_batch_run(lua_State *L, int batch_idx);
+/* Free every request and cache of the wb.Batch at batch_idx now (it stays usable). */
+void lwb_batch_clear(lua_State *L, int batch_idx);
+
 
 /* Tokenizer (lwb_tokenizer.c): push a Tokenizer that borrows `tok` from an owner object (a
  * Model). The userdata keeps the owner (at index owner_idx) alive through its user value, and

@@ -1,185 +1,442 @@
-/* lwb_batch.c - model:generate_batch: B prompts decoded together, one forward pass per step.
+/* lwb_batch.c - wb.Batch (model:batch(): requests that join and leave between steps, one forward
+ * pass per step) and model:generate_batch (a fixed list of prompts run to the end on one).
  *
- * The opener adds generate_batch to the wb.Model method table, so it runs after lwb_open_model. */
+ *   local b <close> = model:batch()
+ *   local id = b:add("Customer: Hi", {temperature = 0, max_tokens = 32}, {n_ctx = 256})
+ *   while b:active() > 0 do
+ *     for _, ev in ipairs(b:step()) do   -- {id, text, token, done, result, error}
+ *       io.write(ev.text)
+ *     end
+ *   end
+ *
+ * The opener adds batch/generate_batch to the wb.Model method table, so it runs after
+ * lwb_open_model. */
 #include "lwb.h"
 
 #include <string.h>
 
 #include "wb_batch.h"
 
-#define MODEL "wb.Model"
-#define BATCH "wb.BatchRun"
+#define BATCH "wb.Batch"
 
-static const char *const k_params[] = {"max_tokens", "temperature", "top_k", "top_p",
-                                       "min_p",      "seed",        NULL};
-static const char *const k_opts[] = {"ignore_eos", "n_ctx", "separate_prefill", NULL};
+enum { BATCH_UV_MODEL = 1, BATCH_UV_KEEP = 2, BATCH_NUV = 2 };
 
-/* The runner lives in a userdata for the length of the call, so an error cannot leak it. */
-typedef struct BatchRun {
-    wb_batch *b;
-} BatchRun;
+typedef struct Batch {
+    wb_batch *b;      /* NULL once closed */
+    lwb_Model *owner; /* the model (user value 1) */
+    int counted;      /* 1 while the batch holds requests and so counts in owner->users */
+    int running;      /* inside wb_batch_step: a constraint callback must not re-enter */
+} Batch;
 
-static int batchrun_gc(lua_State *L) {
-    BatchRun *r = luaL_checkudata(L, 1, BATCH);
-    wb_batch_free(r->b);
-    r->b = NULL;
+static Batch *check_batch_ud(lua_State *L, int idx) { return luaL_checkudata(L, idx, BATCH); }
+
+/* An open batch of an open model, not inside its own step. */
+static Batch *check_batch(lua_State *L, int idx) {
+    Batch *B = check_batch_ud(L, idx);
+    if (!B->b) luaL_error(L, "attempt to use a closed Batch");
+    if (B->running)
+        luaL_error(L, "cannot use a Batch from inside its own step (a constraint callback "
+                   "re-entered it)");
+    if (!B->owner->m) luaL_error(L, "attempt to use a Batch whose Model was closed");
+    return B;
+}
+
+/* Count the batch as a model user exactly while it holds requests. */
+static void sync_users(Batch *B) {
+    int want = B->b && wb_batch_size(B->b) > 0;
+    if (want != B->counted) B->owner->users += want ? 1 : -1;
+    B->counted = want;
+}
+
+static int batch_close(lua_State *L) {
+    Batch *B = check_batch_ud(L, 1);
+    if (B->running)
+        return luaL_error(L, "cannot close a Batch from inside its own step (a constraint "
+                          "callback re-entered it)");
+    wb_batch_free(B->b);
+    B->b = NULL;
+    sync_users(B);
     return 0;
 }
 
-static void read_params(lua_State *L, int idx, wb_sampling_params *sp) {
-    lwb_check_options(L, idx, k_params);
-    *sp = wb_sampling_default_params();
-    lua_Integer mt = lwb_opt_integer(L, idx, "max_tokens", sp->max_tokens);
-    if (mt < 1 || mt > INT32_MAX)
-        luaL_argerror(L, idx, lua_pushfstring(L, "max_tokens = %I must be >= 1", (LUAI_UACINT)mt));
-    sp->max_tokens = (int32_t)mt;
-    sp->temperature = (float)lwb_opt_number(L, idx, "temperature", sp->temperature);
-    lua_Integer k = lwb_opt_integer(L, idx, "top_k", 0);
-    if (k < 0 || k > INT32_MAX) luaL_argerror(L, idx, "top_k must be >= 0 (0 turns it off)");
-    sp->top_k = (int32_t)k;
-    sp->top_p = (float)lwb_opt_number(L, idx, "top_p", sp->top_p);
-    sp->min_p = (float)lwb_opt_number(L, idx, "min_p", sp->min_p);
-    if (lua_type(L, idx) == LUA_TTABLE && lua_getfield(L, idx, "seed") != LUA_TNIL) {
-        lua_pop(L, 1);
-        sp->seed = (uint64_t)lwb_opt_integer(L, idx, "seed", 0);
-        sp->has_seed = 1;
-    } else if (lua_type(L, idx) == LUA_TTABLE) {
-        lua_pop(L, 1);
-    }
+wb_batch *lwb_push_batch(lua_State *L, int model_idx) {
+    model_idx = lua_absindex(L, model_idx);
+    lwb_check_model(L, model_idx);
+    Batch *B = lua_newuserdatauv(L, sizeof *B, BATCH_NUV);
+    memset(B, 0, sizeof *B);
+    luaL_setmetatable(L, BATCH);
+    lua_pushvalue(L, model_idx);
+    lua_setiuservalue(L, -2, BATCH_UV_MODEL);
+    lua_newtable(L); /* request id -> the values its generator borrows (its Constraint) */
+    lua_setiuservalue(L, -2, BATCH_UV_KEEP);
+    B->owner = lwb_check_model_ud(L, model_idx);
     wb_err err = {0};
-    if (wb_sampling_params_check(sp, 0, &err) != WB_OK) luaL_argerror(L, idx, err.msg);
+    if (wb_batch_new(B->owner->m, &B->b, &err) != WB_OK) lwb_raise(L, &err);
+    return B->b;
 }
 
-/* model:generate_batch(prompts, params, opts) -> {results = {...}, batch_size, steps, ...}
- * prompts: a list of strings or of id tables. Every sequence keeps its own KV cache and position,
- * so the prompts may differ in length; each gets the tokens it would get alone. */
-static int l_generate_batch(lua_State *L) {
-    lua_settop(L, 4);
-    wb_model *m = lwb_check_model(L, 1);
-    luaL_checktype(L, 2, LUA_TTABLE);
-    wb_sampling_params sp;
-    read_params(L, 3, &sp);
-    lwb_check_options(L, 4, k_opts);
-    wb_batch_params bp = wb_batch_default_params();
-    bp.ignore_eos = lwb_opt_bool(L, 4, "ignore_eos", 0);
-    bp.separate_prefill = lwb_opt_bool(L, 4, "separate_prefill", 0);
-    lua_Integer n_ctx = lwb_opt_integer(L, 4, "n_ctx", 0);
-    if (n_ctx < 0 || n_ctx > INT32_MAX) luaL_argerror(L, 4, "option 'n_ctx' must be >= 0");
-    bp.n_ctx = (int)n_ctx;
-
-    lua_Integer B = luaL_len(L, 2);
-    luaL_argcheck(L, B >= 1 && B <= 65536, 2, "need between 1 and 65536 prompts");
-    const wb_tokenizer *tok = wb_model_tokenizer(m);
-    const int32_t V = wb_model_config(m)->vocab_size;
-    /* Prompt arrays are userdata on the stack (5 .. 5+B-1); pointers and lengths in two more. */
-    const int32_t **prompts = lua_newuserdatauv(L, (size_t)B * sizeof *prompts, 0);
-    size_t *lens = lua_newuserdatauv(L, (size_t)B * sizeof *lens, 0);
-    luaL_checkstack(L, (int)B + 8, "too many prompts");
-    for (lua_Integer i = 1; i <= B; i++) {
-        int t = lua_geti(L, 2, i);
-        if (t == LUA_TSTRING) {
-            size_t len;
-            const char *s = lua_tolstring(L, -1, &len);
-            int32_t *ids = NULL;
-            size_t n = 0;
-            wb_err err = {0};
-            if (wb_tokenizer_encode(tok, s, len, &ids, &n, &err) != WB_OK)
-                return lwb_raise(L, &err);
-            int32_t *keep = lua_newuserdatauv(L, (n ? n : 1) * sizeof *keep, 0);
-            memcpy(keep, ids, n * sizeof *keep);
-            wb_free(ids);
-            lua_replace(L, -2);
-            prompts[i - 1] = keep;
-            lens[i - 1] = n;
-        } else if (t == LUA_TTABLE) {
-            size_t n;
-            prompts[i - 1] = lwb_check_ids(L, -1, V, &n);
-            lua_replace(L, -2);
-            lens[i - 1] = n;
-        } else {
-            return luaL_argerror(L, 2, lua_pushfstring(L, "prompt %I must be a string or a table "
-                                                       "of token ids, got %s", (LUAI_UACINT)i,
-                                                       luaL_typename(L, -1)));
-        }
+int lwb_batch_adopt(lua_State *L, int batch_idx, wb_gen *g, int keep_idx) {
+    batch_idx = lua_absindex(L, batch_idx);
+    if (keep_idx) keep_idx = lua_absindex(L, keep_idx);
+    Batch *B = check_batch_ud(L, batch_idx);
+    if (!B->b) {
+        wb_gen_free(g);
+        luaL_error(L, "attempt to use a closed Batch");
     }
-    BatchRun *run = lua_newuserdatauv(L, sizeof *run, 0);
-    run->b = NULL;
-    luaL_setmetatable(L, BATCH);
+    int id = 0;
     wb_err err = {0};
-    if (wb_batch_new(m, &run->b, &err) != WB_OK) return lwb_raise(L, &err);
-    if (wb_batch_generate(run->b, prompts, lens, (int)B, &sp, &bp, &err) != WB_OK) {
-        wb_batch_free(run->b);
-        run->b = NULL;
-        return lwb_raise(L, &err);
+    wb_status st = wb_batch_add(B->b, g, &id, &err); /* owns g now */
+    sync_users(B);
+    if (st != WB_OK) lwb_raise(L, &err);
+    if (keep_idx && !lua_isnil(L, keep_idx)) {
+        lua_getiuservalue(L, batch_idx, BATCH_UV_KEEP);
+        lua_pushvalue(L, keep_idx);
+        lua_rawseti(L, -2, id);
+        lua_pop(L, 1);
     }
-    const wb_batch_result *r = wb_batch_result_get(run->b);
-    lua_createtable(L, 0, 10);
-    lua_createtable(L, (int)B, 0);
-    for (int i = 0; i < r->n_seqs; i++) {
-        const wb_batch_seq *q = &r->seqs[i];
-        lua_createtable(L, 0, 5);
-        lwb_push_ids(L, q->token_ids, q->n_tokens);
-        lua_setfield(L, -2, "token_ids");
-        /* The detokenizer, as generation uses: the same text (U+FFFD for broken UTF-8). */
-        wb_detok *d = NULL;
-        if (wb_detok_new(tok, &d, &err) != WB_OK) return lwb_raise(L, &err);
-        luaL_Buffer buf;
-        luaL_buffinit(L, &buf);
-        /* an eos or stop_token_ids token ends the reply and is not part of its text */
-        size_t n_text = q->n_tokens;
-        if (n_text && (q->stop_reason == WB_STOP_EOS || q->stop_reason == WB_STOP_STOP)) n_text--;
-        for (size_t t = 0; t < n_text; t++) {
-            const char *piece;
-            size_t len;
-            if (wb_detok_push(d, q->token_ids[t], &piece, &len, &err) != WB_OK) {
-                wb_detok_free(d);
-                return lwb_raise(L, &err);
+    /* the request's session is allocated: let the collector know about it */
+    wb_session *s = wb_gen_session(g);
+    if (s) lwb_gc_pressure(L, wb_session_cache_bytes(s));
+    return id;
+}
+
+static void forget(lua_State *L, int batch_idx, Batch *B, int id) {
+    wb_err err = {0};
+    wb_batch_remove(B->b, id, &err);
+    sync_users(B);
+    lua_getiuservalue(L, batch_idx, BATCH_UV_KEEP);
+    lua_pushnil(L);
+    lua_rawseti(L, -2, id);
+    lua_pop(L, 1);
+}
+
+void lwb_batch_clear(lua_State *L, int batch_idx) {
+    batch_idx = lua_absindex(L, batch_idx);
+    Batch *B = check_batch_ud(L, batch_idx);
+    if (!B->b) return;
+    wb_batch_free(B->b);
+    B->b = NULL;
+    sync_users(B);
+    wb_err err = {0};
+    if (wb_batch_new(B->owner->m, &B->b, &err) != WB_OK) lwb_raise(L, &err);
+    lua_newtable(L);
+    lua_setiuservalue(L, batch_idx, BATCH_UV_KEEP);
+}
+
+/* One step with the re-entry guard up; constraint callbacks call back into L. */
+static wb_status step(Batch *B, const wb_batch_event **ev, int *n, int *n_eval,
+                      wb_err *err) {
+    B->running = 1;
+    wb_status st = wb_batch_step(B->b, ev, n, n_eval, err);
+    B->running = 0;
+    return st;
+}
+
+/* Every request's Lua-function constraint must call back into this thread. */
+static void point_constraints_at(lua_State *L, int batch_idx) {
+    lua_getiuservalue(L, batch_idx, BATCH_UV_KEEP);
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+        lwb_Constraint *lc = lwb_test_constraint(L, -1);
+        if (lc) lc->L = L;
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+}
+
+void lwb_batch_run(lua_State *L, int batch_idx) {
+    batch_idx = lua_absindex(L, batch_idx);
+    Batch *B = check_batch(L, batch_idx);
+    point_constraints_at(L, batch_idx);
+    while (wb_batch_active(B->b) > 0) {
+        const wb_batch_event *ev;
+        int n;
+        wb_err err = {0};
+        if (step(B, &ev, &n, NULL, &err) != WB_OK) lwb_raise(L, &err);
+        for (int k = 0; k < n; k++)
+            if (ev[k].status != WB_OK) {
+                err = ev[k].err;
+                lwb_batch_clear(L, batch_idx);
+                lwb_raise(L, &err);
             }
-            luaL_addlstring(&buf, piece, len);
-        }
-        const char *tail;
-        size_t tail_len;
-        wb_detok_flush(d, &tail, &tail_len);
-        luaL_addlstring(&buf, tail, tail_len);
-        wb_detok_free(d);
-        luaL_pushresult(&buf);
-        lua_setfield(L, -2, "text");
-        lua_pushstring(L, wb_stop_reason_name(q->stop_reason));
-        lua_setfield(L, -2, "stop_reason");
-        lua_pushinteger(L, q->prompt_tokens);
-        lua_setfield(L, -2, "prompt_tokens");
-        lua_rawseti(L, -2, i + 1);
     }
-    lua_setfield(L, -2, "results");
-    lua_pushinteger(L, r->n_seqs);
-    lua_setfield(L, -2, "batch_size");
-    lua_pushinteger(L, r->steps);
-    lua_setfield(L, -2, "steps");
-    lua_pushinteger(L, (lua_Integer)r->output_tokens);
-    lua_setfield(L, -2, "output_tokens");
-    lua_pushnumber(L, r->prefill_ms);
-    lua_setfield(L, -2, "prefill_ms");
-    lua_pushnumber(L, r->decode_ms);
-    lua_setfield(L, -2, "decode_ms");
-    lua_pushnumber(L, r->elapsed_ms);
-    lua_setfield(L, -2, "elapsed_ms");
-    lua_pushnumber(L, r->tokens_per_s);
-    lua_setfield(L, -2, "output_tokens_per_s");
-    lua_pushnumber(L, r->decode_tokens_per_s);
-    lua_setfield(L, -2, "decode_tokens_per_s");
-    wb_batch_free(run->b); /* now, not at the next collection: the caches are B x n_ctx rows */
-    run->b = NULL;
+}
+
+/* ---- methods ------------------------------------------------------------------------------ */
+
+/* b:add(prompt, params, opts) -> id. prompt: a string or a table of token ids. */
+static int batch_add(lua_State *L) {
+    lua_settop(L, 4);
+    Batch *B = check_batch(L, 1);
+    lua_getiuservalue(L, 1, BATCH_UV_MODEL); /* 5: the model */
+    wb_model *m = lwb_check_model(L, 5);
+    int32_t V = wb_model_config(m)->vocab_size;
+    wb_sampling_params sp;
+    wb_gen_params gp;
+    lwb_request_extra ex;
+    lwb_Constraint *lc;
+    lwb_check_request(L, 3, 4, V, &sp, &gp, &ex, &lc); /* 6: arrays, 7: constraint or nil */
+    if (ex.n > 1)
+        luaL_argerror(L, 3, "n > 1 completions: add the prompt n times with seeds of your "
+                      "choice, or use model:generate");
+    wb_gen *g = NULL;
+    wb_err err = {0};
+    wb_status st;
+    if (lua_type(L, 2) == LUA_TTABLE) {
+        size_t n;
+        const int32_t *ids = lwb_check_ids(L, 2, V, &n);
+        st = wb_gen_new_ids(m, ids, n, &sp, &gp, &g, &err);
+    } else {
+        size_t len;
+        const char *prompt = luaL_checklstring(L, 2, &len);
+        st = wb_gen_new(m, prompt, len, &sp, &gp, &g, &err);
+    }
+    if (st != WB_OK) lwb_raise(L, &err);
+    (void)B;
+    lua_pushinteger(L, lwb_batch_adopt(L, 1, g, 7));
     return 1;
 }
 
+/* b:step() -> list of events, one per request that was running:
+ *   {id, text (released this step), token (the id sampled, or nil), done,
+ *    result (the request's result table, once done), error (message, when it failed)}
+ * Finished requests leave the batch (their caches are freed) after their last event. */
+static int batch_step(lua_State *L) {
+    lua_settop(L, 1);
+    Batch *B = check_batch(L, 1);
+    point_constraints_at(L, 1);
+    const wb_batch_event *ev;
+    int n;
+    wb_err err = {0};
+    if (step(B, &ev, &n, NULL, &err) != WB_OK) return lwb_raise(L, &err);
+    lua_createtable(L, n, 0);
+    for (int k = 0; k < n; k++) {
+        lua_createtable(L, 0, 6);
+        lua_pushinteger(L, ev[k].id);
+        lua_setfield(L, -2, "id");
+        lua_pushlstring(L, ev[k].piece, ev[k].len);
+        lua_setfield(L, -2, "text");
+        if (ev[k].token >= 0) {
+            lua_pushinteger(L, ev[k].token);
+            lua_setfield(L, -2, "token");
+        }
+        lua_pushboolean(L, ev[k].done);
+        lua_setfield(L, -2, "done");
+        if (ev[k].status != WB_OK) {
+            lua_pushstring(L, ev[k].err.msg[0] ? ev[k].err.msg : wb_status_name(ev[k].status));
+            lua_setfield(L, -2, "error");
+        }
+        if (ev[k].done) {
+            lwb_push_gen_result(L, wb_gen_result_get(wb_batch_gen(B->b, ev[k].id)));
+            lua_setfield(L, -2, "result");
+        }
+        lua_rawseti(L, -2, k + 1);
+    }
+    /* the events' pieces are copied: now the finished requests can go */
+    for (int k = 0; k < n; k++)
+        if (ev[k].done) forget(L, 1, B, ev[k].id);
+    return 1;
+}
+
+/* b:cancel(id) -> the request's result (stop_reason "cancelled" unless it had ended); its cache
+ * is freed at once and the id is no longer in the batch. */
+static int batch_cancel(lua_State *L) {
+    Batch *B = check_batch(L, 1);
+    lua_Integer id = luaL_checkinteger(L, 2);
+    wb_gen *g = id > 0 && id <= INT32_MAX ? wb_batch_gen(B->b, (int)id) : NULL;
+    if (!g)
+        return luaL_argerror(L, 2, lua_pushfstring(L, "no request with id %I in this batch",
+                                                   (LUAI_UACINT)id));
+    wb_err err = {0};
+    wb_gen_cancel(g, &err);
+    lwb_push_gen_result(L, wb_gen_result_get(g));
+    forget(L, 1, B, (int)id);
+    return 1;
+}
+
+/* b:active() -> requests still running */
+static int batch_active(lua_State *L) {
+    Batch *B = check_batch_ud(L, 1);
+    lua_pushinteger(L, B->b ? wb_batch_active(B->b) : 0);
+    return 1;
+}
+
+static int batch_tostring(lua_State *L) {
+    Batch *B = check_batch_ud(L, 1);
+    if (!B->b) lua_pushliteral(L, "Batch (closed)");
+    else lua_pushfstring(L, "Batch (%d running)", wb_batch_active(B->b));
+    return 1;
+}
+
+/* model:batch() -> an empty wb.Batch */
+static int l_batch(lua_State *L) {
+    lua_settop(L, 1);
+    lwb_push_batch(L, 1);
+    return 1;
+}
+
+/* ---- generate_batch ----------------------------------------------------------------------- */
+
+/* The i-th entry of a value that is either one table for every prompt or a list of tables, one
+ * per prompt (detected by its first entry being a table). Pushes it (or nil). */
+static void push_row(lua_State *L, int idx, lua_Integer i) {
+    if (lua_type(L, idx) == LUA_TTABLE && lua_rawgeti(L, idx, 1) == LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_rawgeti(L, idx, i);
+        return;
+    }
+    if (lua_type(L, idx) == LUA_TTABLE) lua_pop(L, 1);
+    lua_pushvalue(L, idx);
+}
+
+/* model:generate_batch(prompts, params, opts) -> {results = {...}, batch_size, steps, ...}
+ * prompts: a list of strings or of id tables; params and opts: one table for all, or a list with
+ * one table per prompt. opts.separate_prefill: prefill each prompt in its own pass. Every
+ * request is exactly what model:generate would give it alone (stop strings, constraints,
+ * penalties, seeds, eos ids), while the decode steps share one forward pass. */
+static int l_generate_batch(lua_State *L) {
+    lua_settop(L, 4);
+    lwb_check_model(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    int separate = 0;
+    if (lua_type(L, 4) == LUA_TTABLE && lua_rawgeti(L, 4, 1) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        /* one options table: take out the batch's own key, pass the rest to every request */
+        separate = lwb_opt_bool(L, 4, "separate_prefill", 0);
+        lua_newtable(L);
+        lua_pushnil(L);
+        while (lua_next(L, 4)) {
+            if (lua_type(L, -2) == LUA_TSTRING &&
+                strcmp(lua_tostring(L, -2), "separate_prefill") == 0) {
+                lua_pop(L, 1);
+                continue;
+            }
+            lua_pushvalue(L, -2);
+            lua_insert(L, -2);
+            lua_rawset(L, -4);
+        }
+        lua_replace(L, 4);
+    } else if (lua_type(L, 4) == LUA_TTABLE) {
+        lua_pop(L, 1);
+    }
+    lua_Integer n = luaL_len(L, 2);
+    luaL_argcheck(L, n >= 1 && n <= 65536, 2, "need between 1 and 65536 prompts");
+    wb_batch *core = lwb_push_batch(L, 1); /* 5 */
+    wb_batch_set_separate_prefill(core, separate);
+    const int32_t V = wb_model_config(lwb_check_model(L, 1))->vocab_size;
+    wb_model *m = lwb_check_model(L, 1);
+    lua_createtable(L, (int)n, 0); /* 6: ids in prompt order */
+    for (lua_Integer i = 1; i <= n; i++) {
+        int top = lua_gettop(L);
+        int t = lua_geti(L, 2, i); /* top+1 */
+        if (t != LUA_TSTRING && t != LUA_TTABLE)
+            return luaL_argerror(L, 2, lua_pushfstring(L, "prompt %I must be a string or a table "
+                                                       "of token ids, got %s", (LUAI_UACINT)i,
+                                                       luaL_typename(L, -1)));
+        push_row(L, 3, i); /* top+2 */
+        push_row(L, 4, i); /* top+3 */
+        wb_sampling_params sp;
+        wb_gen_params gp;
+        lwb_request_extra ex;
+        lwb_Constraint *lc;
+        lwb_check_request(L, top + 2, top + 3, V, &sp, &gp, &ex, &lc); /* top+4, top+5 */
+        if (ex.n > 1) luaL_argerror(L, 3, "n > 1 completions are not available in generate_batch");
+        wb_gen *g = NULL;
+        wb_err err = {0};
+        wb_status st;
+        if (t == LUA_TTABLE) {
+            size_t k;
+            const int32_t *ids = lwb_check_ids(L, top + 1, V, &k);
+            st = wb_gen_new_ids(m, ids, k, &sp, &gp, &g, &err);
+        } else {
+            size_t len;
+            const char *s = lua_tolstring(L, top + 1, &len);
+            st = wb_gen_new(m, s, len, &sp, &gp, &g, &err);
+        }
+        if (st != WB_OK)
+            return luaL_error(L, "prompt %d: %s", (int)i, err.msg[0] ? err.msg : "error");
+        lua_pushinteger(L, lwb_batch_adopt(L, 5, g, top + 5));
+        lua_rawseti(L, 6, i);
+        lua_settop(L, top);
+    }
+    const double t0 = wb_clock_ms();
+    double t_first = 0;
+    int steps = -1;
+    {
+        Batch *B = check_batch(L, 5);
+        point_constraints_at(L, 5);
+        while (wb_batch_active(core) > 0) {
+            const wb_batch_event *ev;
+            int k, n_eval;
+            wb_err err = {0};
+            if (step(B, &ev, &k, &n_eval, &err) != WB_OK) return lwb_raise(L, &err);
+            if (steps < 0) t_first = wb_clock_ms();
+            if (n_eval > 0) steps++;
+            for (int e = 0; e < k; e++)
+                if (ev[e].status != WB_OK) {
+                    err = ev[e].err;
+                    lwb_batch_clear(L, 5);
+                    return lwb_raise(L, &err);
+                }
+        }
+    }
+    const double t_end = wb_clock_ms();
+    lua_createtable(L, 0, 10);
+    lua_createtable(L, (int)n, 0);
+    lua_Integer total = 0, first = 0;
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, 6, i);
+        int id = (int)lua_tointeger(L, -1);
+        lua_pop(L, 1);
+        const wb_gen_result *r = wb_gen_result_get(wb_batch_gen(core, id));
+        total += (lua_Integer)r->n_tokens;
+        first += r->n_tokens > 0;
+        lwb_push_gen_result(L, r);
+        lua_rawseti(L, -2, i);
+    }
+    lua_setfield(L, -2, "results");
+    lua_pushinteger(L, n);
+    lua_setfield(L, -2, "batch_size");
+    lua_pushinteger(L, steps < 0 ? 0 : steps);
+    lua_setfield(L, -2, "steps");
+    lua_pushinteger(L, total);
+    lua_setfield(L, -2, "output_tokens");
+    double prefill = t_first - t0, decode = t_end - t_first, elapsed = t_end - t0;
+    lua_pushnumber(L, prefill);
+    lua_setfield(L, -2, "prefill_ms");
+    lua_pushnumber(L, decode);
+    lua_setfield(L, -2, "decode_ms");
+    lua_pushnumber(L, elapsed);
+    lua_setfield(L, -2, "elapsed_ms");
+    lua_pushnumber(L, elapsed > 0 ? 1000.0 * (double)total / elapsed : 0);
+    lua_setfield(L, -2, "output_tokens_per_s");
+    lua_pushnumber(L, decode > 0 ? 1000.0 * (double)(total - first) / decode : 0);
+    lua_setfield(L, -2, "decode_tokens_per_s");
+    lwb_batch_clear(L, 5); /* now, not at the next collection: the caches are B x n_ctx rows */
+    return 1;
+}
+
+static const luaL_Reg batch_methods[] = {
+    {"add", batch_add},     {"step", batch_step},   {"cancel", batch_cancel},
+    {"active", batch_active}, {"close", batch_close}, {NULL, NULL},
+};
+
+static const luaL_Reg batch_meta[] = {
+    {"__gc", batch_close},
+    {"__close", batch_close},
+    {"__tostring", batch_tostring},
+    {NULL, NULL},
+};
+
 void lwb_open_batch(lua_State *L) {
     luaL_newmetatable(L, BATCH);
-    lua_pushcfunction(L, batchrun_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, batchrun_gc);
-    lua_setfield(L, -2, "__close");
+    luaL_setfuncs(L, batch_meta, 0);
+    luaL_newlib(L, batch_methods);
+    lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
     if (lua_getfield(L, -1, "Model") == LUA_TTABLE) {
+        lua_pushcfunction(L, l_batch);
+        lua_setfield(L, -2, "batch");
         lua_pushcfunction(L, l_generate_batch);
         lua_setfield(L, -2, "generate_batch");
     }

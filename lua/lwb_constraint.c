@@ -5,51 +5,22 @@
  *   local r = model:generate("Ticket: ...\nCategory:", {temperature = 0}, {constraint = c})
  *   -- r.stop_reason == "constraint", r.constraint_mass[i], r.constraint_logprob
  *
- * lwb_sampling.c reads opts.constraint without a shared header: the Constraint userdata begins
- * with { wb_constraint *c; lua_State *L; } (c NULL once closed; L is where a Lua-function
- * constraint calls back into, set by whoever runs a generation), and the metatable's field
- * `wrap` turns a plain function into a Constraint for a given vocabulary size. Generators retain
- * the compiled constraint (wb_constraint_retain), so closing it under a running stream is safe:
- * the stream keeps its reference, and a Lua function whose registry entry is gone makes the
- * next step fail with a clear error instead of a crash. */
+ * Generators retain the compiled constraint (wb_constraint_retain), so closing it under a running
+ * stream is safe: the stream keeps its reference, and a Lua function whose registry entry is gone
+ * makes the next step fail with a clear error instead of a crash. The userdata layout
+ * (lwb_Constraint) is published in lwb.h for lwb_sampling.c and lwb_batch.c. */
 #include "lwb.h"
 
 #include <string.h>
 
-#define CONSTRAINT "wb.Constraint"
+#define CONSTRAINT LWB_CONSTRAINT
 #define CSTATE "wb.ConstraintState"
-#define TOKENIZER "wb.Tokenizer"
-#define MODEL "wb.Model"
 
-typedef struct LConstraint {
-    wb_constraint *c; /* first: read by lwb_sampling.c; NULL once closed */
-    lua_State *L;     /* second: the thread a Lua-function constraint calls into */
-    int fn_ref;       /* the Lua function (fn kind), LUA_NOREF otherwise */
-} LConstraint;
+typedef lwb_Constraint LConstraint; /* the layout is published in lwb.h */
 
 typedef struct LState {
     wb_constraint_state *s; /* NULL once closed */
 } LState;
-
-/* Mirror of the first members of lwb_tokenizer.c's Tok. */
-typedef struct TokView {
-    wb_tokenizer *tok;
-    int owned;
-    const int *owner_open;
-} TokView;
-
-/* A Tokenizer, or a Model (its tokenizer). */
-static const wb_tokenizer *check_tok(lua_State *L, int idx) {
-    TokView *t = luaL_testudata(L, idx, TOKENIZER);
-    if (t) {
-        if (!t->tok || (t->owner_open && !*t->owner_open))
-            luaL_error(L, "attempt to use a closed Tokenizer");
-        return t->tok;
-    }
-    if (luaL_testudata(L, idx, MODEL)) return wb_model_tokenizer(lwb_check_model(L, idx));
-    luaL_typeerror(L, idx, "Tokenizer or Model");
-    return NULL;
-}
 
 static LConstraint *check_constraint(lua_State *L, int idx) {
     LConstraint *lc = luaL_checkudata(L, idx, CONSTRAINT);
@@ -114,7 +85,7 @@ static const char *const k_choice_opts[] = {"leading_space", NULL};
 /* wb.constraint.choice(tok, {"billing", ...}, {leading_space = "optional"|"none"|"always"}) */
 static int l_choice(lua_State *L) {
     lua_settop(L, 3);
-    const wb_tokenizer *tok = check_tok(L, 1);
+    const wb_tokenizer *tok = lwb_check_tokenizer(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
     lwb_check_options(L, 3, k_choice_opts);
     wb_leading_space space = WB_SPACE_OPTIONAL;
@@ -168,7 +139,7 @@ static wb_status do_regex(const wb_constraint_vocab *v, void *arg, wb_constraint
 
 /* wb.constraint.regex(tok, pattern) */
 static int l_regex(lua_State *L) {
-    const wb_tokenizer *tok = check_tok(L, 1);
+    const wb_tokenizer *tok = lwb_check_tokenizer(L, 1);
     regex_arg a;
     a.p = luaL_checklstring(L, 2, &a.len);
     LConstraint *lc = new_constraint(L);
@@ -233,7 +204,7 @@ static wb_status do_json(const wb_constraint_vocab *v, void *arg, wb_constraint 
 /* wb.constraint.json_schema(tok, schema, {whitespace = "space"|"compact"|"flexible"}) */
 static int l_json_schema(lua_State *L) {
     lua_settop(L, 3);
-    const wb_tokenizer *tok = check_tok(L, 1);
+    const wb_tokenizer *tok = lwb_check_tokenizer(L, 1);
     json_arg a;
     a.ws = check_ws(L, 3);
     a.s = schema_text(L, 2, &a.len);
@@ -331,15 +302,19 @@ static LConstraint *wrap_function(lua_State *L, int idx, lua_Integer V) {
 static int l_fn(lua_State *L) {
     lua_Integer V;
     if (lua_type(L, 1) == LUA_TNUMBER) V = luaL_checkinteger(L, 1);
-    else V = wb_tokenizer_vocab_size(check_tok(L, 1));
+    else V = wb_tokenizer_vocab_size(lwb_check_tokenizer(L, 1));
     wrap_function(L, 2, V);
     return 1;
 }
 
-/* Constraint metatable field `wrap(fn, V)`, for lwb_sampling.c. */
-static int l_wrap(lua_State *L) {
-    wrap_function(L, 1, luaL_checkinteger(L, 2));
-    return 1;
+lwb_Constraint *lwb_push_function_constraint(lua_State *L, int idx, lua_Integer vocab_size) {
+    return wrap_function(L, idx, vocab_size);
+}
+
+lwb_Constraint *lwb_check_constraint(lua_State *L, int idx) { return check_constraint(L, idx); }
+
+lwb_Constraint *lwb_test_constraint(lua_State *L, int idx) {
+    return luaL_testudata(L, idx, CONSTRAINT);
 }
 
 /* ---- methods --------------------------------------------------------------------------------- */
@@ -478,7 +453,7 @@ static const luaL_Reg constraint_methods[] = {
 
 static const luaL_Reg constraint_meta[] = {
     {"__gc", constraint_close},    {"__close", constraint_close}, {"__tostring", c_tostring},
-    {"wrap", l_wrap},              {NULL, NULL},
+    {NULL, NULL},
 };
 
 static const luaL_Reg state_methods[] = {

@@ -3,18 +3,13 @@
 
 #include <string.h>
 
-#define MODEL "wb.Model"
+#define MODEL LWB_MODEL
 #define SESSION "wb.Session"
 
 /* User values of a Model userdata. */
 enum { MODEL_UV_TOKENIZER = 1, MODEL_UV_CONFIG = 2, MODEL_NUV = 2 };
 
-/* wb_model first: lwb.h promises other binding files that layout. */
-typedef struct Model {
-    wb_model *m;    /* NULL once closed */
-    int open;       /* m != NULL, as an int that a borrowed Tokenizer can watch */
-    int n_sessions; /* open users (sessions, streams): the model cannot be closed under them */
-} Model;
+typedef lwb_Model Model; /* the layout is published in lwb.h */
 
 typedef struct Session {
     wb_session *s; /* NULL once closed */
@@ -25,6 +20,8 @@ typedef struct Session {
 
 static Model *checkmodelud(lua_State *L, int idx) { return luaL_checkudata(L, idx, MODEL); }
 
+lwb_Model *lwb_check_model_ud(lua_State *L, int idx) { return checkmodelud(L, idx); }
+
 static wb_model *checkmodel(lua_State *L, int idx) {
     Model *m = checkmodelud(L, idx);
     if (!m->m) luaL_error(L, "attempt to use a closed Model");
@@ -33,7 +30,7 @@ static wb_model *checkmodel(lua_State *L, int idx) {
 
 wb_model *lwb_check_model(lua_State *L, int idx) { return checkmodel(L, idx); }
 
-int *lwb_model_users(lua_State *L, int idx) { return &checkmodelud(L, idx)->n_sessions; }
+int *lwb_model_users(lua_State *L, int idx) { return &checkmodelud(L, idx)->users; }
 
 static int l_load(lua_State *L) {
     char buf[4096];
@@ -42,7 +39,7 @@ static int l_load(lua_State *L) {
     Model *m = lua_newuserdatauv(L, sizeof *m, MODEL_NUV);
     m->m = NULL;
     m->open = 0;
-    m->n_sessions = 0;
+    m->users = 0;
     luaL_setmetatable(L, MODEL);
     int mi = lua_gettop(L);
     /* wb.load(dir, {compute_f32 = true, n_ctx = N}): wb_model_params (wb_model.h) */
@@ -59,6 +56,7 @@ static int l_load(lua_State *L) {
     if (wb_model_load_ex(dir, &prm, &m->m, &err) != WB_OK) return lwb_raise(L, &err);
     m->open = 1;
     wb_model_set_abort(m->m, lwb_abort_fn, NULL);
+    lwb_gc_pressure(L, wb_model_weight_bytes(m->m));
 
     lwb_push_borrowed_tokenizer(L, wb_model_tokenizer(m->m), mi, &m->open);
     lua_setiuservalue(L, mi, MODEL_UV_TOKENIZER);
@@ -80,8 +78,8 @@ static int model_gc(lua_State *L) {
 
 static int model_close(lua_State *L) {
     Model *m = checkmodelud(L, 1);
-    if (m->m && m->n_sessions > 0)
-        return luaL_error(L, "cannot close a Model with %d open Session(s) or stream(s)", m->n_sessions);
+    if (m->m && m->users > 0)
+        return luaL_error(L, "cannot close a Model with %d open Session(s) or stream(s)", m->users);
     return model_gc(L);
 }
 
@@ -167,8 +165,9 @@ static int model_session(lua_State *L) {
     lua_setiuservalue(L, -2, 1);
     wb_err err = {0};
     if (wb_session_new(m, (int)n_ctx, &s->s, &err) != WB_OK) return lwb_raise(L, &err);
+    lwb_gc_pressure(L, wb_session_cache_bytes(s->s));
     s->owner = mu;
-    mu->n_sessions++;
+    mu->users++;
     return 1;
 }
 
@@ -220,7 +219,7 @@ static int session_gc(lua_State *L) {
     if (s->s) {
         wb_session_free(s->s);
         s->s = NULL;
-        if (s->owner) s->owner->n_sessions--;
+        if (s->owner) s->owner->users--;
         s->owner = NULL;
     }
     return 0;
@@ -308,8 +307,9 @@ static int session_fork(lua_State *L) {
     lua_setiuservalue(L, -2, 1);
     wb_err err = {0};
     if (wb_session_fork(s, &f->s, &err) != WB_OK) return lwb_raise(L, &err);
+    lwb_gc_pressure(L, wb_session_cache_bytes(f->s));
     f->owner = src->owner;
-    if (f->owner) f->owner->n_sessions++;
+    if (f->owner) f->owner->users++;
     return 1;
 }
 

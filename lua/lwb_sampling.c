@@ -1,4 +1,6 @@
-/* lwb_sampling.c - wb.sampling (apply, check, draw, defaults), model:generate and model:stream.
+/* lwb_sampling.c - wb.sampling (apply, check, draw, defaults, keys), the one reader of
+ * generation requests (lwb_check_request), model:generate, model:stream, model:chat and
+ * model:stream_chat.
  *
  * The opener adds generate/stream to the wb.Model method table, so it must run after
  * lwb_open_model. */
@@ -8,28 +10,55 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "wb_batch.h"
 #include "wb_chat.h"
 #include "wb_generate.h"
 #include "wb_sampler.h"
 
 #define STREAM "wb.Stream"
-#define MODEL "wb.Model"
 
-static const char *const k_param_keys[] = {
-    "temperature",    "top_k",      "top_p", "min_p", "frequency_penalty", "presence_penalty",
-    "repetition_penalty", "logit_bias", "stop", "stop_token_ids", "max_tokens", "seed",
-    "mask_stage", NULL};
+/* What the request asks for (a hosted API's request parameters) ... */
+const char *const lwb_sampling_keys[] = {
+    "temperature", "top_k", "top_p", "min_p", "typical_p", "frequency_penalty",
+    "presence_penalty", "repetition_penalty", "logit_bias", "stop", "stop_token_ids",
+    "max_tokens", "min_tokens", "seed", "mask_stage", "n", "logprobs", "top_logprobs", NULL};
 
-static const char *const k_gen_opts[] = {"cache",      "holdback",     "n_ctx",
-                                         "ignore_eos", "chunk_size",   "cancel_after",
-                                         "constraint", NULL};
+/* ... and how the engine runs it. */
+const char *const lwb_generation_option_keys[] = {
+    "cache", "holdback", "n_ctx", "ignore_eos", "chunk_size", "cancel_after", "constraint", NULL};
 
-/* The Model userdata (lwb_model.c) begins with its wb_model pointer, NULL once closed. Reading
- * the first member keeps this file independent of the rest of that private struct. */
-static wb_model *check_model(lua_State *L, int idx) {
-    wb_model **m = luaL_checkudata(L, idx, MODEL);
-    if (!*m) luaL_error(L, "attempt to use a closed Model");
-    return *m;
+static int in_list(const char *const *list, const char *key) {
+    for (; *list; list++)
+        if (strcmp(*list, key) == 0) return 1;
+    return 0;
+}
+
+/* Reject unknown keys in params (index p) and opts (index o); a key in the wrong one of the two
+ * tables says where it belongs. */
+static void check_request_keys(lua_State *L, int p, int o) {
+    for (int which = 0; which < 2; which++) {
+        int idx = which ? o : p;
+        const char *const *own = which ? lwb_generation_option_keys : lwb_sampling_keys;
+        const char *const *other = which ? lwb_sampling_keys : lwb_generation_option_keys;
+        if (lua_isnoneornil(L, idx)) continue;
+        luaL_checktype(L, idx, LUA_TTABLE);
+        lua_pushnil(L);
+        while (lua_next(L, idx)) {
+            lua_pop(L, 1);
+            if (lua_type(L, -1) != LUA_TSTRING)
+                luaL_argerror(L, idx, lua_pushfstring(L, "option keys must be strings, got %s",
+                                                      luaL_typename(L, -1)));
+            const char *key = lua_tostring(L, -1);
+            if (in_list(own, key)) continue;
+            if (in_list(other, key))
+                luaL_argerror(L, idx, lua_pushfstring(L, which
+                    ? "'%s' is a sampling parameter: it belongs in the params table "
+                      "(generate(prompt, params, opts)), not in the options"
+                    : "'%s' is a generation option: it belongs in the options table "
+                      "(generate(prompt, params, opts)), not in the sampling parameters", key));
+            luaL_argerror(L, idx, lua_pushfstring(L, "unknown option '%s'", key));
+        }
+    }
 }
 
 /* ---- parameters ------------------------------------------------------------------------------ */
@@ -43,14 +72,29 @@ static int32_t opt_id(lua_State *L, int idx, const char *what, int arg) {
     return (int32_t)v;
 }
 
+/* An integer count option in [lo, INT32_MAX]: too large is said as such, naming the limit. */
+static int32_t opt_count(lua_State *L, int idx, const char *key, lua_Integer def, lua_Integer lo,
+                         const char *lo_words) {
+    lua_Integer v = lwb_opt_integer(L, idx, key, def);
+    if (v > INT32_MAX)
+        luaL_argerror(L, idx, lua_pushfstring(L, "%s = %I is too large (the limit is %d)", key,
+                                              (LUAI_UACINT)v, (int)INT32_MAX));
+    if (v < lo)
+        luaL_argerror(L, idx, lua_pushfstring(L, "%s = %I must be %s", key, (LUAI_UACINT)v,
+                                              lo_words));
+    return (int32_t)v;
+}
+
 /* Read the params table at idx into *sp. Arrays live in one userdata pushed on the stack (so an
  * error cannot leak them); stop strings point into the table, which the caller keeps on the stack.
  * vocab > 0 range-checks ids. Errors name the key: "bad argument #2 to 'generate' (top_p = 1.5 is
  * outside (0, 1])". */
-static void check_params(lua_State *L, int idx, int32_t vocab, wb_sampling_params *sp) {
+static void check_params(lua_State *L, int idx, int32_t vocab, wb_sampling_params *sp,
+                         lwb_request_extra *ex) {
     idx = lua_absindex(L, idx);
     *sp = wb_sampling_default_params();
-    lwb_check_options(L, idx, k_param_keys);
+    if (ex) *ex = (lwb_request_extra){1, 0, 0};
+    if (!ex) lwb_check_options(L, idx, lwb_sampling_keys);
     int has = lua_type(L, idx) == LUA_TTABLE;
 
     /* Sizes first, so one block holds everything. */
@@ -92,6 +136,20 @@ static void check_params(lua_State *L, int idx, int32_t vocab, wb_sampling_param
     int32_t *ids = (int32_t *)((char *)bias + (size_t)n_bias * sizeof(wb_logit_bias));
     if (!has) return;
 
+    if (ex) {
+        ex->n = opt_count(L, idx, "n", 1, 1, ">= 1 (completions of the prompt)");
+        if (ex->n > 128)
+            luaL_argerror(L, idx, lua_pushfstring(L, "n = %d is too large (the limit is 128 "
+                                                  "completions)", ex->n));
+        ex->logprobs = lwb_opt_bool(L, idx, "logprobs", 0);
+        ex->top_logprobs = opt_count(L, idx, "top_logprobs", 0, 0, ">= 0");
+        if (ex->top_logprobs > WB_MAX_TOP_LOGPROBS)
+            luaL_argerror(L, idx, lua_pushfstring(L, "top_logprobs = %d is too large (the limit "
+                                                  "is %d)", ex->top_logprobs,
+                                                  WB_MAX_TOP_LOGPROBS));
+        if (ex->top_logprobs > 0) ex->logprobs = 1;
+    }
+    sp->typical_p = (float)lwb_opt_number(L, idx, "typical_p", sp->typical_p);
     sp->temperature = (float)lwb_opt_number(L, idx, "temperature", sp->temperature);
     sp->top_p = (float)lwb_opt_number(L, idx, "top_p", sp->top_p);
     sp->min_p = (float)lwb_opt_number(L, idx, "min_p", sp->min_p);
@@ -103,11 +161,8 @@ static void check_params(lua_State *L, int idx, int32_t vocab, wb_sampling_param
         luaL_argerror(L, idx, lua_pushfstring(L, "top_k = %I must be >= 0 (0 turns it off)",
                                               (LUAI_UACINT)k));
     sp->top_k = (int32_t)k;
-    lua_Integer mt = lwb_opt_integer(L, idx, "max_tokens", sp->max_tokens);
-    if (mt < 1 || mt > INT32_MAX)
-        luaL_argerror(L, idx, lua_pushfstring(L, "max_tokens = %I must be >= 1",
-                                              (LUAI_UACINT)mt));
-    sp->max_tokens = (int32_t)mt;
+    sp->max_tokens = opt_count(L, idx, "max_tokens", sp->max_tokens, 1, ">= 1");
+    sp->min_tokens = opt_count(L, idx, "min_tokens", 0, 0, ">= 0 (0 turns it off)");
     lua_getfield(L, idx, "seed");
     if (!lua_isnil(L, -1)) {
         int isint;
@@ -185,7 +240,7 @@ static void check_params(lua_State *L, int idx, int32_t vocab, wb_sampling_param
 static int l_check(lua_State *L) {
     lua_settop(L, 1);
     wb_sampling_params sp;
-    check_params(L, 1, 0, &sp);
+    check_params(L, 1, 0, &sp, NULL);
     lua_pushboolean(L, 1);
     return 1;
 }
@@ -199,7 +254,7 @@ static int l_apply(lua_State *L) {
     const float *logits = lwb_check_vec(L, 1, &V);
     if (V < 1 || V > INT32_MAX) luaL_argerror(L, 1, "logits must have between 1 and 2^31-1 entries");
     wb_sampling_params sp;
-    check_params(L, 2, (int32_t)V, &sp);
+    check_params(L, 2, (int32_t)V, &sp, NULL);
     size_t n_gen = 0;
     const int32_t *gen = NULL;
     if (!lua_isnoneornil(L, 3)) gen = lwb_check_ids(L, 3, (int32_t)V, &n_gen);
@@ -274,7 +329,16 @@ static int l_defaults(lua_State *L) {
 
 /* ---- generation ------------------------------------------------------------------------------ */
 
-static void push_result(lua_State *L, const wb_gen_result *r) {
+static void push_logprob_fields(lua_State *L, const wb_token_logprob *e) {
+    lua_pushinteger(L, e->id);
+    lua_setfield(L, -2, "id");
+    lua_pushnumber(L, e->logprob);
+    lua_setfield(L, -2, "logprob");
+    lua_pushnumber(L, e->raw_logprob);
+    lua_setfield(L, -2, "raw_logprob");
+}
+
+void lwb_push_gen_result(lua_State *L, const wb_gen_result *r) {
     lua_createtable(L, 0, 14);
     lua_pushlstring(L, r->text, r->text_len);
     lua_setfield(L, -2, "text");
@@ -330,109 +394,158 @@ static void push_result(lua_State *L, const wb_gen_result *r) {
         lua_pushinteger(L, r->constraint_overruled);
         lua_setfield(L, -2, "constraint_overruled");
     }
+    if (r->logprobs) {
+        /* logprobs[i] = {id, logprob, raw_logprob, top = {{id, logprob, raw_logprob}, ...}} */
+        lua_createtable(L, (int)r->n_tokens, 0);
+        for (size_t i = 0; i < r->n_tokens; i++) {
+            const wb_token_logprob *e = &r->logprobs[i];
+            lua_createtable(L, 0, 4);
+            push_logprob_fields(L, e);
+            if (r->n_top_logprobs > 0) {
+                const wb_token_logprob *t = r->top_logprobs + i * (size_t)r->n_top_logprobs;
+                lua_createtable(L, r->n_top_logprobs, 0);
+                lua_Integer k = 0;
+                for (int j = 0; j < r->n_top_logprobs; j++) {
+                    if (t[j].id < 0) break;
+                    lua_createtable(L, 0, 3);
+                    push_logprob_fields(L, &t[j]);
+                    lua_rawseti(L, -2, ++k);
+                }
+                lua_setfield(L, -2, "top");
+            }
+            lua_rawseti(L, -2, (lua_Integer)i + 1);
+        }
+        lua_setfield(L, -2, "logprobs");
+    }
 }
 
-static const wb_constraint *opt_constraint(lua_State *L, int32_t V);
+/* The generator lives in a userdata while it runs so an error in between cannot leak it. While it
+ * is alive it counts as a user of its Model (model:close() is refused), and while a step runs
+ * (`running`) a constraint callback that calls or closes the same stream gets an error instead of
+ * re-entering the generator. */
+typedef struct Stream {
+    wb_gen *g;          /* NULL once finished or closed */
+    int done;           /* the iterator has returned nil */
+    int running;        /* inside wb_gen_next / wb_gen_run */
+    lwb_Model *owner;   /* counted in owner->users while g is alive */
+    lwb_Constraint *lc; /* the request's constraint (user value 3), or NULL */
+} Stream;
 
-/* Build a generator from (model, prompt, params, opts) at stack slots 1-4. */
-static wb_gen *new_gen(lua_State *L) {
-    wb_model *m = check_model(L, 1);
+enum { STREAM_UV_MODEL = 1, STREAM_UV_RESULT = 2, STREAM_UV_CONSTRAINT = 3, STREAM_NUV = 3 };
+
+static Stream *check_stream(lua_State *L, int idx) { return luaL_checkudata(L, idx, STREAM); }
+
+/* A stream that is not inside one of its own steps (re-entry from a constraint callback). */
+static Stream *check_idle_stream(lua_State *L, int idx) {
+    Stream *s = check_stream(L, idx);
+    if (s->running)
+        luaL_error(L, "cannot call or close a Stream from inside its own generation step (a "
+                   "constraint callback re-entered it)");
+    return s;
+}
+
+static void stream_free_gen(Stream *s) {
+    wb_gen_free(s->g);
+    s->g = NULL;
+    if (s->owner) s->owner->users--;
+    s->owner = NULL;
+}
+
+/* opts.constraint (opts at index opts): a wb.Constraint, or a function allowed(generated_ids) ->
+ * set that is wrapped into one for this model's vocabulary. Pushes the Constraint (or nil): the
+ * caller keeps it alive as long as the generator that borrows it. */
+static lwb_Constraint *push_opt_constraint(lua_State *L, int opts, int32_t V) {
+    if (lua_type(L, opts) != LUA_TTABLE || lua_getfield(L, opts, "constraint") == LUA_TNIL) {
+        if (lua_type(L, opts) != LUA_TTABLE) lua_pushnil(L);
+        return NULL;
+    }
+    if (lua_type(L, -1) == LUA_TFUNCTION) {
+        lwb_push_function_constraint(L, -1, V);
+        lua_replace(L, -2);
+    }
+    lwb_Constraint *lc = lwb_test_constraint(L, -1);
+    if (!lc) luaL_argerror(L, opts, "option 'constraint' must be a wb.Constraint or a function");
+    if (!lc->c) luaL_argerror(L, opts, "option 'constraint' is a closed Constraint");
+    lc->L = L;
+    return lc;
+}
+
+void lwb_check_request(lua_State *L, int params, int opts, int32_t V, wb_sampling_params *sp,
+                       wb_gen_params *gp, lwb_request_extra *ex, lwb_Constraint **lc) {
+    params = lua_absindex(L, params);
+    opts = lua_absindex(L, opts);
+    check_request_keys(L, params, opts);
+    check_params(L, params, V, sp, ex);
+    *gp = wb_gen_default_params();
+    gp->cache = lwb_opt_bool(L, opts, "cache", 1);
+    gp->holdback = lwb_opt_bool(L, opts, "holdback", 1);
+    gp->ignore_eos = lwb_opt_bool(L, opts, "ignore_eos", 0);
+    lua_Integer chunk = lwb_opt_integer(L, opts, "chunk_size", 0);
+    if (chunk < 0 || chunk > INT32_MAX) luaL_argerror(L, opts, "option 'chunk_size' must be >= 0");
+    gp->chunk_size = (int)chunk;
+    lua_Integer cancel = lwb_opt_integer(L, opts, "cancel_after", 0);
+    if (cancel < 0 || cancel > INT32_MAX)
+        luaL_argerror(L, opts, "option 'cancel_after' must be >= 0");
+    gp->cancel_after = (int)cancel;
+    lua_Integer n_ctx = lwb_opt_integer(L, opts, "n_ctx", 0);
+    if (n_ctx < 0 || n_ctx > INT32_MAX) luaL_argerror(L, opts, "option 'n_ctx' must be >= 0");
+    gp->n_ctx = (int)n_ctx;
+    gp->logprobs = ex->logprobs;
+    gp->top_logprobs = ex->top_logprobs;
+    gp->abort_fn = lwb_abort_fn;
+    *lc = push_opt_constraint(L, opts, V);
+    gp->constraint = *lc ? (*lc)->c : NULL;
+}
+
+/* Build a generator from (model, prompt, params, opts) at stack slots 1-4 into the Stream at
+ * slot 5 (which then counts as a user of the model). */
+static void new_gen(lua_State *L, Stream *s, lwb_request_extra *ex, wb_sampling_params *spp,
+                    wb_gen_params *gpp) {
+    wb_model *m = lwb_check_model(L, 1);
     int32_t V = wb_model_config(m)->vocab_size;
     wb_sampling_params sp;
-    check_params(L, 3, V, &sp);
-    lwb_check_options(L, 4, k_gen_opts);
-    wb_gen_params gp = wb_gen_default_params();
-    gp.cache = lwb_opt_bool(L, 4, "cache", 1);
-    gp.holdback = lwb_opt_bool(L, 4, "holdback", 1);
-    gp.ignore_eos = lwb_opt_bool(L, 4, "ignore_eos", 0);
-    lua_Integer chunk = lwb_opt_integer(L, 4, "chunk_size", 0);
-    if (chunk < 0 || chunk > INT32_MAX) luaL_argerror(L, 4, "option 'chunk_size' must be >= 0");
-    gp.chunk_size = (int)chunk;
-    lua_Integer cancel = lwb_opt_integer(L, 4, "cancel_after", 0);
-    if (cancel < 0 || cancel > INT32_MAX)
-        luaL_argerror(L, 4, "option 'cancel_after' must be >= 0");
-    gp.cancel_after = (int)cancel;
-    lua_Integer n_ctx = lwb_opt_integer(L, 4, "n_ctx", 0);
-    if (n_ctx < 0 || n_ctx > INT32_MAX) luaL_argerror(L, 4, "option 'n_ctx' must be >= 0");
-    gp.n_ctx = (int)n_ctx;
-    gp.abort_fn = lwb_abort_fn;
-    gp.constraint = opt_constraint(L, V);
-    wb_gen *g = NULL;
+    wb_gen_params gp;
+    lwb_check_request(L, 3, 4, V, &sp, &gp, ex, &s->lc); /* pushes arrays, constraint */
+    lua_setiuservalue(L, 5, STREAM_UV_CONSTRAINT);
     wb_err err = {0};
     wb_status st;
     if (lua_type(L, 2) == LUA_TTABLE) {
         size_t n;
         const int32_t *ids = lwb_check_ids(L, 2, V, &n);
-        st = wb_gen_new_ids(m, ids, n, &sp, &gp, &g, &err);
+        st = wb_gen_new_ids(m, ids, n, &sp, &gp, &s->g, &err);
     } else {
         size_t len;
         const char *prompt = luaL_checklstring(L, 2, &len);
-        st = wb_gen_new(m, prompt, len, &sp, &gp, &g, &err);
+        st = wb_gen_new(m, prompt, len, &sp, &gp, &s->g, &err);
     }
     if (st != WB_OK) lwb_raise(L, &err);
-    return g;
+    s->owner = lwb_check_model_ud(L, 1);
+    s->owner->users++;
+    if (spp) *spp = sp;
+    if (gpp) *gpp = gp;
 }
 
-/* The generator lives in a userdata while it runs so an error in between cannot leak it. */
-typedef struct Stream {
-    wb_gen *g;  /* NULL once finished or closed */
-    int done;   /* the iterator has returned nil */
-    lua_State **cb_L; /* a Lua-function constraint's thread pointer, or NULL */
-} Stream;
-
-static Stream *check_stream(lua_State *L, int idx) { return luaL_checkudata(L, idx, STREAM); }
-
-/* The Constraint userdata (lwb_constraint.c) begins with these two members. */
-typedef struct ConstraintView {
-    wb_constraint *c; /* NULL once closed */
-    lua_State *L;     /* where a Lua-function constraint calls back into */
-} ConstraintView;
-
-static void stream_free_gen(Stream *s) {
-    wb_gen_free(s->g);
-    s->g = NULL;
-}
-
-/* opts.constraint (slot 4): a wb.Constraint, or a function allowed(generated_ids) -> set that is
- * wrapped into one for this model's vocabulary. It goes into user value 3 of the Stream at
- * slot 5, so it lives as long as the generator that borrows it. */
-static const wb_constraint *opt_constraint(lua_State *L, int32_t V) {
-    if (lua_type(L, 4) != LUA_TTABLE) return NULL;
-    int t = lua_getfield(L, 4, "constraint");
-    if (t == LUA_TNIL) {
-        lua_pop(L, 1);
-        return NULL;
-    }
-    if (t == LUA_TFUNCTION) {
-        luaL_getmetatable(L, "wb.Constraint");
-        lua_getfield(L, -1, "wrap");
-        lua_pushvalue(L, -3);
-        lua_pushinteger(L, V);
-        lua_call(L, 2, 1);
-        lua_replace(L, -3);
-        lua_pop(L, 1);
-    }
-    ConstraintView *cv = luaL_testudata(L, -1, "wb.Constraint");
-    if (!cv) luaL_argerror(L, 4, "option 'constraint' must be a wb.Constraint or a function");
-    if (!cv->c) luaL_argerror(L, 4, "option 'constraint' is a closed Constraint");
-    cv->L = L;
-    Stream *s = check_stream(L, 5);
-    s->cb_L = &cv->L;
-    lua_setiuservalue(L, 5, 3);
-    return cv->c;
+/* One generator step with the re-entry guard up and the constraint calling back into L. */
+static wb_status stream_next(lua_State *L, Stream *s, const char **piece, size_t *n, int *done,
+                             wb_err *err) {
+    if (s->lc) s->lc->L = L;
+    s->running = 1;
+    wb_status st = wb_gen_next(s->g, piece, n, done, err);
+    s->running = 0;
+    return st;
 }
 
 /* Snapshot the result into user value 2 and free the generator (session, buffers). */
 static void stream_finish(lua_State *L, Stream *s, int idx) {
     if (!s->g) return;
     idx = lua_absindex(L, idx);
-    push_result(L, wb_gen_result_get(s->g));
-    lua_setiuservalue(L, idx, 2);
+    lwb_push_gen_result(L, wb_gen_result_get(s->g));
+    lua_setiuservalue(L, idx, STREAM_UV_RESULT);
     stream_free_gen(s);
 }
 
 static int stream_close(lua_State *L) {
-    Stream *s = check_stream(L, 1);
+    Stream *s = check_idle_stream(L, 1);
     if (s->g) {
         /* Leaving the loop early is a cancellation: the result says so and the cache goes now. */
         wb_err err = {0};
@@ -450,27 +563,100 @@ static int stream_gc(lua_State *L) {
 }
 
 /* An empty Stream userdata, pushed before the generator exists so an error while building it
- * cannot leak (the generator is attached by the caller; __gc frees it). */
+ * cannot leak (the generator is attached by new_gen; __gc frees it). */
 static Stream *push_stream(lua_State *L) {
-    Stream *s = lua_newuserdatauv(L, sizeof *s, 3);
-    s->g = NULL;
-    s->done = 0;
-    s->cb_L = NULL;
+    Stream *s = lua_newuserdatauv(L, sizeof *s, STREAM_NUV);
+    memset(s, 0, sizeof *s);
     luaL_setmetatable(L, STREAM);
+    lua_pushvalue(L, 1);
+    lua_setiuservalue(L, -2, STREAM_UV_MODEL); /* keep the model alive while the stream is */
     return s;
+}
+
+/* params.n > 1: n completions of one prompt. Completion 0 uses the request's seed (given, or
+ * drawn and reported), completion i the seed + i, so each can be reproduced alone with
+ * model:generate(prompt, {seed = r.choices[i].seed, ...}). The prompt is evaluated once and the
+ * session forked (wb_gen_share_prefill); the completions then decode together, one forward pass
+ * per step. Returns {choices = {result, ...}, n = n}. */
+static int generate_n(lua_State *L, Stream *s, const lwb_request_extra *ex,
+                      wb_sampling_params *sp, const wb_gen_params *gp) {
+    wb_model *m = lwb_check_model(L, 1);
+    const int n = ex->n;
+    const uint64_t seed = wb_gen_result_get(s->g)->seed;
+    wb_batch *core = lwb_push_batch(L, 1);
+    int bi = lua_gettop(L);
+    lua_getiuservalue(L, 5, STREAM_UV_CONSTRAINT);
+    int ci = lua_gettop(L);
+    int *ids = lua_newuserdatauv(L, (size_t)n * sizeof *ids, 0);
+    wb_gen **gens = lua_newuserdatauv(L, (size_t)n * sizeof *gens, 0);
+    wb_gen *g0 = s->g; /* the batch takes it over */
+    s->g = NULL;
+    s->owner->users--;
+    s->owner = NULL;
+    ids[0] = lwb_batch_adopt(L, bi, g0, ci);
+    sp->has_seed = 1;
+    for (int i = 1; i < n; i++) {
+        sp->seed = seed + (uint64_t)i;
+        wb_gen *g = NULL;
+        wb_err err = {0};
+        wb_status st;
+        if (lua_type(L, 2) == LUA_TTABLE) {
+            size_t k;
+            const int32_t *p = lwb_check_ids(L, 2, wb_model_config(m)->vocab_size, &k);
+            st = wb_gen_new_ids(m, p, k, sp, gp, &g, &err);
+            lua_pop(L, 1);
+        } else {
+            size_t len;
+            const char *p = lua_tolstring(L, 2, &len);
+            st = wb_gen_new(m, p, len, sp, gp, &g, &err);
+        }
+        if (st != WB_OK) {
+            lwb_batch_clear(L, bi);
+            return lwb_raise(L, &err);
+        }
+        ids[i] = lwb_batch_adopt(L, bi, g, ci);
+    }
+    for (int i = 0; i < n; i++) gens[i] = wb_batch_gen(core, ids[i]);
+    if (gp->cache) {
+        wb_err err = {0};
+        if (wb_gen_share_prefill(gens, n, &err) != WB_OK) {
+            lwb_batch_clear(L, bi);
+            return lwb_raise(L, &err);
+        }
+    }
+    lwb_batch_run(L, bi);
+    lua_createtable(L, 0, 2);
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        lwb_push_gen_result(L, wb_gen_result_get(gens[i]));
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "choices");
+    lua_pushinteger(L, n);
+    lua_setfield(L, -2, "n");
+    lwb_batch_clear(L, bi);
+    return 1;
 }
 
 /* model:generate(prompt, params, opts) -> result table */
 static int l_generate(lua_State *L) {
     lua_settop(L, 4);
     Stream *s = push_stream(L);
-    s->g = new_gen(L);
+    lwb_request_extra ex;
+    wb_sampling_params sp;
+    wb_gen_params gp;
+    new_gen(L, s, &ex, &sp, &gp);
+    if (ex.n > 1) return generate_n(L, s, &ex, &sp, &gp);
     wb_err err = {0};
-    if (wb_gen_run(s->g, &err) != WB_OK) {
+    if (s->lc) s->lc->L = L;
+    s->running = 1;
+    wb_status st = wb_gen_run(s->g, &err);
+    s->running = 0;
+    if (st != WB_OK) {
         stream_free_gen(s);
         return lwb_raise(L, &err);
     }
-    push_result(L, wb_gen_result_get(s->g));
+    lwb_push_gen_result(L, wb_gen_result_get(s->g));
     stream_free_gen(s);
     return 1;
 }
@@ -479,7 +665,7 @@ static int l_generate(lua_State *L) {
  * released or generation ends; the abort hook is polled before every token, so Ctrl-C ends the
  * stream between tokens with stop_reason "cancelled". */
 static int stream_call(lua_State *L) {
-    Stream *s = check_stream(L, 1);
+    Stream *s = check_idle_stream(L, 1);
     if (s->done || !s->g) {
         s->done = 1;
         lua_pushnil(L);
@@ -490,8 +676,7 @@ static int stream_call(lua_State *L) {
         const char *piece;
         size_t n;
         int done;
-        if (s->cb_L) *s->cb_L = L;
-        if (wb_gen_next(s->g, &piece, &n, &done, &err) != WB_OK) {
+        if (stream_next(L, s, &piece, &n, &done, &err) != WB_OK) {
             stream_finish(L, s, 1);
             s->done = 1;
             return lwb_raise(L, &err);
@@ -514,8 +699,7 @@ static int stream_call(lua_State *L) {
                 /* Ctrl-C arrived during this step. Finish here, before returning to Lua where
                  * the host's hook would raise: the next step sees the flag and ends the
                  * generation as "cancelled", releasing any held-back text with this piece. */
-                if (s->cb_L) *s->cb_L = L;
-        if (wb_gen_next(s->g, &piece, &n, &done, &err) != WB_OK) {
+                if (stream_next(L, s, &piece, &n, &done, &err) != WB_OK) {
                     stream_finish(L, s, 1);
                     s->done = 1;
                     return lwb_raise(L, &err);
@@ -533,12 +717,12 @@ static int stream_call(lua_State *L) {
 
 /* stream:result() -> the result table (final once the loop ended; a snapshot before that) */
 static int stream_result(lua_State *L) {
-    Stream *s = check_stream(L, 1);
+    Stream *s = check_idle_stream(L, 1);
     if (s->g) {
-        push_result(L, wb_gen_result_get(s->g));
+        lwb_push_gen_result(L, wb_gen_result_get(s->g));
         return 1;
     }
-    lua_getiuservalue(L, 1, 2);
+    lua_getiuservalue(L, 1, STREAM_UV_RESULT);
     return 1;
 }
 
@@ -550,9 +734,11 @@ static int stream_result(lua_State *L) {
 static int l_stream(lua_State *L) {
     lua_settop(L, 4);
     Stream *s = push_stream(L);
-    lua_pushvalue(L, 1);
-    lua_setiuservalue(L, -2, 1); /* keep the model alive while the stream is */
-    s->g = new_gen(L);
+    lwb_request_extra ex;
+    new_gen(L, s, &ex, NULL, NULL);
+    if (ex.n > 1)
+        luaL_argerror(L, 3, "n > 1 completions need model:generate or model:batch (a stream "
+                      "gives one completion)");
     lua_settop(L, 5);
     lua_pushnil(L);
     lua_pushnil(L);
@@ -579,7 +765,7 @@ static void check_has_chat_template(lua_State *L, const char *dir) {
 }
 
 static void render_chat(lua_State *L) {
-    wb_model *m = check_model(L, 1);
+    wb_model *m = lwb_check_model(L, 1);
     check_has_chat_template(L, wb_model_dir(m));
     luaL_checktype(L, 2, LUA_TTABLE);
     const size_t n = lua_rawlen(L, 2);

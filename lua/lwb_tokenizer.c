@@ -4,14 +4,10 @@
 
 #include <string.h>
 
-#define TOKENIZER "wb.Tokenizer"
+#define TOKENIZER LWB_TOKENIZER
 #define DETOK "wb.Detokenizer"
 
-typedef struct Tok {
-    wb_tokenizer *tok;         /* NULL once closed */
-    int owned;                 /* freed by us, or borrowed from an owner (a Model) */
-    const int *owner_open; /* borrowed: the owner's open flag, 0 once the owner is closed */
-} Tok;
+typedef lwb_Tokenizer Tok; /* the layout is published in lwb.h */
 
 typedef struct Detok {
     wb_detok *d; /* NULL once closed */
@@ -31,6 +27,13 @@ static const wb_tokenizer *checktok(lua_State *L, int idx) {
     if (!t->tok || (t->owner_open && !*t->owner_open))
         luaL_error(L, "attempt to use a closed Tokenizer");
     return t->tok;
+}
+
+const wb_tokenizer *lwb_check_tokenizer(lua_State *L, int idx) {
+    if (luaL_testudata(L, idx, TOKENIZER)) return checktok(L, idx);
+    if (luaL_testudata(L, idx, LWB_MODEL)) return wb_model_tokenizer(lwb_check_model(L, idx));
+    luaL_typeerror(L, idx, "Tokenizer or Model");
+    return NULL;
 }
 
 void lwb_push_borrowed_tokenizer(lua_State *L, const wb_tokenizer *tok, int owner_idx,

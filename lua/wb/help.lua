@@ -12,8 +12,9 @@
 
 local M = {}
 
-local SAMPLING = "params: temperature, top_k, top_p, min_p, repetition_penalty, frequency_penalty, " ..
-  "presence_penalty, logit_bias, stop, stop_token_ids, max_tokens, seed, mask_stage (docs/sampling.md)"
+local SAMPLING = "params: temperature, top_k, top_p, min_p, typical_p, repetition_penalty, " ..
+  "frequency_penalty, presence_penalty, logit_bias, stop, stop_token_ids, max_tokens, min_tokens, seed, " ..
+  "mask_stage, n, logprobs, top_logprobs (docs/lua-api.md)"
 local GEN_OPTS = "opts: cache, holdback, n_ctx, ignore_eos, chunk_size, cancel_after, constraint " ..
   "(docs/lua-api.md)"
 
@@ -126,9 +127,13 @@ M.TEXT = {
     "model_type, vocab_size, n_ctx, max_position_embeddings, n_embd, n_layer, n_head, n_kv_head, head_dim, n_inner, parameters, weight_bytes, kv_bytes_per_token",
     ex = "model:info()" },
   ["Model:generate_batch"] = { "model:generate_batch(prompts, params [, opts]) -> result",
-    "B prompts decoded together, one forward pass per step (docs/trace.md)",
-    opts = "params: max_tokens, temperature, top_k, top_p, ...; opts: ignore_eos, n_ctx, separate_prefill",
+    "B prompts decoded together, one forward pass per step; each result equals model:generate alone (docs/lua-api.md)",
+    opts = SAMPLING .. " (one table, or one per prompt)\n  " .. GEN_OPTS .. ", separate_prefill",
     ex = "for _, r in ipairs(model:generate_batch({'Hi', 'Hello'}, {max_tokens = 8}).results) do print(r.text) end" },
+  ["Model:batch"] = { "model:batch() -> Batch",
+    "continuous batching: requests join and leave between steps, one forward pass per step (docs/lua-api.md)",
+    opts = "b:add(prompt, params [, opts]) -> id; b:step() -> {{id, text, token, done, result, error}, ...}; b:cancel(id) -> result; b:active() -> n; b:close()",
+    ex = "local b = model:batch(); b:add('Hi', {max_tokens = 8}); while b:active() > 0 do for _, e in ipairs(b:step()) do io.write(e.text) end end" },
   ["Model:stream"] = { "model:stream(prompt, params [, opts]) -> iterator", "one released piece per call, with ms since the start",
     opts = SAMPLING .. "\n  " .. GEN_OPTS,
     ex = "for piece, ms in model:stream('Customer (Ana): Hi,', {max_tokens = 16}) do io.write(piece) end print()" },

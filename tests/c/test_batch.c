@@ -159,7 +159,7 @@ static void batch_tokens_equal_single_tokens_for_b_up_to_16_with_mixed_prompt_le
             sp.max_tokens = 6 + B % 5;
             for (int separate = 0; separate <= 1; separate++) {
                 wb_batch_params bp = wb_batch_default_params();
-                bp.ignore_eos = 1;
+                bp.gen.ignore_eos = 1;
                 bp.separate_prefill = separate;
                 wb_status st = wb_batch_generate(b, (const int32_t *const *)prompts, lens, B, &sp,
                                                  &bp, &err);
@@ -423,16 +423,11 @@ static void batch_arguments_are_checked(void) {
     CHECK(wb_batch_generate(b, ps, lens, 0, &sp, NULL, &err) == WB_ERR_ARG);
     CHECK_ERR_MENTIONS(err.msg, "n_seqs");
     CHECK(wb_batch_generate(b, ps, lens, 2, &sp, NULL, &err) == WB_ERR_RANGE);
-    CHECK_ERR_MENTIONS(err.msg, "prompts[1][0]");
+    CHECK_ERR_MENTIONS(err.msg, "prompts[1]: prompt ids[0]");
     CHECK(wb_batch_result_get(b) == NULL);
-    static const char *const stops[] = {"\n"};
-    sp.stop = stops;
-    sp.n_stop = 1;
-    CHECK(wb_batch_generate(b, ps, lens, 1, &sp, NULL, &err) == WB_ERR_ARG);
-    CHECK_ERR_MENTIONS(err.msg, "stop strings");
     sp = wb_sampling_default_params();
     wb_batch_params bp = wb_batch_default_params();
-    bp.n_ctx = T_CTX + 1;
+    bp.gen.n_ctx = T_CTX + 1;
     CHECK(wb_batch_generate(b, ps, lens, 1, &sp, &bp, &err) == WB_ERR_RANGE);
     CHECK_ERR_MENTIONS(err.msg, "n_ctx");
     /* eos ends one sequence early while the other goes on; the empty prompt starts from eos. */

@@ -402,15 +402,20 @@ static void length_context_and_prompt_trimming(void) {
 }
 
 static int abort_after(void *ud) { return --*(int *)ud < 0; }
-static int allow_none(void *ud, const int32_t *g, size_t n, uint32_t *bits, int32_t V) {
-    (void)ud, (void)g, (void)bits, (void)V;
-    return n >= 2 ? 0 : -1;
+/* WB_CONSTRAINT_FN callbacks: nothing restricted for two tokens, then the end; or ids 10, 35. */
+static wb_status allow_none(void *ud, const int32_t *g, size_t n, uint32_t *bits, int32_t V,
+                            int32_t *n_allowed, wb_err *err) {
+    (void)ud, (void)g, (void)bits, (void)V, (void)err;
+    *n_allowed = n >= 2 ? 0 : -1;
+    return WB_OK;
 }
-static int allow_two(void *ud, const int32_t *g, size_t n, uint32_t *bits, int32_t V) {
-    (void)ud, (void)g, (void)n, (void)V;
+static wb_status allow_two(void *ud, const int32_t *g, size_t n, uint32_t *bits, int32_t V,
+                           int32_t *n_allowed, wb_err *err) {
+    (void)ud, (void)g, (void)n, (void)V, (void)err;
     bits[0] |= 1u << 10;
     bits[1] |= 1u << 3; /* ids 10 and 35 */
-    return 2;
+    *n_allowed = 2;
+    return WB_OK;
 }
 
 static void cancel_and_constraint_hooks(void) {
@@ -427,17 +432,23 @@ static void cancel_and_constraint_hooks(void) {
     run_out_free(&o);
 
     gp = wb_gen_default_params();
-    gp.allowed_fn = allow_none;
+    wb_err err = {0};
+    wb_constraint *c = NULL;
+    CHECK(wb_constraint_fn_new(f.V, allow_none, NULL, &c, &err) == WB_OK);
+    gp.constraint = c;
     o = run_fake(&f, "Hi,", &sp, &gp, 64);
     CHECK(o.reason == WB_STOP_CONSTRAINT && o.n_ids == 2);
     run_out_free(&o);
+    wb_constraint_free(c);
 
-    gp.allowed_fn = allow_two;
+    CHECK(wb_constraint_fn_new(f.V, allow_two, NULL, &c, &err) == WB_OK);
+    gp.constraint = c;
     sp.max_tokens = 12;
     o = run_fake(&f, "Hi,", &sp, &gp, 64);
     CHECK(o.n_ids == 12);
     for (size_t i = 0; i < o.n_ids; i++) CHECK(o.ids[i] == 10 || o.ids[i] == 35);
     run_out_free(&o);
+    wb_constraint_free(c);
 }
 
 static void seeds_reproduce_and_the_drawn_seed_is_reported(void) {

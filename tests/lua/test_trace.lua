@@ -166,7 +166,7 @@ T.test("batched generation gives each prompt its tokens alone, for mixed lengths
     T.same_list(b.results[i].token_ids, alone.token_ids, "prompt " .. i)
     T.eq(b.results[i].text, alone.text)
   end
-  T.checkerror("unknown option 'stop'", model.generate_batch, model, prompts, { stop = "\n" })
+  T.checkerror("unknown option 'stpo'", model.generate_batch, model, prompts, { stpo = "\n" })
   T.checkerror("prompt 2 must be a string", model.generate_batch, model, { "a", 5 })
 end)
 
