@@ -393,3 +393,12 @@ wb_status wb_batch_generate(wb_batch *b, const int32_t *const *prompts, const si
 const wb_batch_result *wb_batch_result_get(const wb_batch *b) {
     return b && b->res.n_seqs > 0 ? &b->res : NULL;
 }
+
+size_t wb_batch_cache_bytes(const wb_batch *b) {
+    size_t n = 0;
+    for (int i = 0; b && i < b->n_slots; i++) {
+        wb_session *s = wb_gen_session(b->slots[i].g);
+        if (s) n += wb_session_cache_bytes(s);
+    }
+    return n;
+}

@@ -89,6 +89,8 @@ wb_status wb_batch_remove(wb_batch *b, int id, wb_err *err);
 /* Requests still running / requests in the batch (running or done, not yet removed). */
 int wb_batch_active(const wb_batch *b);
 int wb_batch_size(const wb_batch *b);
+/* Bytes of KV cache the batch's requests hold now (finished requests have released theirs). */
+size_t wb_batch_cache_bytes(const wb_batch *b);
 /* 1: a request's first step prefills its prompt in its own pass (as alone); 0 (default): in the
  * step's stacked pass with everyone else's rows. */
 void wb_batch_set_separate_prefill(wb_batch *b, int on);

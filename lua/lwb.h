@@ -77,6 +77,7 @@ typedef struct lwb_Model {
     int open;    /* m != NULL, as an int that a borrowed Tokenizer can watch */
     int users;   /* open sessions, streams, running generations and batches with requests:
                     model:close() is refused while this is > 0 */
+    size_t native; /* bytes reported to lwb_native_alloc (the weights) */
 } lwb_Model;
 
 /* wb.Tokenizer (lwb_tokenizer.c): owned, or borrowed from an owner (a Model). */
@@ -110,10 +111,17 @@ lwb_Constraint *lwb_test_constraint(lua_State *L, int idx);  /* NULL when not a 
  * (allowed(generated_ids) -> list or set of ids, nil for no restriction). */
 lwb_Constraint *lwb_push_function_constraint(lua_State *L, int idx, lua_Integer vocab_size);
 
-/* Garbage-collector pressure: tell the collector that `bytes` of native memory now hang off a
- * userdata it sees as a few bytes, so dropped models, sessions and batches are collected at a
- * pace that follows their real size (one incremental step worth bytes/1024 KB of debt). */
-void lwb_gc_pressure(lua_State *L, size_t bytes);
+/* Native memory accounting. The collector sees a model or a session as a few bytes of userdata;
+ * the megabytes behind it are invisible to its pacing (and in generational mode extra debt does
+ * not trigger a major collection), so dropped objects could pile up. Every binding object that
+ * owns large native memory reports it: lwb_native_alloc when it takes bytes, lwb_native_free
+ * when it lets them go. When the bytes allocated since the last full collection reach the bytes
+ * that were live after it (at least 4 MB), a full collection runs, the pause rule Lua applies to
+ * its own heap; so memory stays within about twice what is live. Per process (Lua states are
+ * used from one thread). wb.native_bytes() reports the live total. */
+void lwb_native_alloc(lua_State *L, size_t bytes);
+void lwb_native_free(size_t bytes);
+size_t lwb_native_live(void);
 
 
 /* ---- generation requests (lwb_sampling.c) ------------------------------------------------

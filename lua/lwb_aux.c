@@ -134,12 +134,21 @@ int lwb_abort_fn(void *user_data) {
     return g_interrupted != 0;
 }
 
-/* ---- collector pressure -------------------------------------------------------------------- */
+/* ---- native memory accounting -------------------------------------------------------------- */
 
-void lwb_gc_pressure(lua_State *L, size_t bytes) {
-    size_t kb = bytes / 1024;
-    if (kb == 0) return;
-    /* LUA_GCSTEP with a size adds that many KB of debt and runs the collector if it is due: the
-     * collector then works as if the native bytes had been allocated through Lua. */
-    lua_gc(L, LUA_GCSTEP, kb > (size_t)INT32_MAX ? INT32_MAX : (int)kb);
+static size_t g_native_live, g_native_since, g_native_after_gc;
+
+void lwb_native_alloc(lua_State *L, size_t bytes) {
+    g_native_live += bytes;
+    g_native_since += bytes;
+    size_t threshold = g_native_after_gc > ((size_t)4 << 20) ? g_native_after_gc : (size_t)4 << 20;
+    if (g_native_since >= threshold) {
+        g_native_since = 0;
+        lua_gc(L, LUA_GCCOLLECT); /* finalizers of dropped objects call lwb_native_free */
+        g_native_after_gc = g_native_live;
+    }
 }
+
+void lwb_native_free(size_t bytes) { g_native_live -= bytes < g_native_live ? bytes : g_native_live; }
+
+size_t lwb_native_live(void) { return g_native_live; }

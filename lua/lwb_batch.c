@@ -26,6 +26,7 @@ typedef struct Batch {
     lwb_Model *owner; /* the model (user value 1) */
     int counted;      /* 1 while the batch holds requests and so counts in owner->users */
     int running;      /* inside wb_batch_step: a constraint callback must not re-enter */
+    size_t native;    /* cache bytes reported to lwb_native_alloc */
 } Batch;
 
 static Batch *check_batch_ud(lua_State *L, int idx) { return luaL_checkudata(L, idx, BATCH); }
@@ -41,8 +42,13 @@ static Batch *check_batch(lua_State *L, int idx) {
     return B;
 }
 
-/* Count the batch as a model user exactly while it holds requests. */
-static void sync_users(Batch *B) {
+/* Count the batch as a model user exactly while it holds requests, and report its cache bytes
+ * (L NULL: only frees are possible). */
+static void sync_users_L(lua_State *L, Batch *B) {
+    size_t now = B->b ? wb_batch_cache_bytes(B->b) : 0;
+    if (now > B->native && L) lwb_native_alloc(L, now - B->native);
+    else if (now < B->native) lwb_native_free(B->native - now);
+    if (L || now < B->native) B->native = now;
     int want = B->b && wb_batch_size(B->b) > 0;
     if (want != B->counted) B->owner->users += want ? 1 : -1;
     B->counted = want;
@@ -55,7 +61,7 @@ static int batch_close(lua_State *L) {
                           "callback re-entered it)");
     wb_batch_free(B->b);
     B->b = NULL;
-    sync_users(B);
+    sync_users_L(L, B);
     return 0;
 }
 
@@ -86,7 +92,7 @@ int lwb_batch_adopt(lua_State *L, int batch_idx, wb_gen *g, int keep_idx) {
     int id = 0;
     wb_err err = {0};
     wb_status st = wb_batch_add(B->b, g, &id, &err); /* owns g now */
-    sync_users(B);
+    sync_users_L(L, B);
     if (st != WB_OK) lwb_raise(L, &err);
     if (keep_idx && !lua_isnil(L, keep_idx)) {
         lua_getiuservalue(L, batch_idx, BATCH_UV_KEEP);
@@ -94,16 +100,13 @@ int lwb_batch_adopt(lua_State *L, int batch_idx, wb_gen *g, int keep_idx) {
         lua_rawseti(L, -2, id);
         lua_pop(L, 1);
     }
-    /* the request's session is allocated: let the collector know about it */
-    wb_session *s = wb_gen_session(g);
-    if (s) lwb_gc_pressure(L, wb_session_cache_bytes(s));
     return id;
 }
 
 static void forget(lua_State *L, int batch_idx, Batch *B, int id) {
     wb_err err = {0};
     wb_batch_remove(B->b, id, &err);
-    sync_users(B);
+    sync_users_L(L, B);
     lua_getiuservalue(L, batch_idx, BATCH_UV_KEEP);
     lua_pushnil(L);
     lua_rawseti(L, -2, id);
@@ -116,7 +119,7 @@ void lwb_batch_clear(lua_State *L, int batch_idx) {
     if (!B->b) return;
     wb_batch_free(B->b);
     B->b = NULL;
-    sync_users(B);
+    sync_users_L(L, B);
     wb_err err = {0};
     if (wb_batch_new(B->owner->m, &B->b, &err) != WB_OK) lwb_raise(L, &err);
     lua_newtable(L);
@@ -129,6 +132,7 @@ static wb_status step(Batch *B, const wb_batch_event **ev, int *n, int *n_eval,
     B->running = 1;
     wb_status st = wb_batch_step(B->b, ev, n, n_eval, err);
     B->running = 0;
+    sync_users_L(NULL, B); /* finished requests released their caches */
     return st;
 }
 

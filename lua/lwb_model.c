@@ -14,6 +14,7 @@ typedef lwb_Model Model; /* the layout is published in lwb.h */
 typedef struct Session {
     wb_session *s; /* NULL once closed */
     Model *owner;  /* kept alive by the session's user value */
+    size_t native; /* cache bytes reported to lwb_native_alloc */
 } Session;
 
 /* ---- model ---------------------------------------------------------------------------------- */
@@ -40,6 +41,7 @@ static int l_load(lua_State *L) {
     m->m = NULL;
     m->open = 0;
     m->users = 0;
+    m->native = 0;
     luaL_setmetatable(L, MODEL);
     int mi = lua_gettop(L);
     /* wb.load(dir, {compute_f32 = true, n_ctx = N}): wb_model_params (wb_model.h) */
@@ -56,7 +58,8 @@ static int l_load(lua_State *L) {
     if (wb_model_load_ex(dir, &prm, &m->m, &err) != WB_OK) return lwb_raise(L, &err);
     m->open = 1;
     wb_model_set_abort(m->m, lwb_abort_fn, NULL);
-    lwb_gc_pressure(L, wb_model_weight_bytes(m->m));
+    m->native = wb_model_weight_bytes(m->m);
+    lwb_native_alloc(L, m->native);
 
     lwb_push_borrowed_tokenizer(L, wb_model_tokenizer(m->m), mi, &m->open);
     lua_setiuservalue(L, mi, MODEL_UV_TOKENIZER);
@@ -66,12 +69,20 @@ static int l_load(lua_State *L) {
     return 1;
 }
 
+/* wb.native_bytes() -> bytes of native memory held by live binding objects (lwb.h) */
+static int l_native_bytes(lua_State *L) {
+    lua_pushinteger(L, (lua_Integer)lwb_native_live());
+    return 1;
+}
+
 static int model_gc(lua_State *L) {
     Model *m = checkmodelud(L, 1);
     /* Sessions hold the model through their user value, so the collector finalizes them first;
      * an explicit close under live sessions is refused in model_close. */
     if (m->m) wb_model_free(m->m);
     m->m = NULL;
+    lwb_native_free(m->native);
+    m->native = 0;
     m->open = 0;
     return 0;
 }
@@ -160,12 +171,14 @@ static int model_session(lua_State *L) {
     Session *s = lua_newuserdatauv(L, sizeof *s, 1);
     s->s = NULL;
     s->owner = NULL;
+    s->native = 0;
     luaL_setmetatable(L, SESSION);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, 1);
     wb_err err = {0};
     if (wb_session_new(m, (int)n_ctx, &s->s, &err) != WB_OK) return lwb_raise(L, &err);
-    lwb_gc_pressure(L, wb_session_cache_bytes(s->s));
+    s->native = wb_session_cache_bytes(s->s);
+    lwb_native_alloc(L, s->native);
     s->owner = mu;
     mu->users++;
     return 1;
@@ -219,6 +232,8 @@ static int session_gc(lua_State *L) {
     if (s->s) {
         wb_session_free(s->s);
         s->s = NULL;
+        lwb_native_free(s->native);
+        s->native = 0;
         if (s->owner) s->owner->users--;
         s->owner = NULL;
     }
@@ -302,12 +317,14 @@ static int session_fork(lua_State *L) {
     Session *f = lua_newuserdatauv(L, sizeof *f, 1);
     f->s = NULL;
     f->owner = NULL;
+    f->native = 0;
     luaL_setmetatable(L, SESSION);
     lua_getiuservalue(L, 1, 1);
     lua_setiuservalue(L, -2, 1);
     wb_err err = {0};
     if (wb_session_fork(s, &f->s, &err) != WB_OK) return lwb_raise(L, &err);
-    lwb_gc_pressure(L, wb_session_cache_bytes(f->s));
+    f->native = wb_session_cache_bytes(f->s);
+    lwb_native_alloc(L, f->native);
     f->owner = src->owner;
     if (f->owner) f->owner->users++;
     return 1;
@@ -402,4 +419,6 @@ void lwb_open_model(lua_State *L) {
 
     lua_pushcfunction(L, l_load);
     lua_setfield(L, -2, "load");
+    lua_pushcfunction(L, l_native_bytes);
+    lua_setfield(L, -2, "native_bytes");
 }

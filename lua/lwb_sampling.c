@@ -429,6 +429,7 @@ typedef struct Stream {
     int running;        /* inside wb_gen_next / wb_gen_run */
     lwb_Model *owner;   /* counted in owner->users while g is alive */
     lwb_Constraint *lc; /* the request's constraint (user value 3), or NULL */
+    size_t native;      /* cache bytes reported to lwb_native_alloc */
 } Stream;
 
 enum { STREAM_UV_MODEL = 1, STREAM_UV_RESULT = 2, STREAM_UV_CONSTRAINT = 3, STREAM_NUV = 3 };
@@ -447,6 +448,8 @@ static Stream *check_idle_stream(lua_State *L, int idx) {
 static void stream_free_gen(Stream *s) {
     wb_gen_free(s->g);
     s->g = NULL;
+    lwb_native_free(s->native);
+    s->native = 0;
     if (s->owner) s->owner->users--;
     s->owner = NULL;
 }
@@ -521,6 +524,9 @@ static void new_gen(lua_State *L, Stream *s, lwb_request_extra *ex, wb_sampling_
     if (st != WB_OK) lwb_raise(L, &err);
     s->owner = lwb_check_model_ud(L, 1);
     s->owner->users++;
+    wb_session *sess = wb_gen_session(s->g);
+    s->native = sess ? wb_session_cache_bytes(sess) : 0;
+    lwb_native_alloc(L, s->native);
     if (spp) *spp = sp;
     if (gpp) *gpp = gp;
 }
@@ -591,6 +597,8 @@ static int generate_n(lua_State *L, Stream *s, const lwb_request_extra *ex,
     wb_gen **gens = lua_newuserdatauv(L, (size_t)n * sizeof *gens, 0);
     wb_gen *g0 = s->g; /* the batch takes it over */
     s->g = NULL;
+    lwb_native_free(s->native);
+    s->native = 0;
     s->owner->users--;
     s->owner = NULL;
     ids[0] = lwb_batch_adopt(L, bi, g0, ci);

@@ -158,4 +158,63 @@ function T.make_tiny_model(dir, opts)
   return config, n_params
 end
 
+-- Build a random Llama-family checkpoint in dir (F32, no biases; qwen2 adds q/k/v biases):
+-- tokenizer.json from tests/vectors/family_qwen2_tokenizer.json, config.json, model.safetensors
+-- and, when opts.eos_ids is given, generation_config.json with those eos ids. opts: model_type
+-- ("llama" default, "qwen2", "mistral"), n_embd, n_layer, n_head, n_kv_head, seed.
+function T.make_tiny_llama(dir, opts)
+  local wb = require("wb")
+  opts = opts or {}
+  local root = os.getenv("WB_SOURCE_DIR") or "."
+  T.write_file(dir .. "/tokenizer.json", T.read_file(root .. "/tests/vectors/family_qwen2_tokenizer.json"))
+  local tok = wb.tokenizer_load(dir .. "/tokenizer.json")
+  local V, C = tok.vocab_size, opts.n_embd or 32
+  local L, NH, NKV = opts.n_layer or 2, opts.n_head or 4, opts.n_kv_head or 2
+  local HD, F = C // NH, 2 * C
+  local mt = opts.model_type or "llama"
+  math.randomseed(opts.seed or 4321)
+  local function rand(n, std, base)
+    local v = wb.vec(n)
+    for i = 0, n - 1 do v:set(i, (base or 0) + std * (2 * math.random() - 1)) end
+    return v
+  end
+  local tensors = {}
+  local function add(name, shape, std, base)
+    local n = 1
+    for _, d in ipairs(shape) do n = n * d end
+    tensors[#tensors + 1] = {name = name, shape = shape, data = rand(n, std, base)}
+  end
+  add("model.embed_tokens.weight", {V, C}, 0.5)
+  for l = 0, L - 1 do
+    local p = "model.layers." .. l .. "."
+    add(p .. "input_layernorm.weight", {C}, 0.1, 1)
+    add(p .. "self_attn.q_proj.weight", {NH * HD, C}, 0.3)
+    add(p .. "self_attn.k_proj.weight", {NKV * HD, C}, 0.3)
+    add(p .. "self_attn.v_proj.weight", {NKV * HD, C}, 0.3)
+    if mt == "qwen2" then
+      add(p .. "self_attn.q_proj.bias", {NH * HD}, 0.2)
+      add(p .. "self_attn.k_proj.bias", {NKV * HD}, 0.2)
+      add(p .. "self_attn.v_proj.bias", {NKV * HD}, 0.2)
+    end
+    add(p .. "self_attn.o_proj.weight", {C, NH * HD}, 0.2)
+    add(p .. "post_attention_layernorm.weight", {C}, 0.1, 1)
+    add(p .. "mlp.gate_proj.weight", {F, C}, 0.3)
+    add(p .. "mlp.up_proj.weight", {F, C}, 0.3)
+    add(p .. "mlp.down_proj.weight", {C, F}, 0.2)
+  end
+  add("model.norm.weight", {C}, 0.1, 1)
+  wb.safetensors_write(dir .. "/model.safetensors", tensors, {format = "pt"})
+  local arch = {llama = "LlamaForCausalLM", qwen2 = "Qwen2ForCausalLM", mistral = "MistralForCausalLM"}
+  T.write_file(dir .. "/config.json", wb.json.encode({
+    model_type = mt, architectures = {arch[mt]}, vocab_size = V, hidden_size = C,
+    intermediate_size = F, num_hidden_layers = L, num_attention_heads = NH,
+    num_key_value_heads = NKV, max_position_embeddings = 256, rms_norm_eps = 1e-6,
+    rope_theta = 10000.0, tie_word_embeddings = true, hidden_act = "silu",
+  }))
+  if opts.eos_ids then
+    T.write_file(dir .. "/generation_config.json", wb.json.encode({eos_token_id = opts.eos_ids}))
+  end
+  return tok
+end
+
 return T

@@ -207,5 +207,92 @@ T.test("threads can be read and set", function()
   T.checkerror("thread count must be in", wb.threads, 0)
 end)
 
+-- ---- model users, re-entry and native memory (issue 12 items 1-2) ------------------------
+
+T.test("model:close() is refused while a stream runs, then works once it ended", function()
+  local m = wb.load(dir)
+  local s = m:stream("Hello world", {temperature = 0, max_tokens = 6}, {ignore_eos = true})
+  T.check(s() ~= nil or true)
+  T.checkerror("cannot close a Model with 1 open Session(s) or stream(s)", m.close, m)
+  for _ in s do end -- the stream still works: nothing was freed under it
+  T.eq(s:result().stop_reason, "length")
+  m:close()
+  T.checkerror("attempt to use a closed Model", m.generate, m, "x", {})
+  -- the same for a stream left half-way and then closed
+  local m2 = wb.load(dir)
+  local s2 = m2:stream("Hello", {temperature = 0, max_tokens = 6}, {ignore_eos = true})
+  s2()
+  T.checkerror("cannot close a Model", m2.close, m2)
+  s2:close()
+  m2:close()
+end)
+
+T.test("model:close() inside a constraint callback during model:generate is refused", function()
+  local m = wb.load(dir)
+  local tried
+  local r = m:generate("Hello", {temperature = 0, max_tokens = 4}, {ignore_eos = true,
+    constraint = function()
+      local ok, err = pcall(m.close, m)
+      tried = tried or (not ok and err)
+      return nil
+    end})
+  T.check(tried and tried:find("cannot close a Model", 1, true), tostring(tried))
+  T.eq(#r.token_ids, 4)
+  -- an error raised by the refusal ends the generation with a clear message, not a crash
+  T.checkerror("cannot close a Model", m.generate, m, "Hello", {temperature = 0, max_tokens = 4},
+               {constraint = function() m:close() end})
+  m:close()
+end)
+
+T.test("a constraint callback that calls or closes its own stream gets an error", function()
+  local m = wb.load(dir)
+  local s
+  s = m:stream("Hello", {temperature = 0, max_tokens = 5}, {ignore_eos = true,
+    constraint = function() return s() end})
+  T.checkerror("re-entered", s)
+  local s2
+  s2 = m:stream("Hello", {temperature = 0, max_tokens = 5}, {ignore_eos = true,
+    constraint = function() s2:close() end})
+  T.checkerror("re-entered", s2)
+  s2:close()
+  local b = m:batch()
+  b:add("Hello", {temperature = 0, max_tokens = 3}, {ignore_eos = true,
+    constraint = function() b:step() end})
+  local ev = b:step()
+  T.check(ev[1].error and ev[1].error:find("re-entered", 1, true), tostring(ev[1].error))
+  T.eq(ev[1].done, true)
+  b:close()
+  m:close()
+end)
+
+T.test("dropped models are collected at the pace of their native memory", function()
+  local alive = setmetatable({}, {__mode = "v"})
+  local weight = nil
+  local max_alive, max_native = 0, 0
+  collectgarbage()
+  local base = wb.native_bytes()
+  for i = 1, 60 do
+    local m = wb.load() -- TinyLM, about 4 MB of weights
+    weight = weight or m:info().weight_bytes
+    alive[i] = m
+    local n = 0
+    for _ in pairs(alive) do n = n + 1 end
+    max_alive = math.max(max_alive, n)
+    max_native = math.max(max_native, wb.native_bytes() - base)
+  end
+  T.check(max_alive <= 3, ("at most 3 models alive at once, saw %d"):format(max_alive))
+  T.check(max_native <= 3 * weight, ("native bytes peaked at %d"):format(max_native))
+  collectgarbage()
+  T.eq(wb.native_bytes(), base)
+  -- sessions count too, and closing gives their bytes back at once
+  local m = wb.load(dir)
+  local before = wb.native_bytes()
+  local s = m:session()
+  T.eq(wb.native_bytes() - before, s:cache_bytes())
+  s:close()
+  T.eq(wb.native_bytes(), before)
+  m:close()
+end)
+
 T.rmdir(dir)
 T.done()
