@@ -89,6 +89,9 @@ static int model_gc(lua_State *L) {
 
 static int model_close(lua_State *L) {
     Model *m = checkmodelud(L, 1);
+    /* Users that are no longer reachable (a dropped stream, a session left to the collector)
+     * must not keep the model open: finalize them first. */
+    if (m->m && m->users > 0) lua_gc(L, LUA_GCCOLLECT);
     if (m->m && m->users > 0)
         return luaL_error(L, "cannot close a Model with %d open Session(s) or stream(s)", m->users);
     return model_gc(L);

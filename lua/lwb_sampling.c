@@ -503,13 +503,16 @@ void lwb_check_request(lua_State *L, int params, int opts, int32_t V, wb_samplin
 /* Build a generator from (model, prompt, params, opts) at stack slots 1-4 into the Stream at
  * slot 5 (which then counts as a user of the model). */
 static void new_gen(lua_State *L, Stream *s, lwb_request_extra *ex, wb_sampling_params *spp,
-                    wb_gen_params *gpp) {
+                    wb_gen_params *gpp, int single) {
     wb_model *m = lwb_check_model(L, 1);
     int32_t V = wb_model_config(m)->vocab_size;
     wb_sampling_params sp;
     wb_gen_params gp;
     lwb_check_request(L, 3, 4, V, &sp, &gp, ex, &s->lc); /* pushes arrays, constraint */
     lua_setiuservalue(L, 5, STREAM_UV_CONSTRAINT);
+    if (single && ex->n > 1)
+        luaL_argerror(L, 3, "n > 1 completions need model:generate or model:batch (a stream "
+                      "gives one completion)");
     wb_err err = {0};
     wb_status st;
     if (lua_type(L, 2) == LUA_TTABLE) {
@@ -653,7 +656,7 @@ static int l_generate(lua_State *L) {
     lwb_request_extra ex;
     wb_sampling_params sp;
     wb_gen_params gp;
-    new_gen(L, s, &ex, &sp, &gp);
+    new_gen(L, s, &ex, &sp, &gp, 0);
     if (ex.n > 1) return generate_n(L, s, &ex, &sp, &gp);
     wb_err err = {0};
     if (s->lc) s->lc->L = L;
@@ -743,10 +746,7 @@ static int l_stream(lua_State *L) {
     lua_settop(L, 4);
     Stream *s = push_stream(L);
     lwb_request_extra ex;
-    new_gen(L, s, &ex, NULL, NULL);
-    if (ex.n > 1)
-        luaL_argerror(L, 3, "n > 1 completions need model:generate or model:batch (a stream "
-                      "gives one completion)");
+    new_gen(L, s, &ex, NULL, NULL, 1);
     lua_settop(L, 5);
     lua_pushnil(L);
     lua_pushnil(L);
