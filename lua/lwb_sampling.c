@@ -856,6 +856,15 @@ void lwb_open_sampling(lua_State *L) {
     lua_pop(L, 1);
 
     luaL_newlib(L, sampling_funcs);
+    for (int which = 0; which < 2; which++) {
+        const char *const *list = which ? lwb_generation_option_keys : lwb_sampling_keys;
+        lua_newtable(L);
+        for (int i = 0; list[i]; i++) {
+            lua_pushstring(L, list[i]);
+            lua_rawseti(L, -2, i + 1);
+        }
+        lua_setfield(L, -2, which ? "options" : "keys");
+    }
     lua_setfield(L, -2, "sampling");
 
     /* wb.Model is the method table lwb_open_model installed (also its __index upvalue). */

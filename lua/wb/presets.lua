@@ -400,13 +400,22 @@ end
 -- Local runs on TinyLM
 ---------------------------------------------------------------------------------------------
 
-local SAMPLING_KEYS = { "temperature", "top_k", "top_p", "min_p", "frequency_penalty",
-  "presence_penalty", "repetition_penalty", "logit_bias", "seed" }
+-- The preset keys passed to model:generate as they are: the ones the binding lists as sampling
+-- parameters (wb.sampling.keys, the one list), except max_tokens and stop, which the tinylm table
+-- may override.
+local function sampling_keys()
+  local wb = package.loaded.wb or require("wb")
+  local ks = {}
+  for _, k in ipairs(wb.sampling.keys) do
+    if M.KEYS[k] and k ~= "max_tokens" and k ~= "stop" then ks[#ks + 1] = k end
+  end
+  return ks
+end
 
 --- model:generate parameters for the local run (nil values stay nil: the sampler's defaults).
 function M.sampling_params(p)
   local sp = {}
-  for _, k in ipairs(SAMPLING_KEYS) do sp[k] = copy(p[k]) end
+  for _, k in ipairs(sampling_keys()) do sp[k] = copy(p[k]) end
   sp.max_tokens = (p.tinylm and p.tinylm.max_tokens) or p.max_tokens
   local stop = (p.tinylm and p.tinylm.stop) or p.stop
   if stop then sp.stop = copy(stop) end
@@ -420,27 +429,18 @@ function M.prompt(p, input)
   return s
 end
 
---- The local constraint object, or nil and a line saying why not (wb.constraint is checked at run
---- time: the constraint engine may not be built yet).
+--- The local constraint object and a line saying what was applied ("none" without one).
 function M.local_constraint(p, tok)
   if not p.constraint then return nil, "none" end
   local wb = package.loaded.wb or require("wb")
-  local lib = rawget(wb, "constraint")
-  if lib == nil then
-    local ok, m = pcall(function() return wb.constraint end)
-    lib = ok and m or nil
-  end
+  local lib = wb.constraint
   local kind = p.constraint.kind
-  if type(lib) ~= "table" or type(lib[kind]) ~= "function" then
-    return nil, ("NOT APPLIED: wb.constraint.%s is not available in this build; the local run is "
-      .. "unconstrained"):format(kind)
-  end
   if kind == "choice" then return lib.choice(tok, p.constraint.labels), "applied (choice)" end
   return lib.json_schema(tok, p.constraint.schema), "applied (json_schema)"
 end
 
 --- Run a preset on a local model. Returns generate's result and an info table:
---- {prompt=, params=, constraint = "applied ..." | "none" | "NOT APPLIED: ..."}.
+--- {prompt=, params=, constraint = "applied (choice)" | "applied (json_schema)" | "none"}.
 function M.generate(model, p, input, gen_opts)
   if type(p) == "string" then p = M.load(p) end
   local prompt = M.prompt(p, input)
@@ -448,20 +448,8 @@ function M.generate(model, p, input, gen_opts)
   local c, status = M.local_constraint(p, model.tokenizer)
   local info = { prompt = prompt, params = params, constraint = status }
   local opts = copy(gen_opts or {})
-  if c == nil then return model:generate(prompt, params, opts), info end
-  -- The constraint engine decides where a constraint goes; try the generation options first, then
-  -- the parameter table, and say so if neither takes it.
-  opts.constraint = c
-  local ok, res = pcall(model.generate, model, prompt, params, opts)
-  if ok then return res, info end
-  if not tostring(res):find("constraint", 1, true) then error(res, 0) end
-  opts.constraint = nil
-  local p2 = copy(params)
-  p2.constraint = c
-  local ok2, res2 = pcall(model.generate, model, prompt, p2, opts)
-  if ok2 then return res2, info end
-  info.constraint = "NOT APPLIED: generate did not accept the constraint (" .. tostring(res) .. ")"
-  return model:generate(prompt, params, gen_opts or {}), info
+  opts.constraint = c -- a generation option (docs/lua-api.md)
+  return model:generate(prompt, params, opts), info
 end
 
 return M
