@@ -332,8 +332,10 @@ static int l_defaults(lua_State *L) {
 static void push_logprob_fields(lua_State *L, const wb_token_logprob *e) {
     lua_pushinteger(L, e->id);
     lua_setfield(L, -2, "id");
-    lua_pushnumber(L, e->logprob);
-    lua_setfield(L, -2, "logprob");
+    if (e->logprob > -INFINITY) { /* absent: the filters removed it (JSON has no -inf) */
+        lua_pushnumber(L, e->logprob);
+        lua_setfield(L, -2, "logprob");
+    }
     lua_pushnumber(L, e->raw_logprob);
     lua_setfield(L, -2, "raw_logprob");
 }
