@@ -11,6 +11,7 @@
  *   WB_BENCH_ONLY=batch|cache|prefix|ttft bench_batch ...   one part only
  */
 #include <stdio.h>
+#include "bench_args.h"
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -175,6 +176,7 @@ static void bench_ttft(const wb_model *m, int nt, int reps, const int32_t *corpu
 }
 
 int main(int argc, char **argv) {
+    bench_args(argc, argv, "[REPS=9] [MODEL_DIR=models/tinylm-base]\n  batched decoding: tokens per second by batch size, median and spread", NULL);
     const char *core = wb_blas_preferred_coretype();
     if (core) {
         /* OpenBLAS reads OPENBLAS_CORETYPE only at start-up: restart with it set. */

@@ -8,6 +8,7 @@
  *                                   a synthetic vocabulary too and no decode step is timed)
  */
 #include <math.h>
+#include "bench_args.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,6 +232,7 @@ static void run(const char *title, const wb_constraint_vocab *v, double step_us)
 }
 
 int main(int argc, char **argv) {
+    bench_args(argc, argv, "[MODEL_DIR=models/tinylm-base]\n  constraint compile and per-step mask costs", NULL);
     wb_threads_set(1); /* idle OpenBLAS threads would otherwise spin against the timings */
     const char *dir = argc > 1 ? argv[1] : "models/tinylm-base";
     char path[1024];

@@ -12,6 +12,7 @@
  *   (for a profiler; WB_BENCH_THREADS=1|2 picks one thread setting)
  */
 #include <stdio.h>
+#include "bench_args.h"
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -90,6 +91,7 @@ static void blas_prefill_chain(const wb_model *m, int n, float *xn, float *qkv, 
 /* ------------------------------------------------------------------------------- main */
 
 int main(int argc, char **argv) {
+    bench_args(argc, argv, "[REPS=15]\n  GPT-2 forward pass: prefill and decode step times, median and spread", NULL);
     const char *core = wb_blas_preferred_coretype();
     if (core) {
         /* OpenBLAS reads OPENBLAS_CORETYPE only at start-up: restart with it set. */

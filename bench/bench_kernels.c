@@ -12,6 +12,7 @@
  *   bench_kernels [repeats]
  */
 #include <stdint.h>
+#include "bench_args.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +103,7 @@ AVX512 static double vnni_peak(long iters) {
 }
 
 int main(int argc, char **argv) {
+    bench_args(argc, argv, "[REPS=7]\n  every kernel path this CPU supports against the portable one", NULL);
     int reps = argc > 1 ? atoi(argv[1]) : 7;
     if (reps < 1) reps = 1;
     if (reps > MAXR) reps = MAXR;

@@ -18,6 +18,7 @@
 #define _GNU_SOURCE
 #endif
 #include <pthread.h>
+#include "bench_args.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,6 +191,8 @@ static stat3 stats(double *v, int n) {
 /* ------------------------------------------------------------------------------ main */
 
 int main(int argc, char **argv) {
+    bench_args(argc, argv, "[REPS=5] [NTOK=16] | --bandwidth\n  Llama-family forward pass and the memory-bandwidth bound",
+               (const char *const[]){"--bandwidth", NULL});
     const char *core = wb_blas_preferred_coretype();
     if (core) {
         setenv("OPENBLAS_CORETYPE", core, 1);

@@ -8,6 +8,7 @@
  *   bench_sampler [repeats at 2048 (default 3000)]
  */
 #include <math.h>
+#include "bench_args.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,6 +220,7 @@ static stats time_decode(int reps) {
 }
 
 int main(int argc, char **argv) {
+    bench_args(argc, argv, "[REPS=3000]\n  sampler passes per vocabulary size, median and spread", NULL);
     const char *core = wb_blas_preferred_coretype();
     if (core && !getenv("OPENBLAS_CORETYPE")) {
         setenv("OPENBLAS_CORETYPE", core, 1);

@@ -5,6 +5,7 @@
  * Without a file it uses tests/vectors/small_tokenizer.json (run from the source root) and also
  * trains a 2048-id tokenizer on 4 MB to time wb_bpe_train. */
 #include "../tests/c/tokenizer_textgen.h"
+#include "bench_args.h"
 #include "wb_tokenizer.h"
 
 #include <stdio.h>
@@ -40,6 +41,7 @@ static int bench_encode(const wb_tokenizer *tok, const char *label, const char *
 }
 
 int main(int argc, char **argv) {
+    bench_args(argc, argv, "[TOKENIZER_JSON=tests/vectors/small_tokenizer.json] [RUNS=9]\n  encode and decode throughput", NULL);
     const char *path = argc > 1 ? argv[1] : "tests/vectors/small_tokenizer.json";
     int runs = argc > 2 ? atoi(argv[2]) : 9;
     if (runs < 1) runs = 1;
