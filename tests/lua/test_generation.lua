@@ -133,6 +133,18 @@ T.test("a batch counts as a model user while it holds requests", function()
   T.checkerror("Model was closed", b.add, b, "x", {})
 end)
 
+T.test("one context rule: generate and generate_batch accept what a session accepts", function()
+  local m = wb.load(ldirs.llama, {n_ctx = 64}) -- sessions default to 64, the model allows 256
+  T.eq(m:session({n_ctx = 200}):n_ctx(), 200)
+  local r = m:generate("Hello", {temperature = 0, max_tokens = 100}, {ignore_eos = true, n_ctx = 200})
+  T.eq(#r.token_ids, 100)
+  local b = m:generate_batch({"Hello"}, {temperature = 0, max_tokens = 100}, {ignore_eos = true, n_ctx = 200})
+  T.eq(ids(b.results[1]), ids(r))
+  T.checkerror("n_ctx = 300 exceeds the model's maximum context of 256 tokens", m.generate, m,
+               "Hello", {max_tokens = 4}, {n_ctx = 300})
+  m:close()
+end)
+
 -- ---- log-probabilities -------------------------------------------------------------------
 
 local function log_softmax(v, id)
