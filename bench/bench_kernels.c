@@ -102,6 +102,24 @@ AVX512 static double vnni_peak(long iters) {
     return (double)iters * 24 * 64 * 2 / (ms * 1e6);
 }
 
+/* GB/s of reading n floats as four sequential streams (the decode kernels' access pattern) */
+AVX2 static double stream_gbs(const float *p, size_t n) {
+    const size_t q = n / 4;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    double t0 = wb_clock_ms();
+    for (size_t i = 0; i + 8 <= q; i += 8) {
+        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
+        a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + q + i));
+        a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + 2 * q + i));
+        a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + 3 * q + i));
+    }
+    double ms = wb_clock_ms() - t0;
+    float t[8];
+    _mm256_storeu_ps(t, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    if (t[0] == 12345.0f) puts("");
+    return (double)n * 4 / (ms * 1e6);
+}
+
 int main(int argc, char **argv) {
     bench_args(argc, argv, "[REPS=7]\n  every kernel path this CPU supports against the portable one", NULL);
     int reps = argc > 1 ? atoi(argv[1]) : 7;
@@ -168,6 +186,49 @@ int main(int argc, char **argv) {
                lo(g268[lv], reps), hi(g268[lv], reps), 100 * b / peak, c, lo(q44[lv], reps),
                hi(q44[lv], reps), 100 * c / ipeak);
     }
+
+    /* Decode: one input through a matrix far larger than the caches, against a streaming read
+     * of a buffer 4x its size (four streams, 256-bit loads), interleaved per repeat. */
+    enum { DROWS = 65536 };
+    uint16_t *Db = malloc(2ull * DROWS * IN);
+    const size_t dq = wb_quant_row_bytes(WB_QT_Q8_0, IN) * DROWS;
+    uint8_t *Dq = malloc(dq);
+    const size_t SB = 256ull << 20;
+    float *S = malloc(SB);
+    float *Dy = malloc(4ull * DROWS);
+    if (!Db || !Dq || !S || !Dy) return 1;
+    memset(S, 1, SB);
+    for (size_t i = 0; i < (size_t)DROWS * IN; i++) Db[i] = W[i % ((size_t)ROWS * IN)];
+    for (int rr = 0; rr < DROWS; rr++)
+        memcpy(Dq + wb_quant_row_bytes(WB_QT_Q8_0, IN) * rr,
+               (char *)Wq + wb_quant_row_bytes(WB_QT_Q8_0, IN) * (rr % ROWS),
+               wb_quant_row_bytes(WB_QT_Q8_0, IN));
+    double bw[MAXR], db[WB_ISA_COUNT][MAXR], dqv[WB_ISA_COUNT][MAXR];
+    for (int k = 0; k < reps; k++) {
+        bw[k] = stream_gbs(S, SB / sizeof(float));
+        for (int lv = WB_ISA_AVX2; lv <= levels; lv++) {
+            wb_isa o = wb_isa_limit((wb_isa)lv);
+            double t0 = wb_clock_ms();
+            wb_gemv_bf16_forward(Dy, DROWS, X, IN, 1, Db, NULL, IN, 0, DROWS, 0);
+            double t1 = wb_clock_ms();
+            wb_gemm_q(WB_QT_Q8_0, Dy, DROWS, X, IN, 1, Dq, NULL, IN, 0, DROWS, 0, NULL);
+            double t2 = wb_clock_ms();
+            wb_isa_limit(o);
+            db[lv][k] = 2.0 * DROWS * IN / ((t1 - t0) * 1e6);
+            dqv[lv][k] = (double)dq / ((t2 - t1) * 1e6);
+        }
+    }
+    const double BW = med(bw, reps);
+    printf("\nDecode GEMV, %d x %d (BF16 %.0f MB, Q8_0 %.0f MB), 1 thread; streaming read %.1f GB/s [%.1f - %.1f]\n\n",
+           DROWS, IN, 2.0 * DROWS * IN / 1e6, dq / 1e6, BW, lo(bw, reps), hi(bw, reps));
+    printf("| level | BF16 GB/s | of stream | Q8_0 GB/s | of stream |\n|---|---|---|---|---|\n");
+    for (int lv = WB_ISA_AVX2; lv <= levels; lv++) {
+        double a = med(db[lv], reps), c = med(dqv[lv], reps);
+        printf("| %s | %.1f [%.1f - %.1f] | %.0f%% | %.1f [%.1f - %.1f] | %.0f%% |\n", wb_isa_name(lv), a,
+               lo(db[lv], reps), hi(db[lv], reps), 100 * a / BW, c, lo(dqv[lv], reps),
+               hi(dqv[lv], reps), 100 * c / BW);
+    }
+    free(Db), free(Dq), free(S), free(Dy);
     free(W), free(Wf), free(X), free(Y), free(Wq), free(xq);
     return 0;
 }
