@@ -45,6 +45,7 @@ typedef struct Response {
     char *hdr;
     size_t hdr_len, hdr_cap;
     char url[512];         /* for messages (truncated; never holds request headers) */
+    long code;             /* the last status seen (kept after the transfer is freed) */
 } Response;
 
 static Response *check_response(lua_State *L, int idx) {
@@ -52,7 +53,10 @@ static Response *check_response(lua_State *L, int idx) {
     return r;
 }
 
+static long status_of(Response *r);
+
 static void response_free(Response *r) {
+    status_of(r); /* keep the status for r.status after the end */
     if (r->multi) {
         if (r->easy) curl_multi_remove_handle(r->multi, r->easy);
         curl_multi_cleanup(r->multi);
@@ -232,10 +236,10 @@ static void push_headers(lua_State *L, const Response *r) {
     }
 }
 
-static long status_of(const Response *r) {
+static long status_of(Response *r) {
     long code = 0;
-    if (r->easy) curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &code);
-    return code;
+    if (r->easy && curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK && code) r->code = code;
+    return r->code;
 }
 
 static const char *const k_request_opts[] = {

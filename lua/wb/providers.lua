@@ -367,4 +367,322 @@ function M.missing_credentials(provider)
   return nil
 end
 
+---------------------------------------------------------------------------------------------
+-- Live clients: stream_chat and chat (over wb.http)
+---------------------------------------------------------------------------------------------
+--   local s = providers.stream_chat("groq", "drafts", {{role = "user", content = "Hi"}})
+--   for piece in s do io.write(piece) end
+--   local st = s:stats()   -- StreamStats: ttft_ms, total_ms, chunks, output_tokens, ...
+--   local text, st = providers.chat("ollama", "drafts", msgs, {host = "127.0.0.1:11434"})
+--
+-- Wire formats: "groq" and "openai" (OpenAI chat completions, SSE; `base_url` points them at
+-- any compatible server: OpenAI, vLLM, llama.cpp, `workbench serve` at http://HOST:PORT/v1),
+-- "gemini" (streamGenerateContent, SSE; `base_url` replaces https://generativelanguage.googleapis.com)
+-- and "ollama" (/api/chat, NDJSON; `host` or $OLLAMA_HOST). Errors are raised as strings that
+-- start with the provider's name and say what to do; the API key is read from its environment
+-- variable at the moment of the request and never appears in a message, a stats table or a trace.
+
+M.INFO.openai = { key_env = "OPENAI_API_KEY", url = "https://api.openai.com/v1/chat/completions" }
+local GEMINI_BASE = "https://generativelanguage.googleapis.com"
+
+local function http() return (package.loaded.wb or require("wb")).http end
+local function clock() return (package.loaded.wb or require("wb")).clock_ms() end
+
+local LIVE_OPTS = { model = "string", base_url = "string", host = "string", timeout_ms = "number",
+  connect_timeout_ms = "number", idle_timeout_ms = "number", max_retries = "number",
+  max_retry_wait_s = "number", strict = "boolean", api_key_env = "string" }
+
+local function scrub(s, key)
+  s = tostring(s)
+  if key and #key >= 4 then
+    local i = 1
+    while true do
+      local a, b = s:find(key, i, true)
+      if not a then break end
+      s = s:sub(1, a - 1) .. "***" .. s:sub(b + 1)
+      i = a + 3
+    end
+  end
+  return s
+end
+
+-- The URL, headers and body of a streaming request, and the key (kept out of everything else).
+local function live_request(provider, preset, messages, opts)
+  local wire = provider == "openai" and "groq" or provider
+  local r = M.request(wire, preset, messages, { stream = true, model = opts.model, host = opts.host,
+    strict = opts.strict })
+  local info = M.INFO[provider]
+  local key_env = opts.api_key_env or info.key_env
+  local url = r.url
+  if provider == "openai" then url = info.url end
+  if opts.base_url then
+    local base = opts.base_url:gsub("/+$", "")
+    if wire == "groq" then url = base .. "/chat/completions"
+    elseif wire == "gemini" then url = url:gsub("^" .. GEMINI_BASE:gsub("%p", "%%%0"), base)
+    else url = base .. "/api/chat" end
+  end
+  local key = key_env and os.getenv(key_env)
+  if key == "" then key = nil end
+  if key_env and not key and not opts.base_url then
+    error(("%s: set %s to your API key to call %s (nothing was sent)"):format(provider, key_env, provider), 0)
+  end
+  local body = r.body
+  if wire == "groq" then body.stream_options = { include_usage = true } end
+  local headers = { ["Content-Type"] = "application/json",
+    Accept = wire == "ollama" and "application/x-ndjson" or "text/event-stream" }
+  if key and wire == "groq" then headers.Authorization = "Bearer " .. key end
+  if key and wire == "gemini" then headers["x-goog-api-key"] = key end
+  return { url = url, headers = headers, json = json().encode(body), wire = wire, model = r.model,
+    key = key, key_env = key_env, warnings = r.warnings }
+end
+
+local function server_message(body)
+  local ok, v = pcall(json().decode, body or "")
+  if ok and type(v) == "table" then
+    local e = v.error
+    if type(e) == "string" then return e end
+    if type(e) == "table" and type(e.message) == "string" then return e.message end
+  end
+  body = tostring(body or "")
+  return #body > 200 and body:sub(1, 200) .. "..." or body
+end
+
+local function status_error(provider, req, status, body, retries)
+  local msg = server_message(body)
+  local what
+  if status == 401 or status == 403 then
+    what = req.key and ("the key in %s was rejected; check it, or that it may use model '%s'"):format(req.key_env, req.model)
+      or ("it needs an API key: set %s"):format(req.key_env or "the provider's key variable")
+  elseif status == 404 then
+    what = ("model '%s' or the endpoint was not found; check the model name (opts.model or the preset's models.%s) and the URL")
+      :format(req.model, provider)
+  elseif status == 429 then
+    what = ("rate limited%s; wait and try again, or lower the request rate"):format(
+      retries > 0 and (" after %d retries"):format(retries) or "")
+  elseif status >= 500 then
+    what = "the provider failed on its side; try again later"
+  elseif status == 400 or status == 422 then
+    what = "the provider rejected the request; see its message"
+  else
+    what = "unexpected status"
+  end
+  return ("%s: HTTP %d from %s: %s (%s)"):format(provider, status, req.url:gsub("[?#].*$", ""), what,
+    scrub(msg, req.key))
+end
+
+local TRANSPORT_ADVICE = {
+  connect = "is the server running and the URL right?",
+  timeout = "the provider did not answer in time; raise timeout_ms or try again",
+  resolve = "check the host name and the network",
+  tls = "the TLS handshake failed; check the URL and the system CA certificates",
+  closed = "the connection dropped; try again",
+}
+
+-- One event of the stream: update the stats and return the visible text of this chunk.
+local function parse_event(wire, obj, st)
+  if type(obj) ~= "table" then return nil, "not a JSON object" end
+  if obj.error ~= nil then
+    local e = obj.error
+    return nil, "the provider reported an error mid-stream: " .. (type(e) == "table" and tostring(e.message) or tostring(e))
+  end
+  local text = {}
+  if wire == "groq" then
+    for _, c in ipairs(obj.choices or {}) do
+      local d = c.delta or {}
+      if type(d.content) == "string" then text[#text + 1] = d.content end
+      local r = d.reasoning or d.reasoning_content
+      if type(r) == "string" then st.reasoning_chars = (st.reasoning_chars or 0) + #r end
+      if type(c.finish_reason) == "string" then st.finish_reason = c.finish_reason end
+    end
+    local u = type(obj.usage) == "table" and obj.usage or (type(obj.x_groq) == "table" and obj.x_groq.usage)
+    if type(u) == "table" and u.completion_tokens then
+      st.output_tokens, st.output_tokens_source = u.completion_tokens, "usage"
+      st.prompt_tokens = u.prompt_tokens
+      local det = u.completion_tokens_details
+      if type(det) == "table" and det.reasoning_tokens then st.reasoning_tokens = det.reasoning_tokens end
+    end
+  elseif wire == "gemini" then
+    for _, c in ipairs(obj.candidates or {}) do
+      local parts = c.content and c.content.parts or {}
+      for _, p in ipairs(parts) do
+        if type(p.text) == "string" then
+          if p.thought then st.reasoning_chars = (st.reasoning_chars or 0) + #p.text
+          else text[#text + 1] = p.text end
+        end
+      end
+      if type(c.finishReason) == "string" then st.finish_reason = c.finishReason end
+    end
+    local u = obj.usageMetadata
+    if type(u) == "table" then
+      if u.candidatesTokenCount then st.output_tokens, st.output_tokens_source = u.candidatesTokenCount, "usage" end
+      st.prompt_tokens = u.promptTokenCount or st.prompt_tokens
+      if u.thoughtsTokenCount then st.reasoning_tokens = u.thoughtsTokenCount end
+    end
+  else -- ollama
+    local m = obj.message or {}
+    if type(m.content) == "string" then text[#text + 1] = m.content end
+    if type(m.thinking) == "string" then st.reasoning_chars = (st.reasoning_chars or 0) + #m.thinking end
+    if obj.done == true then
+      st.finish_reason = obj.done_reason or "stop"
+      if obj.eval_count then st.output_tokens, st.output_tokens_source = obj.eval_count, "usage" end
+      st.prompt_tokens = obj.prompt_eval_count or st.prompt_tokens
+    end
+  end
+  return table.concat(text)
+end
+
+local Stream = {}
+Stream.__index = Stream
+
+--- Start a streaming chat request. Returns a Stream: call it (or use it in a for loop) for the
+--- text pieces; s:stats() gives the StreamStats (final once the loop ended); s:close() stops.
+function M.stream_chat(provider, preset, messages, opts)
+  opts = opts or {}
+  if type(opts) ~= "table" then error("providers.stream_chat: opts must be a table", 2) end
+  for k, v in pairs(opts) do
+    if not LIVE_OPTS[k] then error(("providers.stream_chat: unknown option '%s'"):format(tostring(k)), 2) end
+    if type(v) ~= LIVE_OPTS[k] then
+      error(("providers.stream_chat: option '%s' must be a %s, got %s"):format(k, LIVE_OPTS[k], type(v)), 2)
+    end
+  end
+  if provider ~= "openai" and not BUILDERS[provider] then
+    error(("providers.stream_chat: unknown provider %s (groq, openai, gemini or ollama)"):format(tostring(provider)), 2)
+  end
+  local req = live_request(provider, preset, messages, opts)
+  local st = { provider = provider, model = req.model, url = req.url:gsub("[?#].*$", ""), status = nil,
+    ttft_ms = nil, total_ms = nil, chunks = 0, events = 0, output_tokens = nil, output_tokens_source = nil,
+    reasoning_tokens = nil, finish_reason = nil, retries = 0, warnings = req.warnings }
+  local max_retries = math.floor(opts.max_retries or 3)
+  local max_wait = opts.max_retry_wait_s or 30
+  local t0 = clock()
+  local resp
+  while true do
+    local r, msg, kind = http().request{ url = req.url, method = "POST", headers = req.headers, body = req.json,
+      stream = true, timeout_ms = math.floor(opts.timeout_ms or 0), connect_timeout_ms = math.floor(opts.connect_timeout_ms or 10000),
+      idle_timeout_ms = math.floor(opts.idle_timeout_ms or 120000) }
+    if not r then
+      error(("%s: %s (%s): %s"):format(provider, kind, scrub(msg, req.key), TRANSPORT_ADVICE[kind] or "see the message"), 0)
+    end
+    local status = r.status
+    st.status = status
+    if status < 300 then resp = r; break end
+    local body = {}
+    for piece in r:chunks() do body[#body + 1] = piece end
+    body = table.concat(body)
+    local ra = tonumber(r.headers["retry-after"] or "")
+    r:close()
+    if (status == 429 or status == 503) and st.retries < max_retries then
+      local wait = math.min(ra or 2 ^ st.retries, max_wait)
+      st.retries = st.retries + 1
+      st.retry_wait_s = (st.retry_wait_s or 0) + wait
+      os.execute(("sleep %.3f"):format(wait))
+    else
+      error(status_error(provider, req, status, body, st.retries), 0)
+    end
+  end
+  local s = setmetatable({ resp = resp, st = st, req = req, buf = "", offset = 0, t0 = t0, done = false,
+    pending = {}, text_chars = 0 }, Stream)
+  return s
+end
+
+-- Split the buffer into complete events: SSE "data:" payloads or NDJSON lines, with the byte
+-- offset (in the whole response body) where each began.
+local function take_events(s)
+  local out = {}
+  if s.req.wire == "ollama" then
+    while true do
+      local nl = s.buf:find("\n", 1, true)
+      if not nl then break end
+      local line = s.buf:sub(1, nl - 1)
+      out[#out + 1] = { data = line, offset = s.offset }
+      s.offset = s.offset + nl
+      s.buf = s.buf:sub(nl + 1)
+    end
+  else
+    while true do
+      local a, b = s.buf:find("\r?\n\r?\n")
+      if not a then break end
+      local block = s.buf:sub(1, a - 1)
+      local data = {}
+      for line in (block .. "\n"):gmatch("(.-)\r?\n") do
+        local d = line:match("^data: ?(.*)$")
+        if d then data[#data + 1] = d end
+      end
+      if #data > 0 then out[#out + 1] = { data = table.concat(data, "\n"), offset = s.offset } end
+      s.offset = s.offset + b
+      s.buf = s.buf:sub(b + 1)
+    end
+  end
+  return out
+end
+
+function Stream:finish()
+  if self.done then return end
+  self.done = true
+  local st = self.st
+  st.total_ms = clock() - self.t0
+  if not st.output_tokens then
+    st.output_tokens = math.max(self.text_chars > 0 and 1 or 0, math.floor(self.text_chars / 4 + 0.5))
+    st.output_tokens_source = "estimated (characters / 4; the provider reported no usage)"
+  end
+  if self.resp then self.resp:close(); self.resp = nil end
+end
+
+function Stream:__call()
+  while true do
+    if #self.pending > 0 then return table.remove(self.pending, 1) end
+    if self.done then return nil end
+    local piece, msg, kind = self.resp:read()
+    if piece == nil and msg then
+      local bytes = self.resp.bytes
+      self:finish()
+      error(("%s: the stream broke after %d bytes (%s): %s"):format(self.st.provider, bytes,
+        kind, scrub(msg, self.req.key)), 0)
+    end
+    if piece == nil then
+      if self.buf:match("%S") then -- a last NDJSON line without its newline
+        self.buf = self.buf .. "\n"
+      else
+        self:finish()
+        return nil
+      end
+    else
+      self.buf = self.buf .. piece
+    end
+    for _, ev in ipairs(take_events(self)) do
+      self.st.events = self.st.events + 1
+      if ev.data == "[DONE]" then
+        self.buf = ""
+      elseif ev.data:match("%S") then
+        local ok, obj = pcall(json().decode, ev.data)
+        local text, err
+        if ok then text, err = parse_event(self.req.wire, obj, self.st) end
+        if not ok or err then
+          self:finish()
+          error(("%s: malformed stream chunk at byte %d: %s (%s)"):format(self.st.provider, ev.offset,
+            err or tostring(obj):gsub("^[^:]*:%d+: ", ""), scrub(ev.data:sub(1, 80), self.req.key)), 0)
+        end
+        if text ~= "" then
+          if not self.st.ttft_ms then self.st.ttft_ms = clock() - self.t0 end
+          self.st.chunks = self.st.chunks + 1
+          self.text_chars = self.text_chars + #text
+          self.pending[#self.pending + 1] = text
+        end
+      end
+    end
+  end
+end
+
+function Stream:stats() return self.st end
+function Stream:close() self:finish() end
+Stream.__close = Stream.close
+
+--- The whole reply: text, StreamStats (the same request, streamed and collected).
+function M.chat(provider, preset, messages, opts)
+  local s <close> = M.stream_chat(provider, preset, messages, opts)
+  local parts = {}
+  for piece in s do parts[#parts + 1] = piece end
+  return table.concat(parts), s:stats()
+end
+
 return M

@@ -144,14 +144,10 @@ function Server:prepare(job)
       job.messages and "messages" or "prompt", "context_length_exceeded")
   end
   local room = self.n_ctx - #ids
-  if job.max_tokens and job.max_tokens > room then
-    if job.api == "chat" or job.api == "completion" then
-      api.fail(400, ("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the %s, %d in the completion). Please reduce the length of the %s or completion.")
-        :format(self.n_ctx, #ids + job.max_tokens, #ids, job.messages and "messages" or "prompt", job.max_tokens,
-          job.messages and "messages" or "prompt"), "max_tokens", "context_length_exceeded")
-    end
-    job.max_tokens = room -- Ollama and Gemini stop at the context instead
-  end
+  -- A max_tokens past the context is clamped (the reply ends with finish_reason "length"), as
+  -- llama.cpp's server does, rather than rejected: presets written for hosted models ask for
+  -- more than a small local context holds.
+  if job.max_tokens and job.max_tokens > room then job.max_tokens = room end
   job.params.max_tokens = job.max_tokens or room
   local ok, err = pcall(wbmod().sampling.check, job.params)
   if not ok then api.fail(400, tostring(err):gsub("^bad argument #%d+ to '%w+' %((.*)%)$", "%1"), nil, "invalid_value") end

@@ -25,6 +25,11 @@ while wb.clock_ms() < t_end do
       req:respond(code, { ["Retry-After"] = "1", ["Content-Type"] = "application/json" }, '{"error":"status ' .. code .. '"}')
     elseif p == "/never" then
       held[#held + 1] = req
+    elseif p == "/bad/chat/completions" then
+      req:start(200, { ["Content-Type"] = "text/event-stream" })
+      req:write('data: {"choices":[{"delta":{"content":"ok"}}]}\n\ndata: {not json\n\n'); req:finish()
+    elseif p == "/s503/chat/completions" then
+      req:respond(503, { ["Content-Type"] = "application/json" }, '{"error":{"message":"overloaded"}}')
     elseif p == "/quit" then
       req:respond(200, {}, "bye"); t_end = 0
     else
