@@ -208,6 +208,17 @@ local function gemini(p, messages, model, opts, r)
     presencePenalty = p.presence_penalty,
     frequencyPenalty = p.frequency_penalty,
   }
+  -- Gemini 2.5 models answer 400 "Penalty is not enabled for models/gemini-2.5-..." to a non-zero
+  -- penalty (docs/presets.md): drop them there.
+  if model:match("^gemini%-2%.5") then
+    for _, k in ipairs({ "presencePenalty", "frequencyPenalty" }) do
+      if gc[k] ~= nil and gc[k] ~= 0 then
+        r.drop(k == "presencePenalty" and "presence_penalty" or "frequency_penalty",
+          "Gemini 2.5 models reject penalties (INVALID_ARGUMENT: Penalty is not enabled)")
+      end
+      gc[k] = nil
+    end
+  end
   if p.min_p ~= nil then r.drop("min_p", "not in Gemini's generationConfig") end
   if p.repetition_penalty ~= nil then r.drop("repetition_penalty", "not in Gemini's generationConfig") end
   if p.logit_bias ~= nil then r.drop("logit_bias", "Gemini does not support logit bias") end
@@ -290,6 +301,12 @@ local function ollama(p, messages, model, opts, r)
     if v == nil then v = p.reasoning_effort ~= "none" end
     -- Only gpt-oss takes a level string; other thinking models take true/false.
     if type(v) == "string" and not model:match("gpt%-oss") then v = true end
+    -- gpt-oss takes only "low", "medium" or "high"; false does not turn its reasoning off.
+    if type(v) == "boolean" and model:match("gpt%-oss") then
+      r.note(("reasoning_effort %q sent as think \"low\" (gpt-oss cannot turn reasoning off; think takes low, medium or high)")
+        :format(p.reasoning_effort))
+      v = v and "medium" or "low"
+    end
     body.think = v
   end
   if p.constraint then
