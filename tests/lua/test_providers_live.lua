@@ -83,6 +83,17 @@ H.test("429 is retried after Retry-After, a bounded number of times", function()
   H.check(wb.clock_ms() - t >= 190, "waited between retries")
 end)
 
+H.test("stream_hosted.lua streams from workbench serve as Ollama and as OpenAI, and measures", function()
+  for _, env in ipairs{ ("LLM_PROVIDER=ollama OLLAMA_HOST=127.0.0.1:%d"):format(port), "LLM_PROVIDER=openai" } do
+    local extra = env:find("openai") and (" --base-url http://127.0.0.1:%d/v1"):format(port) or ""
+    local p = io.popen(("%s %s scripts/stream_hosted.lua --model tinylm-base%s 2>&1; echo \"exit=$?\""):format(env, exe, extra))
+    local out = p:read("a"); p:close()
+    H.check(out:find("exit=0", 1, true), out)
+    H.check(out:find("TTFT", 1, true) and out:find("chunks", 1, true) and out:find("(usage)", 1, true), out)
+    H.check(out:find("tokens per chunk", 1, true) or out:find("carried one token", 1, true), out)
+  end
+end)
+
 H.test("options are checked", function()
   H.checkerror("unknown option 'modle'", providers.stream_chat, "groq", preset, msgs, { modle = "x" })
   H.checkerror("unknown provider", providers.stream_chat, "nobody", preset, msgs, {})
