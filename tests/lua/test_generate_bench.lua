@@ -114,4 +114,23 @@ T.test("bench.lua: every thread count and test in md, csv and json, with the mac
   T.eq(code3, 2)
 end)
 
+T.test("generate.lua --chat (and --system) renders through the model's chat template, as model:chat", function()
+  local d = T.tmpdir()
+  T.make_tiny_llama(d)
+  local root = os.getenv("WB_SOURCE_DIR") or "."
+  T.write_file(d .. "/tokenizer_config.json", T.read_file(root .. "/tests/vectors/chat/qwen2.5/tokenizer_config.json"))
+  local m = wb.load(d)
+  local msgs = { { role = "system", content = "Be brief." }, { role = "user", content = "Hi" } }
+  local want = m:chat(msgs, { max_tokens = 6, temperature = 0 })
+  local out, err, code = run(("-m %s scripts/generate.lua -p Hi --system 'Be brief.' --chat -n 6 --temperature 0 --json")
+    :format(q(d)))
+  T.eq(code, 0, err)
+  local r = wb.json.decode(out)
+  T.eq(r.text, want.text)
+  T.same_list(r.token_ids, want.token_ids)
+  T.eq(r.prompt_tokens, want.prompt_tokens)
+  m:close()
+  T.rmdir(d)
+end)
+
 T.done()
