@@ -120,16 +120,20 @@ if o.json then
 else
   if not o.stream then print(result.text) end
   if o.logprobs and type(result.logprobs) == "table" then
-    -- One line per generated token: its log-probability and the best alternatives.
-    io.write("\nlogprobs:\n")
+    -- One line per generated token: its log-probability under the distribution it was drawn
+    -- from, under the raw model (before the sampling filters), and the best alternatives by the
+    -- raw model, "cut" when the filters removed them (no logprob under the sampled distribution).
+    io.write("\nlogprobs: token, sampled-distribution logprob, raw-model logprob; then the top alternatives (raw)\n")
+    local function lp(x) return x and ("%.4f"):format(x) or "-inf" end
     for i, e in ipairs(result.logprobs) do
       local tok = e.token or (e.id and model.tokenizer:token(e.id)) or "?"
       local alts = {}
-      for _, a in ipairs(e.top_logprobs or e.top or {}) do
-        local at = a.token or (a.id and model.tokenizer:token(a.id)) or "?"
-        alts[#alts + 1] = ("%q %.3f"):format(at, a.logprob or a.lp or 0)
+      for _, alt in ipairs(e.top_logprobs or e.top or {}) do
+        local at = alt.token or (alt.id and model.tokenizer:token(alt.id)) or "?"
+        alts[#alts + 1] = ("%q %s%s"):format(at, lp(alt.raw_logprob or alt.logprob), alt.logprob and "" or " cut")
       end
-      io.write(("%4d %-16s %8.4f   %s\n"):format(i, ("%q"):format(tok), e.logprob or 0, table.concat(alts, ", ")))
+      io.write(("%4d %-16s %9s %9s   %s\n"):format(i, ("%q"):format(tok), lp(e.logprob), lp(e.raw_logprob),
+        table.concat(alts, ", ")))
     end
   end
 end

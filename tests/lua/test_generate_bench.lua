@@ -78,6 +78,10 @@ T.test("generate.lua --logprobs asks for logprobs/top_logprobs, or says the buil
     local r = wb.json.decode(out)
     T.eq(type(r.logprobs), "table")
     T.eq(#r.logprobs, #r.token_ids)
+    T.eq(#r.logprobs[1].top, 3)
+    local text = run(("scripts/generate.lua -p %s -n 4 --temperature 0 --logprobs 3 --quiet"):format(q(PROMPT)))
+    local _, lines = text:gsub("\n +%d+ \"", "")
+    T.eq(lines, 4, text)
   else
     T.eq(code, 2)
     T.check(err:find("--logprobs needs model:generate with logprobs/top_logprobs", 1, true), err)
