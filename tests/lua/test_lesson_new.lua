@@ -97,5 +97,36 @@ T.test("speculative.lua: output equals plain greedy, self-drafting accepts every
   T.eq(conclusion(rec, "cost_model").holds, rec.predicted_speedup > 1)
 end)
 
+T.test("batch_variance.lua: logits and replies move with the batch only in the batch-variant mode", function()
+  local out, rec = lesson_record("scripts/batch_variance.lua", "--tokens 24")
+  printed(out, rec)
+  local fixed, variant = rec.modes[1], rec.modes[2]
+  T.eq(fixed.mode, "fixed")
+  for _, r in ipairs(fixed.part1) do T.eq(r.diff, 0, ("fixed, %d rows"):format(r.rows)) end
+  for _, b in ipairs(fixed.batches) do T.eq(b.changed, 0, ("fixed, batch %d"):format(b.batch)) end
+  T.eq(conclusion(rec, "fixed_identical").holds, true)
+  if not rec.has_variant then
+    T.check(out:find("this build has no batch-variant mode", 1, true), out)
+    T.eq(variant, nil)
+    return
+  end
+  T.eq(variant.mode, "variant")
+  local moved = false
+  for _, r in ipairs(variant.part1) do if r.diff > 0 then moved = true end end
+  T.check(moved, "the batch-variant mode changed no logits")
+  T.eq(conclusion(rec, "fixed_identical").holds, true)
+  T.eq(conclusion(rec, "variant_differs").holds, true)
+  local changed = 0
+  for _, b in ipairs(variant.batches) do
+    changed = changed + b.changed
+    if b.batch == 1 then T.eq(b.changed, 0, "a batch of one is the request alone") end
+  end
+  T.eq(conclusion(rec, "variant_diverged").holds, changed > 0)
+  -- A reply can only change where some lead is as small as the logit differences.
+  local smallest = math.huge
+  for _, l in ipairs(rec.smallest_leads) do smallest = math.min(smallest, l) end
+  if smallest > 10 * variant.max_logit_diff then T.eq(changed, 0, "a flip without a near-tie") end
+end)
+
 T.rmdir(dir)
 T.done()

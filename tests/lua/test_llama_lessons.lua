@@ -129,5 +129,27 @@ T.test("the trace lab runs on the Qwen2 directory through the chat template and 
   T.check(ok, ("analyze_trace.lua exit %s: %s"):format(code, out))
 end)
 
+T.test("batch_variance.lua on an F32 copy of the Qwen2 fixture: fixed-order kernels are batch-invariant", function()
+  local f32 = dir .. "/f32"
+  assert(os.execute("mkdir -p '" .. f32 .. "'"))
+  for _, name in ipairs({ "config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json" }) do
+    spit(f32 .. "/" .. name, slurp(dir .. "/" .. name))
+  end
+  local copy = {}
+  for i, t in ipairs(tensors) do copy[i] = { name = t.name, shape = t.shape, data = t.data, dtype = "F32" } end
+  wb.safetensors_write(f32 .. "/model.safetensors", copy, { format = "pt" })
+  local rec = dir .. "/bv.json"
+  local ok, code, out = run(("WB_LESSON_RECORD='%s' WB_MODEL='%s' '%s' scripts/batch_variance.lua --tokens 16")
+                            :format(rec, f32, exe))
+  T.check(ok, ("exit %s: %s"):format(code, out))
+  local r = wb.json.decode(slurp(rec))
+  T.eq(r.model_type, "qwen2")
+  T.eq(r.fixed_changed, 0)
+  for _, p in ipairs(r.modes[1].part1) do T.eq(p.diff, 0) end
+  if r.has_variant then
+    T.check(r.modes[2].max_logit_diff > 0, "the variant mode moved no logits on the Qwen2 fixture")
+  end
+end)
+
 os.execute("rm -rf '" .. dir .. "'")
 T.done()
