@@ -18,6 +18,10 @@ local SAMPLING = "params: temperature, top_k, top_p, min_p, typical_p, repetitio
 local GEN_OPTS = "opts: cache, holdback, n_ctx, ignore_eos, chunk_size, cancel_after, constraint " ..
   "(docs/lua-api.md)"
 
+-- A trainer small enough for the examples to run in milliseconds.
+local TRAINER = "local tr = wb.trainer{vocab_size = 16, n_ctx = 8, n_embd = 8, n_layer = 1, n_head = 1, " ..
+  "batch_size = 2, max_steps = 4}; local ids = {}; for i = 1, 64 do ids[i] = i % 16 end; tr:set_data(ids, ids); "
+
 -- name -> {signature, what it does, opts = options, ex = example}. Method names use ':'.
 M.TEXT = {
   ["wb.version"] = { "wb.version", "the version string, e.g. \"0.1.0\"", ex = "print(wb.version)" },
@@ -45,7 +49,7 @@ M.TEXT = {
     ex = "wb.safetensors_write('/tmp/x.safetensors', {w = {dtype = 'F32', shape = {2}, values = {1, 2}}})" },
   ["wb.trainer"] = { "wb.trainer(opts) -> Trainer", "the C trainer (docs/training.md)",
     opts = "opts: the model shape and optimiser settings listed in docs/training.md",
-    ex = "-- see scripts/train_tinylm.lua --smoke" },
+    ex = TRAINER .. "print(tr:step())" },
   ["wb.chat_template"] = { "wb.chat_template(dir) -> ChatTemplate", "a model directory's chat template (docs/chat.md)",
     ex = "local t = wb.chat_template('/path/to/Qwen2.5-0.5B-Instruct'); print(t:render({{role = 'user', content = 'Hi'}}))" },
   ["wb.json"] = { "wb.json", "encode, decode, null, array (cJSON)", ex = "print(wb.json.encode({a = 1}))" },
@@ -79,6 +83,34 @@ M.TEXT = {
     ex = "print(wb.constraint.schema_regex({type = 'boolean'}))" },
   ["wb.constraint.fn"] = { "wb.constraint.fn(tok, allowed) -> Constraint", "allowed(generated_ids) returns the allowed id set",
     ex = "local c = wb.constraint.fn(tok, function(ids) return {[tok:encode(' yes')[1]] = true} end)" },
+
+  ["wb.write_file"] = { "wb.write_file(path, data) -> true", "atomic write: a temporary file in the same folder, every write checked, fsync, rename; on failure the old file is unchanged",
+    ex = "wb.write_file('/tmp/wb-help-example.txt', 'hello\\n')" },
+  ["wb.remove_stale_temps"] = { "wb.remove_stale_temps(path) -> n", "remove <path>.tmp.<pid> files left by dead processes",
+    ex = "print(wb.remove_stale_temps('/tmp/wb-help-example.txt'))" },
+  ["wb.native_bytes"] = { "wb.native_bytes() -> bytes", "native memory (weights, KV caches) held by live binding objects",
+    ex = "print(wb.native_bytes())" },
+  ["wb.http.request"] = { "wb.http.request(opts) -> response | stream", "an HTTP request through libcurl (docs/serve.md)",
+    opts = "opts: url, method, headers, body, stream, timeout_ms, connect_timeout_ms, idle_timeout_ms, max_bytes, proxy, cainfo, follow_redirects, resume_from",
+    ex = "local r = wb.http.request{url = 'http://127.0.0.1:8080/v1/models'}; print(r and r.status)" },
+  ["wb.http.escape"] = { "wb.http.escape(s) -> string", "percent-encode s for a URL", ex = "print(wb.http.escape('a b&c'))" },
+  ["wb.http.version"] = { "wb.http.version() -> string", "the libcurl version and its features", ex = "print(wb.http.version())" },
+  ["wb.httpd.new"] = { "wb.httpd.new(opts) -> server", "an HTTP server on libmicrohttpd; srv:poll(ms) returns requests (docs/serve.md)",
+    opts = "opts: host, port (0 picks one), max_body, max_connections, idle_timeout_s, memory_limit",
+    ex = "local srv <close> = wb.httpd.new{host = '127.0.0.1', port = 0}; print(srv:port())" },
+  ["Trainer:set_data"] = { "tr:set_data(train_ids, val_ids)", "tables of 0-based ids, or strings of packed \"<i4\" ids (docs/training.md)",
+    ex = TRAINER .. "tr:set_data(ids, ids)" },
+  ["Trainer:step"] = { "tr:step() -> loss, grad_norm", "one optimizer step on the next batch", ex = TRAINER .. "print(tr:step())" },
+  ["Trainer:eval"] = { "tr:eval(n) -> loss", "mean loss over n fixed validation batches", ex = TRAINER .. "print(tr:eval(1))" },
+  ["Trainer:loss"] = { "tr:loss(ids) -> loss", "mean loss of ids[2..] given the prefix (one window)", ex = TRAINER .. "print(tr:loss({1, 2, 3}))" },
+  ["Trainer:lr"] = { "tr:lr() -> x", "the learning rate of the next step (warm-up, then cosine)", ex = TRAINER .. "print(tr:lr())" },
+  ["Trainer:step_index"] = { "tr:step_index() -> n", "steps taken", ex = TRAINER .. "tr:step(); print(tr:step_index())" },
+  ["Trainer:num_params"] = { "tr:num_params() -> n", "parameters being trained", ex = TRAINER .. "print(tr:num_params())" },
+  ["Trainer:params"] = { "tr:params() -> table", "the settings it was made with, defaults filled in", ex = TRAINER .. "print(tr:params().max_steps)" },
+  ["Trainer:save_model"] = { "tr:save_model(path)", "model.safetensors that wb.load reads", ex = TRAINER .. "tr:save_model('/tmp/wb-help-model.safetensors')" },
+  ["Trainer:save_checkpoint"] = { "tr:save_checkpoint(path)", "weights, optimizer state and step, atomically", ex = TRAINER .. "tr:save_checkpoint('/tmp/wb-help-ckpt.safetensors')" },
+  ["Trainer:load_checkpoint"] = { "tr:load_checkpoint(path)", "resume exactly where the checkpoint stopped", ex = TRAINER .. "tr:save_checkpoint('/tmp/wb-help-ckpt.safetensors'); tr:load_checkpoint('/tmp/wb-help-ckpt.safetensors')" },
+  ["Trainer:close"] = { "tr:close()", "free it now (also at garbage collection)", ex = TRAINER .. "tr:close()" },
 
   ["Vec:get"] = { "v:get(id) -> x", "0-based", ex = "print(wb.vec{5, 6}:get(1))" },
   ["Vec:set"] = { "v:set(id, x) -> v", "0-based, in place", ex = "print(wb.vec(2):set(0, 3):get(0))" },

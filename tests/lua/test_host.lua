@@ -294,14 +294,11 @@ T.test("every wb function and method has help text", function()
   local function check(name)
     if not help.TEXT[name] then missing[#missing + 1] = name end
   end
-  for _, k in ipairs({ "version", "clock_ms", "threads", "blas_info", "default_model_dir", "load",
-      "tokenizer_load", "bpe_train", "vec", "safetensors_read", "safetensors_write", "trainer" }) do
-    check("wb." .. k)
+  for k, v in pairs(wb) do if type(v) == "function" then check("wb." .. k) end end
+  for _, lib in ipairs({ "json", "sampling", "http", "httpd" }) do
+    for k, v in pairs(wb[lib] or {}) do if type(v) == "function" then check("wb." .. lib .. "." .. k) end end
   end
-  for _, lib in ipairs({ "json", "sampling" }) do
-    for k, v in pairs(wb[lib]) do if type(v) == "function" then check("wb." .. lib .. "." .. k) end end
-  end
-  for _, cls in ipairs({ "Vec", "Tokenizer", "Model", "Session" }) do
+  for _, cls in ipairs({ "Vec", "Tokenizer", "Model", "Session", "Trainer" }) do
     for k, v in pairs(wb[cls]) do
       if type(v) == "function" and not k:match("^__") then check(cls .. ":" .. k) end
     end
