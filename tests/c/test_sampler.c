@@ -593,6 +593,82 @@ static void dense_draws_equal_draws_from_apply(void) {
     free(p);
 }
 
+/* min_tokens bans the end ids while fewer tokens are generated, on the dense path and on the
+ * sparse (few allowed ids) path alike: the same distribution as logit_bias = -inf on them. */
+static void min_tokens_bans_end_ids_like_a_minus_infinity_bias(void) {
+    enum { V = 300 };
+    float z[V], pa[V], pb[V];
+    random_logits(z, V, 77, 3.0);
+    const int32_t ends[2] = {5, 17};
+    z[5] = 9.0f; /* the end ids are the most likely tokens */
+    z[17] = 8.5f;
+    int32_t gen[3] = {1, 2, 3};
+    uint32_t sparse[(V + 31) / 32] = {0};
+    for (int i = 0; i < 20; i++) sparse[i >> 5] |= 1u << (i & 31); /* ids 0..19: sparse path */
+    for (int use_mask = 0; use_mask <= 1; use_mask++)
+        for (size_t n_gen = 0; n_gen <= 3; n_gen++) {
+            wb_err err = {0};
+            wb_sampling_params p = wb_sampling_default_params();
+            p.temperature = 0.9f;
+            p.min_tokens = 2;
+            p.max_tokens = 8;
+            p.has_seed = 1;
+            wb_sampler *s = NULL;
+            CHECK(wb_sampler_new(&p, V, &s, &err) == WB_OK);
+            CHECK(wb_sampler_set_end_ids(s, ends, 2, &err) == WB_OK);
+            CHECK(wb_sampler_apply(s, z, gen, n_gen, use_mask ? sparse : NULL, pa, &err) == WB_OK);
+            wb_sampler_free(s);
+            wb_sampling_params q = wb_sampling_default_params();
+            q.temperature = 0.9f;
+            q.has_seed = 1;
+            wb_logit_bias bans[2] = {{5, -INFINITY}, {17, -INFINITY}};
+            if (n_gen < 2) {
+                q.logit_bias = bans;
+                q.n_logit_bias = 2;
+            }
+            CHECK(wb_sampler_new(&q, V, &s, &err) == WB_OK);
+            CHECK(wb_sampler_apply(s, z, gen, n_gen, use_mask ? sparse : NULL, pb, &err) == WB_OK);
+            wb_sampler_free(s);
+            for (int i = 0; i < V; i++)
+                CHECK_MSG(fabsf(pa[i] - pb[i]) < 1e-7f, "mask %d n_gen %zu id %d: %g vs %g",
+                          use_mask, n_gen, i, (double)pa[i], (double)pb[i]);
+            CHECK((n_gen < 2) == (pa[5] == 0.0f));
+        }
+    wb_err err = {0};
+    wb_sampling_params p = wb_sampling_default_params();
+    p.min_tokens = 9;
+    p.max_tokens = 8;
+    CHECK(wb_sampling_params_check(&p, V, &err) == WB_ERR_ARG);
+    CHECK_ERR_MENTIONS(err.msg, "min_tokens");
+}
+
+/* typical_p keeps the same set on the sparse path (a mask allowing few ids) as on the dense one. */
+static void typical_p_is_the_same_on_the_sparse_and_dense_paths(void) {
+    enum { V = 256 };
+    float z[V], pa[V], pb[V];
+    random_logits(z, V, 5, 2.0);
+    uint32_t few[V / 32] = {0};
+    for (int i = 0; i < V; i += 13) few[i >> 5] |= 1u << (i & 31);
+    float zm[V];
+    for (int i = 0; i < V; i++) zm[i] = (few[i >> 5] >> (i & 31) & 1u) ? z[i] : -INFINITY;
+    wb_err err = {0};
+    wb_sampling_params p = wb_sampling_default_params();
+    p.typical_p = 0.6f;
+    CHECK(wb_sampling_apply(zm, V, &p, NULL, 0, pa, &err) == WB_OK); /* dense over banned logits */
+    wb_sampler *s = NULL;
+    p.has_seed = 1;
+    CHECK(wb_sampler_new(&p, V, &s, &err) == WB_OK);
+    CHECK(wb_sampler_apply(s, z, NULL, 0, few, pb, &err) == WB_OK); /* sparse candidates */
+    wb_sampler_free(s);
+    int kept = 0, allowed = 0;
+    for (int i = 0; i < V; i++) {
+        CHECK_MSG(fabsf(pa[i] - pb[i]) < 1e-6f, "id %d: %g vs %g", i, (double)pa[i], (double)pb[i]);
+        kept += pa[i] > 0;
+        allowed += zm[i] > -INFINITY;
+    }
+    CHECK(kept >= 1 && kept < allowed);
+}
+
 int main(void) {
     RUN(temperature_one_is_the_plain_softmax);
     RUN(each_filter_matches_the_reference);
@@ -611,5 +687,7 @@ int main(void) {
     RUN(fast_greedy_matches_the_plain_argmax);
     RUN(top_p_without_top_k_breaks_ties_like_the_sort);
     RUN(dense_draws_equal_draws_from_apply);
+    RUN(min_tokens_bans_end_ids_like_a_minus_infinity_bias);
+    RUN(typical_p_is_the_same_on_the_sparse_and_dense_paths);
     return check_summary();
 }
