@@ -316,6 +316,10 @@ static int l_defaults(lua_State *L) {
     lua_setfield(L, -2, "top_p");
     lua_pushnumber(L, d.min_p);
     lua_setfield(L, -2, "min_p");
+    lua_pushnumber(L, d.typical_p);
+    lua_setfield(L, -2, "typical_p");
+    lua_pushinteger(L, d.min_tokens);
+    lua_setfield(L, -2, "min_tokens");
     lua_pushnumber(L, d.frequency_penalty);
     lua_setfield(L, -2, "frequency_penalty");
     lua_pushnumber(L, d.presence_penalty);
