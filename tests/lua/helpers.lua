@@ -161,7 +161,7 @@ end
 -- Build a random Llama-family checkpoint in dir (F32, no biases; qwen2 adds q/k/v biases):
 -- tokenizer.json from tests/vectors/family_qwen2_tokenizer.json, config.json, model.safetensors
 -- and, when opts.eos_ids is given, generation_config.json with those eos ids. opts: model_type
--- ("llama" default, "qwen2", "mistral"), n_embd, n_layer, n_head, n_kv_head, seed.
+-- ("llama" default, "qwen2", "mistral", "phi3": fused qkv_proj and gate_up_proj), n_embd, n_layer, n_head, n_kv_head, seed.
 function T.make_tiny_llama(dir, opts)
   local wb = require("wb")
   opts = opts or {}
@@ -188,9 +188,13 @@ function T.make_tiny_llama(dir, opts)
   for l = 0, L - 1 do
     local p = "model.layers." .. l .. "."
     add(p .. "input_layernorm.weight", {C}, 0.1, 1)
-    add(p .. "self_attn.q_proj.weight", {NH * HD, C}, 0.3)
-    add(p .. "self_attn.k_proj.weight", {NKV * HD, C}, 0.3)
-    add(p .. "self_attn.v_proj.weight", {NKV * HD, C}, 0.3)
+    if mt == "phi3" then -- fused projections
+      add(p .. "self_attn.qkv_proj.weight", {(NH + 2 * NKV) * HD, C}, 0.3)
+    else
+      add(p .. "self_attn.q_proj.weight", {NH * HD, C}, 0.3)
+      add(p .. "self_attn.k_proj.weight", {NKV * HD, C}, 0.3)
+      add(p .. "self_attn.v_proj.weight", {NKV * HD, C}, 0.3)
+    end
     if mt == "qwen2" then
       add(p .. "self_attn.q_proj.bias", {NH * HD}, 0.2)
       add(p .. "self_attn.k_proj.bias", {NKV * HD}, 0.2)
@@ -198,13 +202,18 @@ function T.make_tiny_llama(dir, opts)
     end
     add(p .. "self_attn.o_proj.weight", {C, NH * HD}, 0.2)
     add(p .. "post_attention_layernorm.weight", {C}, 0.1, 1)
-    add(p .. "mlp.gate_proj.weight", {F, C}, 0.3)
-    add(p .. "mlp.up_proj.weight", {F, C}, 0.3)
+    if mt == "phi3" then
+      add(p .. "mlp.gate_up_proj.weight", {2 * F, C}, 0.3)
+    else
+      add(p .. "mlp.gate_proj.weight", {F, C}, 0.3)
+      add(p .. "mlp.up_proj.weight", {F, C}, 0.3)
+    end
     add(p .. "mlp.down_proj.weight", {C, F}, 0.2)
   end
   add("model.norm.weight", {C}, 0.1, 1)
   wb.safetensors_write(dir .. "/model.safetensors", tensors, {format = "pt"})
-  local arch = {llama = "LlamaForCausalLM", qwen2 = "Qwen2ForCausalLM", mistral = "MistralForCausalLM"}
+  local arch = {llama = "LlamaForCausalLM", qwen2 = "Qwen2ForCausalLM", mistral = "MistralForCausalLM",
+    phi3 = "Phi3ForCausalLM"}
   T.write_file(dir .. "/config.json", wb.json.encode({
     model_type = mt, architectures = {arch[mt]}, vocab_size = V, hidden_size = C,
     intermediate_size = F, num_hidden_layers = L, num_attention_heads = NH,

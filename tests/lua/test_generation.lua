@@ -72,6 +72,22 @@ for _, mt in ipairs({"llama", "qwen2", "mistral"}) do
   end)
 end
 
+-- Phi-3 (fused qkv_proj / gate_up_proj): runs where the build has the family.
+do
+  local pdir = T.tmpdir()
+  T.make_tiny_llama(pdir, {model_type = "phi3"})
+  local ok, phi3 = pcall(wb.load, pdir)
+  if ok then
+    T.test("generate_batch rows equal the same requests alone (phi3)", function()
+      check_batch_equals_alone(phi3, "phi3")
+    end)
+    phi3:close()
+  else
+    io.stderr:write("note: phi3 not in this build, its batch test did not run: ", tostring(phi3), "\n")
+  end
+  T.rmdir(pdir)
+end
+
 T.test("an eos id from generation_config.json ends a batched row after one token", function()
   local m = llamas.llama
   local first = m:generate("Hello world", {temperature = 0, max_tokens = 1}, {ignore_eos = true})
