@@ -243,12 +243,18 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
-        if (r->body_len + n > s->max_body) {
-            r->state = R_DONE;
-            char msg[160];
-            snprintf(msg, sizeof msg, "request body is larger than the limit of %zu bytes", s->max_body);
-            return queue_error(c, 413, msg, "invalid_request_error",
-                               "request_too_large");
+        if (r->too_large || r->body_len + n > s->max_body) {
+            /* A chunked body past the limit: libmicrohttpd takes a response only once the upload
+             * is complete, so the rest is read and dropped (up to 16 times the limit, then the
+             * connection is closed) and the 413 follows. */
+            if (!r->too_large) {
+                free(r->body);
+                r->body = NULL;
+                r->body_cap = 0;
+            }
+            r->too_large = 1;
+            r->body_len += n;
+            return r->body_len / 16 > s->max_body ? MHD_NO : MHD_YES;
         }
         if (!grow(&r->body, &r->body_cap, r->body_len + n + 1)) return MHD_NO;
         memcpy(r->body + r->body_len, upload, n);
@@ -259,6 +265,13 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     if (s->stopping) {
         pthread_mutex_unlock(&s->mu);
         return MHD_NO;
+    }
+    if (r->state == R_RECV && r->too_large) {
+        r->state = R_DONE;
+        pthread_mutex_unlock(&s->mu);
+        char msg[160];
+        snprintf(msg, sizeof msg, "request body is larger than the limit of %zu bytes", s->max_body);
+        return queue_error(c, 413, msg, "invalid_request_error", "request_too_large");
     }
     if (r->state == R_RECV) {
         /* Complete: hand it to Lua and wait (suspended) for the answer. */
