@@ -11,6 +11,8 @@
 #include "wb_sampler.h"
 #include "wb_generate.h"
 #include "wb_chat.h"
+#include "wb_jinja.h"
+#include "wb_generation_config.h"
 #include "wb_constraint.h"
 #include "wb_batch.h"
 #endif

@@ -1,11 +1,12 @@
-/* wb_chat.h - chat templates of Hugging Face model directories (tokenizer_config.json's
- * chat_template) and their end-of-sequence ids (generation_config.json).
+/* wb_chat.h - chat templates of Hugging Face model directories, executed.
  *
- * There is no Jinja interpreter: a template is recognised by the fragments that define its
- * output (see docs/chat.md) and rendered by C code that produces the same text as the Jinja
- * template under transformers' apply_chat_template. Known families: ChatML (Qwen2, Qwen2.5 with
- * its default system prompt, SmolLM2), Llama-3 and Llama-3.1/3.2 (system header with dates),
- * Zephyr/TinyLlama. Any other template is a WB_ERR_FORMAT error naming the file.
+ * The template (tokenizer_config.json's chat_template, a string or a list of named templates,
+ * or chat_template.jinja beside it, which takes precedence as in transformers) is parsed once
+ * by the Jinja engine (wb_jinja.h) when loaded, and rendered per call with the variables
+ * transformers' apply_chat_template passes: messages, tools, documents, add_generation_prompt,
+ * the special tokens of tokenizer_config.json (bos_token, eos_token, unk_token, pad_token, ...,
+ * additional_special_tokens) and any extra variables of the caller. There is no list of known
+ * templates: any template renders as the Jinja engine of transformers.js renders it.
  */
 #ifndef WB_CHAT_H
 #define WB_CHAT_H
@@ -19,13 +20,13 @@ extern "C" {
 typedef struct wb_chat_template wb_chat_template;
 
 typedef struct wb_chat_message {
-    const char *role;    /* "system", "user", "assistant" (ChatML also "tool" and any other) */
+    const char *role;    /* "system", "user", "assistant", "tool", ... */
     const char *content; /* UTF-8, NUL-terminated */
 } wb_chat_message;
 
-/* Read DIR/tokenizer_config.json (chat_template, or DIR/chat_template.jinja when the config has
- * none; eos_token, bos_token, add_bos_token) and DIR/generation_config.json (eos_token_id, an
- * integer or a list; the file is optional). */
+/* Read DIR/tokenizer_config.json (chat_template; special tokens; add_bos_token),
+ * DIR/chat_template.jinja when present, and DIR/generation_config.json (eos_token_id; optional).
+ * A directory without any template is WB_ERR_NOTFOUND with a one-line message saying so. */
 wb_status wb_chat_template_load(const char *dir, wb_chat_template **out, wb_err *err);
 
 /* Same from buffers: the tokenizer_config.json text, and the generation_config.json text or
@@ -36,13 +37,36 @@ wb_status wb_chat_template_load_json(const char *tokenizer_config, size_t len,
 
 void wb_chat_template_free(wb_chat_template *t);
 
-/* Render n >= 1 messages; add_generation_prompt appends the assistant header. *text is
- * wb_free()-able and NUL-terminated, *len excludes the NUL. */
+typedef struct wb_chat_render_params {
+    int add_generation_prompt;
+    const char *template_name;  /* NULL: "tool_use" when tools are given and the file has such a
+                                   template, else "default" (or the only template) */
+    const char *tools_json;     /* a JSON list of tool schemas, or NULL (the template sees none) */
+    const char *documents_json; /* a JSON list of documents, or NULL */
+    const char *extra_json;     /* a JSON object of more variables ({"date_string": ...}), or NULL */
+    int64_t now;                /* seconds since the epoch for strftime_now; < 0: now */
+} wb_chat_render_params;
+
+wb_chat_render_params wb_chat_render_default_params(void);
+
+/* Render a JSON list of messages (objects with role, content, and whatever else the template
+ * reads: tool_calls, tool_call_id, name, ...). Key order is kept (it shows in tojson).
+ * *text is wb_free()-able and NUL-terminated; *len excludes the NUL. Template errors name the
+ * file, the line and the construct; raise_exception() is WB_ERR_ARG with the template's message. */
+wb_status wb_chat_render_json(const wb_chat_template *t, const char *messages_json, size_t messages_len,
+                              const wb_chat_render_params *params, char **text, size_t *len,
+                              wb_err *err);
+
+/* Render n >= 1 plain {role, content} messages. */
 wb_status wb_chat_render(const wb_chat_template *t, const wb_chat_message *messages, size_t n,
                          int add_generation_prompt, char **text, size_t *len, wb_err *err);
 
-/* "chatml", "llama3", "llama3.1" or "zephyr". */
-const char *wb_chat_family(const wb_chat_template *t);
+/* The named templates of the file ("default" for a single template), i in [0, count). */
+size_t wb_chat_template_count(const wb_chat_template *t);
+const char *wb_chat_template_name(const wb_chat_template *t, size_t i);
+
+/* Where the template text came from ("DIR/chat_template.jinja" or "DIR/tokenizer_config.json"). */
+const char *wb_chat_source(const wb_chat_template *t);
 
 /* generation_config.json's eos_token_id as a list (*n = 0 when the file or key is absent). */
 const int32_t *wb_chat_eos_ids(const wb_chat_template *t, size_t *n);
@@ -53,16 +77,6 @@ const char *wb_chat_bos_token(const wb_chat_template *t);
 
 /* tokenizer_config.json's add_bos_token: 1, 0, or -1 when absent. */
 int wb_chat_add_bos_token(const wb_chat_template *t);
-
-/* The system prompt the template inserts when the first message is not a system message
- * (Qwen2.5: "You are Qwen, created by Alibaba Cloud. ..."), or NULL. */
-const char *wb_chat_default_system(const wb_chat_template *t);
-
-/* The date a Llama-3.1 template puts in its system header ("26 Jul 2024" unless the template
- * takes today's date, as Llama-3.2's does); NULL for other families. Settable for
- * reproducible prompts. */
-const char *wb_chat_date(const wb_chat_template *t);
-wb_status wb_chat_set_date(wb_chat_template *t, const char *date, wb_err *err);
 
 #ifdef __cplusplus
 }

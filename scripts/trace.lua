@@ -130,7 +130,7 @@ local model_info = {
   sha256 = sha and sha:match("^(%x+)") or wb.json.null,
   parameters = model:num_parameters(),
   model_type = info.model_type,
-  chat_template = chat and chat.family or wb.json.null,
+  chat_template = chat and chat.source:match("[^/]+$") or wb.json.null, -- the file the template came from
   weight_bytes = info.weight_bytes,
   layers = info.n_layer, heads = info.n_head, kv_heads = info.n_kv_head, n_embd = info.n_embd,
   vocab_size = info.vocab_size, n_ctx = info.n_ctx, head_dim = info.head_dim,

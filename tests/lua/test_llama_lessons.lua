@@ -124,7 +124,7 @@ T.test("the trace lab runs on the Qwen2 directory through the chat template and 
                             :format(exe, dir, rec))
   T.check(ok, ("trace.lua exit %s: %s"):format(code, out))
   local record = wb.json.decode(slurp(rec))
-  T.eq(record.model.chat_template, "chatml")
+  T.eq(record.model.chat_template, "tokenizer_config.json")
   ok, code, out = run(("'%s' scripts/analyze_trace.lua '%s'"):format(exe, rec))
   T.check(ok, ("analyze_trace.lua exit %s: %s"):format(code, out))
 end)

@@ -1,0 +1,159 @@
+-- model:chat_prompt, wb.chat_template and the generation_config.json defaults of model:chat /
+-- model:generate, on a tiny random Qwen2.5-shaped directory built here (weights, config,
+-- tokenizer, Qwen2.5's tokenizer_config.json and generation_config.json) and on TinyLM.
+local T = dofile((arg[0]:match("^(.*)/") or ".") .. "/helpers.lua")
+local wb = require("wb")
+
+local root = os.getenv("WB_SOURCE_DIR") or "."
+local dir = os.tmpname()
+os.remove(dir)
+assert(os.execute("mkdir -p '" .. dir .. "'"))
+local function slurp(path)
+  local f = assert(io.open(path, "rb")); local s = f:read("a"); f:close(); return s
+end
+local function spit(path, s)
+  local f = assert(io.open(path, "wb")); f:write(s); f:close()
+end
+
+local V, C, F, L, NH, NKV = 640, 32, 64, 1, 4, 2
+local HD = C // NH
+local seed = 777
+local function rand()
+  seed = seed ~ (seed << 13) & 0xffffffff; seed = seed ~ (seed >> 17); seed = seed ~ (seed << 5) & 0xffffffff
+  return (seed % 2000) / 1000 - 1
+end
+local tensors = {}
+local function add(name, shape, scale)
+  local n = 1
+  for _, d in ipairs(shape) do n = n * d end
+  local v = wb.vec(n)
+  for i = 0, n - 1 do v:set(i, scale and rand() * scale or 1 + 0.1 * rand()) end
+  tensors[#tensors + 1] = { name = name, shape = shape, data = v, dtype = "BF16" }
+end
+add("model.embed_tokens.weight", { V, C }, 0.5)
+for l = 0, L - 1 do
+  local p = "model.layers." .. l .. "."
+  add(p .. "input_layernorm.weight", { C })
+  add(p .. "self_attn.q_proj.weight", { NH * HD, C }, 0.3)
+  add(p .. "self_attn.k_proj.weight", { NKV * HD, C }, 0.3)
+  add(p .. "self_attn.v_proj.weight", { NKV * HD, C }, 0.3)
+  add(p .. "self_attn.q_proj.bias", { NH * HD }, 0.2)
+  add(p .. "self_attn.k_proj.bias", { NKV * HD }, 0.2)
+  add(p .. "self_attn.v_proj.bias", { NKV * HD }, 0.2)
+  add(p .. "self_attn.o_proj.weight", { C, NH * HD }, 0.2)
+  add(p .. "post_attention_layernorm.weight", { C })
+  add(p .. "mlp.gate_proj.weight", { F, C }, 0.3)
+  add(p .. "mlp.up_proj.weight", { F, C }, 0.3)
+  add(p .. "mlp.down_proj.weight", { C, F }, 0.2)
+end
+add("model.norm.weight", { C })
+wb.safetensors_write(dir .. "/model.safetensors", tensors, { format = "pt" })
+spit(dir .. "/tokenizer.json", slurp(root .. "/tests/vectors/family_qwen2_tokenizer.json"))
+spit(dir .. "/tokenizer_config.json", slurp(root .. "/tests/vectors/chat/qwen2.5/tokenizer_config.json"))
+local tok = wb.tokenizer_load(dir .. "/tokenizer.json")
+local im_end = assert(tok:id_of_str("<|im_end|>"))
+-- Qwen2.5-Instruct's generation_config.json, with the fixture's eos id
+spit(dir .. "/generation_config.json", ([[{
+  "bos_token_id": 1, "pad_token_id": 1, "do_sample": true, "eos_token_id": [%d, 1],
+  "repetition_penalty": 1.1, "temperature": 0.7, "top_p": 0.8, "top_k": 20,
+  "transformers_version": "4.37.0"
+}]]):format(im_end))
+spit(dir .. "/config.json", wb.json.encode({
+  model_type = "qwen2", architectures = { "Qwen2ForCausalLM" }, vocab_size = V, hidden_size = C,
+  intermediate_size = F, num_hidden_layers = L, num_attention_heads = NH,
+  num_key_value_heads = NKV, max_position_embeddings = 256, rms_norm_eps = 1e-6,
+  rope_theta = 1000000.0, tie_word_embeddings = true, hidden_act = "silu",
+  torch_dtype = "bfloat16", use_sliding_window = false,
+}))
+
+local model = wb.load(dir)
+local msgs = { { role = "system", content = "Be brief." }, { role = "user", content = "Hi" } }
+
+T.test("chat_prompt returns the rendered text and its ids", function()
+  local text, ids = model:chat_prompt(msgs)
+  T.eq(text, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
+  T.eq(table.concat(ids, ","), table.concat(tok:encode(text), ","))
+  T.eq(ids[1], tok:id_of_str("<|im_start|>"))
+  local plain = model:chat_prompt(msgs, { add_generation_prompt = false })
+  T.eq(plain, text:sub(1, #text - #"<|im_start|>assistant\n"))
+  local tpl = wb.chat_template(dir)
+  T.eq(tpl:render(msgs, { add_generation_prompt = true }), text)
+  T.eq(table.concat(tpl.eos_ids, ","), im_end .. ",1")
+  T.eq(tpl.eos_token, "<|im_end|>")
+  T.check(tpl.source:find("tokenizer_config.json", 1, true))
+end)
+
+T.test("tools and tool calls render as the template writes them, JSON text keeps key order", function()
+  local tools = '[{"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}]'
+  local text = model:chat_prompt({ { role = "user", content = "Time?" } }, { tools = tools })
+  T.check(text:find('<tools>\n{"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}\n</tools>', 1, true), text)
+  local call = [[[{"role": "user", "content": "t?"}, {"role": "assistant", "content": "",
+    "tool_calls": [{"type": "function", "function": {"name": "get_time", "arguments": {"zone": "UTC", "fmt": "iso"}}}]},
+    {"role": "tool", "content": "12:00"}]
+  ]]
+  text = model:chat_prompt(call, { add_generation_prompt = false })
+  T.check(text:find('{"name": "get_time", "arguments": {"zone": "UTC", "fmt": "iso"}}', 1, true), text)
+  T.check(text:find("<|im_start|>user\n<tool_response>\n12:00\n</tool_response><|im_end|>\n", 1, true), text)
+  -- a Lua table works too (keys in byte order)
+  text = model:chat_prompt({ { role = "user", content = "x" } }, { tools = { { type = "function", ["function"] = { name = "f" } } } })
+  T.check(text:find('{"function": {"name": "f"}, "type": "function"}', 1, true), text)
+  local ok, err = pcall(model.chat_prompt, model, msgs, { tool = {} })
+  T.check(not ok and tostring(err):find("tool", 1, true), err)
+end)
+
+T.test("model:chat starts from generation_config.json and reports it", function()
+  local r = model:chat(msgs, { max_tokens = 3, seed = 1 })
+  T.eq(r.params_used.temperature, 0.7)
+  T.eq(r.params_used.top_p, 0.8)
+  T.eq(r.params_used.top_k, 20)
+  T.eq(r.params_used.repetition_penalty, 1.1)
+  T.eq(r.params_used.max_tokens, 3)
+  T.eq(r.params_source.temperature, "generation_config.json")
+  T.eq(r.params_source.top_k, "generation_config.json")
+  T.eq(r.params_source.max_tokens, "caller")
+  T.eq(r.params_source.min_p, "default")
+  T.eq(table.concat(r.params_used.eos_token_ids, ","), im_end .. ",1")
+  T.eq(r.params_source.eos_token_ids, "generation_config.json")
+  -- the caller wins per parameter
+  r = model:chat(msgs, { max_tokens = 2, temperature = 0, top_k = 5 })
+  T.eq(r.params_used.temperature, 0)
+  T.eq(r.params_source.temperature, "caller")
+  T.eq(r.params_used.top_k, 5)
+  T.eq(r.params_source.top_p, "generation_config.json")
+  -- defaults = "none": the workbench's own defaults
+  r = model:generate("Hello", { max_tokens = 2 }, { defaults = "none" })
+  local d = wb.sampling.defaults()
+  T.eq(r.params_used.temperature, d.temperature)
+  T.eq(r.params_source.temperature, "default")
+  T.eq(r.params_source.top_k, "default")
+  r = model:generate("Hello", { max_tokens = 2, temperature = 0 })
+  T.eq(r.params_source.top_p, "generation_config.json")
+  -- the same generation with the defaults spelled out gives the same ids
+  local a = model:generate("Hello", { max_tokens = 4, seed = 9 })
+  local b = model:generate("Hello", { max_tokens = 4, seed = 9, temperature = 0.7, top_p = 0.8, top_k = 20,
+                                      repetition_penalty = 1.1 }, { defaults = "none" })
+  T.eq(table.concat(a.token_ids, ","), table.concat(b.token_ids, ","))
+  local ok, err = pcall(model.generate, model, "x", {}, { defaults = "yes" })
+  T.check(not ok and tostring(err):find("defaults", 1, true), err)
+  -- streams start from the same defaults
+  local pieces = {}
+  for piece in model:stream_chat(msgs, { max_tokens = 2, seed = 3 }) do pieces[#pieces + 1] = piece end
+  T.check(#pieces >= 0)
+end)
+
+T.test("TinyLM keeps its defaults and says in one line that it has no chat template", function()
+  local tiny = wb.load()
+  local r = tiny:generate("Hello", { max_tokens = 2 })
+  T.eq(r.params_source.temperature, "default")
+  T.eq(r.params_used.top_p, wb.sampling.defaults().top_p)
+  local ok, err = pcall(tiny.chat, tiny, { { role = "user", content = "hi" } }, { max_tokens = 2 })
+  T.check(not ok, "chat on TinyLM must fail")
+  err = tostring(err)
+  T.check(err:find("no chat template", 1, true), err)
+  T.check(not err:find("\n", 1, true), err)
+  ok, err = pcall(tiny.chat_prompt, tiny, { { role = "user", content = "hi" } })
+  T.check(not ok and tostring(err):find("no chat template", 1, true), err)
+end)
+
+os.execute("rm -rf '" .. dir .. "'")
+T.done()
