@@ -155,8 +155,8 @@ static wb_status build(const cJSON *cfg, const char *cfg_name, const char *jinja
             st = wb_err_set(err, WB_ERR_FORMAT, "%s: chat_template is neither a string nor a list", cfg_name);
         } else {
             st = wb_err_set(err, WB_ERR_NOTFOUND,
-                            "%s has no chat_template and there is no chat_template.jinja beside it: this "
-                            "model has no chat format (use generate with a plain prompt)",
+                            "%s has no chat_template and there is no chat_template.jinja beside it (a base "
+                            "model): use model:generate with a plain prompt",
                             cfg_name);
         }
     }
@@ -210,8 +210,7 @@ wb_status wb_chat_template_load(const char *dir, wb_chat_template **out, wb_err 
         goto done;
     if (!cfg_text && !jin) {
         st = wb_err_set(err, WB_ERR_NOTFOUND,
-                        "%s has no chat template (no tokenizer_config.json and no chat_template.jinja): "
-                        "this model has no chat format (use generate with a plain prompt)",
+                        "%s has no chat template (a base model): use model:generate with a plain prompt",
                         dir);
         goto done;
     }
