@@ -54,7 +54,8 @@ local srv <close> = serve.new{
   max_queue = o.max_queue, max_body = o.max_body, request_timeout_s = o.timeout,
   log = o.verbose and function(s) io.stderr:write(os.date("!%H:%M:%S "), s, "\n") end or nil,
 }
-io.stderr:write(("workbench serve: %s on http://%s:%d (OpenAI /v1, Ollama /api, Gemini /v1beta)%s\n")
+require("wb.explorer").install(srv) -- the step explorer page at /explorer/ (docs/explorer.md)
+io.stderr:write(("workbench serve: %s on http://%s:%d (OpenAI /v1, Ollama /api, Gemini /v1beta, step explorer /explorer/)%s\n")
   :format(srv.name, o.host:find(":") and "[" .. o.host .. "]" or o.host, srv.port, key and ", API key required" or ""))
 if o.port_file then
   local tmp = o.port_file .. ".tmp"

@@ -103,7 +103,9 @@ function M.install(server)
     local okr, rec = pcall(steps.record, srv.model, prompt, params, opts)
     if not okr then
       -- Parameter and constraint errors are the caller's; they name the key at fault.
-      return json_error(wb, req, 400, (tostring(rec):gsub("^[^:]*:%d+: ", "")))
+      local msg = tostring(rec):gsub("^[^:]*:%d+: ", "")
+      msg = msg:match("^bad argument #%d+ to '[^']*' %((.*)%)$") or msg
+      return json_error(wb, req, 400, msg)
     end
     req:respond(200, {["Content-Type"] = "application/json"}, wb.json.encode(rec))
   end)

@@ -151,10 +151,15 @@ function steps.record(model, prompt, params, opts)
       -- The chosen token's rank in this stage (1 = most probable), looked for among the best
       -- RANK_WINDOW only: a full sort per stage would cost more than the step at 150k ids.
       if entry.chosen_p > 0 then
-        for r, t in ipairs(probs:topk(math.min(#probs, RANK_WINDOW))) do
+        for r, t in ipairs(entry.top) do
           if t.id == id then entry.chosen_rank = r break end
         end
-        if not entry.chosen_rank then entry.chosen_rank_above = RANK_WINDOW end
+        if not entry.chosen_rank and top < RANK_WINDOW then
+          for r, t in ipairs(probs:topk(math.min(#probs, RANK_WINDOW))) do
+            if t.id == id then entry.chosen_rank = r break end
+          end
+        end
+        if not entry.chosen_rank then entry.chosen_rank_above = math.max(top, RANK_WINDOW) end
       end
       if stage.name == "mask" and allowed then
         local before = wb.sampling.apply(logits, stage_params(params, 3), said)

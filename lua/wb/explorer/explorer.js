@@ -186,7 +186,7 @@ function drawWaterfall() {
     now += t.ttft_ms;
     rec.steps.slice(1).forEach((st) => { spans.push({ name: `step ${st.index}`, start: now, ms: st.ms, kind: 'decode', kv: st.kv_tokens }); now += st.ms; });
     const total = Math.max(now, 1e-6), w = 640, rowH = 6, top = 14;
-    const h = top + spans.length * rowH + 40;
+    const h = top + spans.length * rowH + 44;
     const s = svg('svg', { viewBox: `0 0 ${w} ${h}`, width: '100%', 'data-run': run, role: 'img',
       'aria-label': `timing of run ${run}` });
     s.append(svg('text', { x: 0, y: 10 }, `Run ${run.toUpperCase()}: TTFT ${t.ttft_ms.toFixed(2)} ms, `
@@ -206,7 +206,8 @@ function drawWaterfall() {
       d += ` L ${(sp.start / total) * w} ${base - (kv / maxKv) * 24}`;
     });
     s.append(svg('path', { class: 'kv', d, fill: 'none', stroke: '#16a34a' }));
-    s.append(svg('text', { x: w - 150, y: base - 26 }, `KV cache: up to ${maxKv} tokens`));
+    s.append(svg('text', { x: 0, y: base - 28 }, `KV cache (green): ${rec.prompt_ids.length} prompt tokens, up to ${maxKv}`
+      + ` (${((maxKv * rec.model.kv_bytes_per_token) / 1024).toFixed(0)} KiB)`));
     box.append(s);
   }
 }
