@@ -311,6 +311,18 @@ static int pushargs(lua_State *L) {
 static int handle_script(lua_State *L, char **argv) {
     const char *fname = argv[0];
     if (strcmp(fname, "-") == 0 && strcmp(argv[-1], "--") != 0) fname = NULL; /* stdin */
+    /* A bare word that is not a file here names a shipped script: `workbench serve` runs
+     * scripts/serve.lua, `workbench generate -p ...` scripts/generate.lua. */
+    char shipped[4096];
+    if (fname && access(fname, F_OK) != 0 && lwb_script_path(fname, shipped, sizeof shipped)) {
+        fname = shipped;
+        lua_getglobal(L, "arg");
+        if (lua_istable(L, -1)) {
+            lua_pushstring(L, shipped);
+            lua_rawseti(L, -2, 0);
+        }
+        lua_pop(L, 1);
+    }
     int status = luaL_loadfile(L, fname);
     if (status == LUA_OK) {
         int n = pushargs(L);

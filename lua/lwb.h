@@ -194,5 +194,8 @@ const char *lwb_default_model_dir(char *buf, size_t size);
 /* The directory holding the pure-Lua library (contains wb/stats.lua): <source>/lua, else
  * <datadir>/lua, else exe-relative ../share/workbench/lua; NULL when none exists. */
 const char *lwb_lua_dir(char *buf, size_t size);
+/* <data>/scripts/<name>.lua when `name` is a bare word naming a shipped script (`workbench serve`
+ * runs scripts/serve.lua), else NULL. */
+const char *lwb_script_path(const char *name, char *buf, size_t size);
 
 #endif

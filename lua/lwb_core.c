@@ -99,6 +99,18 @@ const char *lwb_lua_dir(char *buf, size_t size) {
     return buf;
 }
 
+const char *lwb_script_path(const char *name, char *buf, size_t size) {
+    if (!name[0] || strlen(name) > 64) return NULL;
+    for (const char *c = name; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_')) return NULL;
+    char dir[4096];
+    if (!find_data("scripts", dir, sizeof dir, 0)) return NULL;
+    int w = snprintf(buf, size, "%s/%s.lua", dir, name);
+    if (w < 0 || (size_t)w >= size) return NULL;
+    struct stat st;
+    return stat(buf, &st) == 0 && S_ISREG(st.st_mode) ? buf : NULL;
+}
+
 static int l_default_model_dir(lua_State *L) {
     char buf[4096];
     lua_pushstring(L, lwb_default_model_dir(buf, sizeof buf));

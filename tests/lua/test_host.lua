@@ -405,5 +405,17 @@ T.test("model:chat on a model without a chat template says so in one line", func
   T.rmdir(d)
 end)
 
+T.test("a bare word names a shipped script: workbench generate, workbench serve", function()
+  local out, err, code = run("generate -p 'Hi, my' -n 3 --seed 1 --temperature 0")
+  T.eq(code, 0, err)
+  local want = wb.load():generate("Hi, my", {max_tokens = 3, temperature = 0}).text
+  T.check(out:find(want, 1, true), "generate printed the greedy text: " .. out)
+  local _, _, c2 = run("serve --help")
+  T.eq(c2, 0, "serve --help")
+  local _, err3, c3 = run("no_such_script")
+  T.eq(c3, 1)
+  T.check(err3:find("cannot open no_such_script", 1, true), err3)
+end)
+
 T.rmdir(tmp)
 T.done()
