@@ -178,6 +178,11 @@ void lwb_push_json(lua_State *L, const char *text, size_t len, const char *name)
 /* wb.json (lwb_json.c) and wb.write_file/wb.read_file (lwb_fileio.c), set on the table on top. */
 void lwb_open_json(lua_State *L);
 void lwb_open_fileio(lua_State *L);
+/* wb.load_data (lwb_sandbox.c): run a data file in a bounded lua_State and push the value it
+ * returns, copied as plain data; raises errors naming `name`. */
+void lwb_open_sandbox(lua_State *L);
+void lwb_load_data(lua_State *L, const char *src, size_t len, const char *name, size_t max_memory,
+                   lua_Integer max_instructions);
 
 /* Cooperative interruption. A host's SIGINT handler calls lwb_interrupt(1); long core calls
  * (prefill, forward, BPE training, trainer steps) poll lwb_abort_fn through their abort hooks

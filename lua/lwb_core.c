@@ -132,4 +132,5 @@ void lwb_open_core(lua_State *L) {
 
     lwb_open_json(L);
     lwb_open_fileio(L);
+    lwb_open_sandbox(L);
 }

@@ -6,6 +6,8 @@
 
 #include "fileio.h"
 
+#include <stdlib.h>
+
 /* wb.write_file(path, data) -> true; raises "<path>: ... (the file is unchanged)" on failure. */
 static int l_write_file(lua_State *L) {
     const char *path = luaL_checkstring(L, 1);
@@ -15,6 +17,21 @@ static int l_write_file(lua_State *L) {
     wb_err err = {0};
     if (wb_write_file_atomic(path, data, n, &err) != WB_OK) return luaL_error(L, "%s", err.msg);
     lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* wb.read_file(path [, max_bytes = 64 MB]) -> string: the core's reader (refuses FIFOs, devices
+ * and directories without blocking, caps the size); raises an error naming the path. */
+static int l_read_file(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    lua_Integer max = luaL_optinteger(L, 2, (lua_Integer)64 << 20);
+    luaL_argcheck(L, max >= 0, 2, "max_bytes must be >= 0");
+    char *buf = NULL;
+    size_t n = 0;
+    wb_err err = {0};
+    if (wb_read_file(path, (size_t)max, &buf, &n, &err) != WB_OK) return luaL_error(L, "%s", err.msg);
+    lua_pushlstring(L, buf, n);
+    free(buf);
     return 1;
 }
 
@@ -30,6 +47,7 @@ static int l_remove_stale_temps(lua_State *L) {
 
 static const luaL_Reg fileio_funcs[] = {
     {"write_file", l_write_file},
+    {"read_file", l_read_file},
     {"remove_stale_temps", l_remove_stale_temps},
     {NULL, NULL},
 };

@@ -96,10 +96,12 @@ function M.search_dirs()
   return dirs
 end
 
+-- Exists as anything at all (a FIFO too: load_data then says what it is). Not io.open, which
+-- blocks forever on a FIFO.
 local function exists(path)
-  local f = io.open(path, "r")
-  if f then f:close() return true end
-  return false
+  local wb = package.loaded.wb or require("wb")
+  local ok, err = pcall(wb.read_file, path, M.MAX_FILE_BYTES)
+  return ok or not tostring(err):find("cannot open", 1, true)
 end
 
 local function is_path(s) return s:find("/", 1, true) ~= nil or s:match("%.lua$") ~= nil end
@@ -146,17 +148,19 @@ end
 -- Loading a data file: empty environment, errors with file and line
 ---------------------------------------------------------------------------------------------
 
+-- A data file's size cap: presets are a few KB; a 100k-character label still fits.
+M.MAX_FILE_BYTES = 4 << 20
+
 --- Run a Lua data file with no globals and return the value it returns, plus its source text.
+--- It runs in its own bounded Lua state (wb.load_data): at most 64 MB of memory and 20M
+--- instructions, no pattern-matching string functions, and the result copied as plain data (a
+--- tree of tables, strings, numbers, booleans). Any breach is an error naming the file.
 function M.load_data(path)
-  local f, err = io.open(path, "rb")
-  if not f then error("presets: cannot open " .. tostring(err), 2) end
-  local src = f:read("a")
-  f:close()
-  local chunk, lerr = load(src, "@" .. path, "t", {})
-  if not chunk then error(lerr, 0) end
-  local ok, value = pcall(chunk)
-  if not ok then error(tostring(value), 0) end
-  return value, src
+  local wb = package.loaded.wb or require("wb")
+  -- the core's reader: a FIFO or device is an error, not a hang; the size is capped
+  local ok, src = pcall(wb.read_file, path, M.MAX_FILE_BYTES)
+  if not ok then error("presets: " .. tostring(src), 0) end
+  return wb.load_data(src, path), src
 end
 
 -- The first line at or after `from` that assigns `key` (`key =` or `["key"] =`), ignoring

@@ -149,4 +149,65 @@ T.test("train_tinylm without --out writes to $WB_OUT/tinylm, never over models/t
   T.rmdir(dir)
 end)
 
+-- ---- presets: bounded in instructions and memory ---------------------------------------------------
+
+local presets = require("wb.presets")
+
+local function preset_file(dir, name, body)
+  local path = dir .. "/" .. name .. ".lua"
+  T.write_file(path, body)
+  return path
+end
+
+T.test("a preset that loops, or allocates gigabytes, is an error naming the file", function()
+  local dir = T.tmpdir()
+  local cases = {
+    { "loop", "while true do end", "instructions" },
+    { "rep", "return { system = ('x'):rep(2^30) }", "memory" },
+    { "concat", "local s = 'x' for i = 1, 40 do s = s .. s end return { system = s }", "memory" },
+    { "table", "local t = {} for i = 1, 1e9 do t[i] = i end return t", "" },
+    { "gsub", "return { system = ('x'):rep(1000):gsub('x', ('y'):rep(100000)) }", "gsub" },
+    { "find", "return { system = ('a'):rep(5e5):find('.-.-.-.-.-x') }", "find" },
+    { "cycle", "local t = { why = {} } t.why.t = t.why return t", "appears twice" },
+    { "func", "return { system = function() end }", "function" },
+    { "deep", "local t = {} local c = t for i = 1, 100 do c.why = {} c = c.why end return t", "deeper" },
+  }
+  for _, c in ipairs(cases) do
+    local path = preset_file(dir, c[1], c[2])
+    local t0 = wb.clock_ms()
+    local ok, err = pcall(presets.load, path)
+    T.check(not ok, c[1] .. " must fail")
+    T.check(tostring(err):find(path, 1, true), c[1] .. ": error names the file: " .. tostring(err))
+    T.check(tostring(err):find(c[3], 1, true), c[1] .. ": " .. tostring(err))
+    T.check(wb.clock_ms() - t0 >= 0)
+  end
+  -- shared subtables would multiply when copied: refused too
+  local path = preset_file(dir, "dag", "local a = {'x'} return { stop = a, tinylm = { stop = a } }")
+  T.checkerror("appears twice", presets.load, path)
+  -- what a data file may still do
+  path = preset_file(dir, "fine", "local n = 3 return { max_tokens = n * 10, system = ('%d'):format(n) .. ('-'):rep(3) }")
+  local p = presets.load(path)
+  T.eq(p.max_tokens, 30); T.eq(p.system, "3---")
+  T.rmdir(dir)
+end)
+
+T.test("a FIFO named like a preset is an error, not a hang", function()
+  local dir = T.tmpdir()
+  os.execute("mkfifo " .. q(dir .. "/f.lua"))
+  T.checkerror("FIFO", presets.load, dir .. "/f.lua")
+  T.rmdir(dir)
+end)
+
+T.test("a preset with a 100k-character label loads, and its constraint is an error, not a crash", function()
+  local dir = T.tmpdir()
+  local label = string.rep("ab-", 34000)
+  local path = preset_file(dir, "long", ("return { constraint = { kind = 'choice', labels = { %q, 'short' } } }"):format(label))
+  local p = presets.load(path)
+  T.eq(#p.constraint.labels[1], #label)
+  local tok = wb.tokenizer_load("models/tinylm-base/tokenizer.json")
+  local ok, err = pcall(presets.local_constraint, p, tok)
+  T.check(not ok and tostring(err):find("states", 1, true), tostring(err))
+  T.rmdir(dir)
+end)
+
 T.done()
