@@ -1,0 +1,1 @@
+local t = {why = {}} t.why.t = t.why return t

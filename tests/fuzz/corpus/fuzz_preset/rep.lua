@@ -1,0 +1,1 @@
+return { system = ('x'):rep(2^29) }
