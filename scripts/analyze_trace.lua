@@ -71,9 +71,54 @@ if not path then
   os.exit(2)
 end
 
+-- The fields printed below, checked first so that a bad one is named ("field 'batch_sweep[2].
+-- elapsed_ms' must be a number, got string") instead of surfacing as an internal Lua error.
+local function check_printed_fields(rec)
+  local function bad(field, want, v)
+    error(("field '%s' must be %s, got %s%s"):format(field, want, type(v),
+      type(v) == "string" and (" " .. ("%q"):format(v:sub(1, 40))) or ""), 0)
+  end
+  local function num(v) return type(v) == "number" and v == v and v > -math.huge and v < math.huge end
+  local function need_num(t, k, where)
+    if not num(t[k]) then bad(where .. "." .. k, "a finite number", t[k]) end
+  end
+  local function need_obj(v, field) if type(v) ~= "table" then bad(field, "an object", v) end end
+  need_obj(rec.model, "model")
+  need_obj(rec.environment, "environment")
+  if rec.batch_sweep ~= nil and type(rec.batch_sweep) ~= "table" then bad("batch_sweep", "a list", rec.batch_sweep) end
+  for i, b in ipairs(type(rec.batch_sweep) == "table" and rec.batch_sweep or {}) do
+    local where = ("batch_sweep[%d]"):format(i)
+    need_obj(b, where)
+    need_num(b, "elapsed_ms", where)
+    need_num(b, "output_tokens_per_s", where)
+    local all = b.output_tokens_per_s_all
+    if type(all) == "table" then
+      for j, v in ipairs(all) do
+        if not num(v) then bad(("%s.output_tokens_per_s_all[%d]"):format(where, j), "a finite number", v) end
+      end
+    end
+  end
+  local p = rec.prefix_reuse
+  if type(p) == "table" and p.cold_prefill_ms ~= nil then
+    for _, k in ipairs({ "cold_prefill_ms", "suffix_prefill_ms", "max_abs_last_logit_diff" }) do
+      need_num(p, k, "prefix_reuse")
+    end
+    for _, k in ipairs({ "cached_prefix_tokens", "total_tokens" }) do
+      if math.type(p[k]) ~= "integer" then bad("prefix_reuse." .. k, "an integer", p[k]) end
+    end
+  end
+  if rec.conclusions ~= nil and type(rec.conclusions) ~= "table" then bad("conclusions", "a list", rec.conclusions) end
+  for i, c in ipairs(type(rec.conclusions) == "table" and rec.conclusions or {}) do
+    if type(c) ~= "table" or type(c.text) ~= "string" then
+      bad(("conclusions[%d].text"):format(i), "a string", type(c) == "table" and c.text or c)
+    end
+  end
+end
+
 local ok, err = pcall(function()
   local rec = trace.read(path)
   local runs = trace.check_record(rec)
+  check_printed_fields(rec)
 
   local m = rec.model
   print(("record: %s"):format(path))

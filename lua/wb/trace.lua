@@ -155,10 +155,9 @@ function M.write(path, rec)
 end
 
 function M.read(path)
-  local f, err = io.open(path, "rb")
-  if not f then error(("cannot read %s: %s"):format(path, err), 0) end
-  local text = f:read("a")
-  f:close()
+  -- the core's reader: a FIFO or a device is an error, not a hang, and the size is capped
+  local rok, text = pcall(wb.read_file, path, 256 << 20)
+  if not rok then error(("cannot read %s"):format(tostring(text)), 0) end
   local ok, rec = pcall(wb.json.decode, text)
   if not ok then error(("%s: %s"):format(path, tostring(rec)), 0) end
   return rec

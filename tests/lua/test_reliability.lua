@@ -210,4 +210,54 @@ T.test("a preset with a 100k-character label loads, and its constraint is an err
   T.rmdir(dir)
 end)
 
+-- ---- analyze_trace: bad fields are named, never raw Lua errors --------------------------------------
+
+T.test("analyze_trace names a bad field instead of failing inside Lua", function()
+  local dir = T.tmpdir()
+  local function record()
+    return { model = { dir = "x" }, generation = {}, environment = {}, limits = "test",
+      prefix_reuse = {}, batch_sweep = wb.json.array(),
+      runs = { { name = "r", samples = { { prompt_tokens = 3, generated_token_ids = { 1, 2 },
+        generated_tokens = 2, ttft_ms = 1, itl_ms = { 0.5 }, e2e_ms = 1.5 } } } } }
+  end
+  local cases = {
+    { function(r) r.model = 5 end, "field 'model' must be an object" },
+    { function(r) r.environment = "busy" end, "field 'environment' must be an object" },
+    { function(r) r.batch_sweep = { { batch_size = 1, elapsed_ms = "slow", output_tokens_per_s = 3 } } end,
+      "field 'batch_sweep[1].elapsed_ms' must be a finite number, got string" },
+    { function(r) r.batch_sweep = { 7 } end, "field 'batch_sweep[1]' must be an object" },
+    { function(r) r.batch_sweep = { { elapsed_ms = 1, output_tokens_per_s = 3, output_tokens_per_s_all = { 1, "x" } } } end,
+      "output_tokens_per_s_all[2]" },
+    { function(r) r.prefix_reuse = { cold_prefill_ms = 1, suffix_prefill_ms = 1, max_abs_last_logit_diff = 0,
+      cached_prefix_tokens = 2.5, total_tokens = 4 } end, "field 'prefix_reuse.cached_prefix_tokens' must be an integer" },
+    { function(r) r.conclusions = { "text" } end, "field 'conclusions[1].text' must be a string" },
+    { function(r) r.runs[1].samples[1].itl_ms = { "fast" } end, "itl_ms[1]" },
+    { function(r) r.runs[1].samples[1].generated_token_ids = 4 end, "generated_token_ids" },
+  }
+  local good = dir .. "/good.json"
+  wb.write_file(good, wb.json.encode(record()))
+  local p = io.popen(q(exe) .. " scripts/analyze_trace.lua " .. q(good) .. " 2>&1")
+  local out = p:read("a")
+  T.check(p:close(), "a good record is accepted: " .. out)
+  for i, c in ipairs(cases) do
+    local r = record()
+    c[1](r)
+    local path = ("%s/bad%d.json"):format(dir, i)
+    wb.write_file(path, wb.json.encode(r))
+    p = io.popen(q(exe) .. " scripts/analyze_trace.lua " .. q(path) .. " 2>&1")
+    out = p:read("a")
+    local ok = p:close()
+    T.check(not ok, "case " .. i .. " must fail: " .. out)
+    T.check(out:find(c[2], 1, true), ("case %d: want %q in: %s"):format(i, c[2], out))
+    T.check(out:find(path, 1, true), "names the file: " .. out)
+    T.check(not out:find("attempt to") and not out:find("bad argument") and not out:find("traceback"),
+      "no internal Lua error: " .. out)
+  end
+  os.execute("mkfifo " .. q(dir .. "/fifo.json"))
+  p = io.popen(q(exe) .. " scripts/analyze_trace.lua " .. q(dir .. "/fifo.json") .. " 2>&1")
+  out = p:read("a")
+  T.check(not p:close() and out:find("FIFO"), "a FIFO record is an error, not a hang: " .. out)
+  T.rmdir(dir)
+end)
+
 T.done()
