@@ -21,6 +21,9 @@ local SPEC = {
   { "strict", "flag", nil, "unsupported parameters are an error" },
   { "no-local", "flag", nil, "skip the TinyLM run" },
   { "json", "flag", nil, "requests only, as one JSON document" },
+  { "send", "flag", nil, "send each request (streamed) and print the reply and its StreamStats" },
+  { "model", "string", nil, "model name for --send (default: the preset's per provider)" },
+  { "base-url", "string", nil, "send to this OpenAI- or Gemini-compatible server (e.g. workbench serve)" },
 }
 local INFO = { about = "run a decoding preset on TinyLM and show the requests it becomes for Groq, Gemini and Ollama",
                args = 'PRESET "input text"', max_args = 2 }
@@ -99,4 +102,27 @@ for _, r in ipairs(requests) do
   for _, w in ipairs(r.warnings) do print("warning: " .. w) end
   for _, n in ipairs(r.notes) do print("note:    " .. n) end
 end
-print("\nNothing was sent: these are the request bodies (the live client is a later step).")
+if not o.send then
+  print("\nNothing was sent: these are the request bodies (add --send to send them).")
+  return
+end
+local failed = 0
+for _, r in ipairs(requests) do
+  print(("\n== %s: sending =="):format(r.provider))
+  local missing = not o.base_url and providers.missing_credentials(r.provider)
+  if missing then
+    print(missing); failed = failed + 1
+  else
+    local ok, text, st = pcall(providers.chat, r.provider, preset, messages,
+      { model = o.model, base_url = o.base_url, host = r.provider == "ollama" and o.base_url or nil, strict = opts.strict })
+    if ok then
+      print("reply:  " .. ("%q"):format(text):gsub("\\\n", "\\n"))
+      print(("HTTP %d, finish %s, TTFT %.1f ms, total %.1f ms, %d chunks, %d tokens (%s)%s"):format(st.status,
+        tostring(st.finish_reason), st.ttft_ms or -1, st.total_ms, st.chunks, st.output_tokens, st.output_tokens_source,
+        st.reasoning_tokens and (", %d reasoning tokens"):format(st.reasoning_tokens) or ""))
+    else
+      print(tostring(text)); failed = failed + 1
+    end
+  end
+end
+if failed > 0 then os.exit(1) end

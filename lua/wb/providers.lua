@@ -434,7 +434,10 @@ local function live_request(provider, preset, messages, opts)
   if provider == "openai" then url = info.url end
   if opts.base_url then
     local base = opts.base_url:gsub("/+$", "")
-    if wire == "groq" then url = base .. "/chat/completions"
+    if wire == "groq" then
+      -- a bare server address gets the OpenAI layout's /v1 (http://127.0.0.1:8080 -> .../v1)
+      if base:match("^https?://[^/]+$") then base = base .. "/v1" end
+      url = base .. "/chat/completions"
     elseif wire == "gemini" then url = url:gsub("^" .. GEMINI_BASE:gsub("%p", "%%%0"), base)
     else url = base .. "/api/chat" end
   end

@@ -94,6 +94,15 @@ H.test("stream_hosted.lua streams from workbench serve as Ollama and as OpenAI, 
   end
 end)
 
+H.test("presets.lua --send sends the translated request to each provider", function()
+  local p = io.popen(("%s scripts/presets.lua triage 'Ticket: I was charged twice' --no-local --send --model tinylm-base --base-url http://127.0.0.1:%d 2>&1; echo \"exit=$?\""):format(exe, port))
+  local out = p:read("a"); p:close()
+  H.check(out:find("exit=0", 1, true), out)
+  local n = 0
+  for _ in out:gmatch("HTTP 200, finish") do n = n + 1 end
+  H.eq(n, 3, "three replies")
+end)
+
 H.test("options are checked", function()
   H.checkerror("unknown option 'modle'", providers.stream_chat, "groq", preset, msgs, { modle = "x" })
   H.checkerror("unknown provider", providers.stream_chat, "nobody", preset, msgs, {})
