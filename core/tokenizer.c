@@ -346,7 +346,9 @@ wb_status tk_regex_split(const tk_regex *re, const char *s, size_t n, tk_piece_f
             break;
         }
         if (rc < 0) {
-            st = wb_err_set(err, WB_ERR_FORMAT, "tokenizer: regex match failed (%d)", rc);
+            st = rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT || rc == PCRE2_ERROR_HEAPLIMIT
+                     ? wb_err_set(err, WB_ERR_RANGE, "tokenizer: the pre-tokenizer regex hit PCRE2's match limit on this input (%d)", rc)
+                     : wb_err_set(err, WB_ERR_FORMAT, "tokenizer: regex match failed (%d)", rc);
             break;
         }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
@@ -480,14 +482,16 @@ static int find_matches(const wb_tokenizer *tok, const tk_trie *t, const char *s
                     stop += (size_t)cl;
                 }
             }
-            if (start_offset < start && emit(ud, s + start_offset, start - start_offset, -1))
-                return -1;
+            int e;
+            if (start_offset < start && (e = emit(ud, s + start_offset, start - start_offset, -1)))
+                return e < 0 ? e : -1;
             /* rstrip may run past the next match; HF then emits overlapping pieces, as here */
-            if (stop > start && emit(ud, s + start, stop - start, a->id)) return -1;
+            if (stop > start && (e = emit(ud, s + start, stop - start, a->id))) return e < 0 ? e : -1;
             start_offset = stop;
         }
     }
-    if (start_offset < n && emit(ud, s + start_offset, n - start_offset, -1)) return -1;
+    int e;
+    if (start_offset < n && (e = emit(ud, s + start_offset, n - start_offset, -1))) return e < 0 ? e : -1;
     return 0;
 }
 
@@ -509,7 +513,8 @@ static int split_pass1(void *ud, const char *p, size_t n, int32_t id) {
     }
     char *norm;
     size_t nl;
-    if (tk_normalize(c->tok, p, n, &norm, &nl)) return -1;
+    int nr = tk_normalize(c->tok, p, n, &norm, &nl);
+    if (nr) return nr; /* TK_ERR_MATCH or TK_ERR_EXPAND say why */
     c->base = norm;
     c->first = first;
     int r = find_matches(c->tok, &c->tok->trie_norm, norm, nl, c->wre, split_pass2, c);
@@ -802,7 +807,7 @@ static int pre_split(enc_ctx *c, size_t step, const tk_pre *pr, const char *p, s
     if (r) {
         free(sp);
         if (r == -2) {
-            c->st = wb_err_set(c->err, WB_ERR_FORMAT, "tokenizer: pre_tokenizer regex match failed");
+            c->st = wb_err_set(c->err, WB_ERR_FORMAT, "tokenizer: the pre_tokenizer regex hit PCRE2's match limit (or failed) on this input");
         }
         return -1;
     }
@@ -962,6 +967,14 @@ wb_status wb_tokenizer_encode(const wb_tokenizer *tok, const char *text, size_t 
     if (r) {
         free(c.ids);
         if (c.st != WB_OK) return c.st;
+        if (r == TK_ERR_EXPAND)
+            return wb_err_set(err, WB_ERR_RANGE,
+                              "wb_tokenizer_encode: the normalizer would turn %zu bytes into more than "
+                              "%zu (a Replace normalizer expanding without bound)",
+                              len, tk_norm_limit(len));
+        if (r == TK_ERR_MATCH)
+            return wb_err_set(err, WB_ERR_RANGE,
+                              "wb_tokenizer_encode: a normalizer regex hit PCRE2's match limit on this input");
         return wb_err_set(err, WB_ERR_NOMEM, "wb_tokenizer_encode: out of memory");
     }
     *ids = c.ids;

@@ -136,6 +136,12 @@ typedef struct tk_span {
 int tk_matcher_find(const tk_matcher *m, const char *s, size_t n, tk_span **spans, size_t *n_spans,
                     size_t *cap);
 
+/* Failure codes of tk_normalize (and of the added-token split that runs it): -1 out of memory. */
+#define TK_ERR_MATCH (-2)  /* a regex hit PCRE2's match or depth limit */
+#define TK_ERR_EXPAND (-3) /* the chain would grow the text beyond tk_norm_limit */
+/* How long a normalized text may get for n input bytes: Replace normalizers can expand without
+ * bound (one byte to many, every byte), so the chain stops at 64 times the input plus 1 MiB. */
+size_t tk_norm_limit(size_t n);
 /* Apply the normalizer chain to valid UTF-8; *out is malloc'd (NULL on nomem or engine failure). */
 int tk_normalize(const wb_tokenizer *tok, const char *s, size_t n, char **out, size_t *out_len);
 

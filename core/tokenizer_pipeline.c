@@ -157,16 +157,29 @@ int tk_matcher_find(const tk_matcher *m, const char *s, size_t n, tk_span **span
 
 
 /* Replace every match of pat in s by to; NULL on failure. */
-static char *replace_all(const tk_matcher *pat, const char *s, size_t n, const char *to,
-                         size_t to_len, size_t *out_len) {
+size_t tk_norm_limit(size_t n) { return n > (SIZE_MAX - (1u << 20)) / 64 ? SIZE_MAX : n * 64 + (1u << 20); }
+
+/* *why (when non-NULL) gets TK_ERR_MATCH or TK_ERR_EXPAND for those failures; the output must
+ * stay within limit bytes. */
+static char *replace_all_bounded(const tk_matcher *pat, const char *s, size_t n, const char *to, size_t to_len,
+                                 size_t *out_len, size_t limit, int *why) {
     tk_span *sp = NULL;
     size_t ns = 0, cap = 0;
-    if (tk_matcher_find(pat, s, n, &sp, &ns, &cap)) {
+    int fr = tk_matcher_find(pat, s, n, &sp, &ns, &cap);
+    if (fr) {
+        if (why && fr == -2) *why = TK_ERR_MATCH;
         free(sp);
         return NULL;
     }
     size_t total = 0;
-    for (size_t i = 0; i < ns; i++) total += sp[i].m ? to_len : sp[i].b - sp[i].a;
+    for (size_t i = 0; i < ns; i++) {
+        total += sp[i].m ? to_len : sp[i].b - sp[i].a;
+        if (total > limit) {
+            if (why) *why = TK_ERR_EXPAND;
+            free(sp);
+            return NULL;
+        }
+    }
     char *o = malloc(total + 1);
     if (o) {
         size_t k = 0;
@@ -184,6 +197,11 @@ static char *replace_all(const tk_matcher *pat, const char *s, size_t n, const c
     }
     free(sp);
     return o;
+}
+
+static char *replace_all(const tk_matcher *pat, const char *s, size_t n, const char *to, size_t to_len,
+                         size_t *out_len) {
+    return replace_all_bounded(pat, s, n, to, to_len, out_len, SIZE_MAX, NULL);
 }
 
 /* Rust's char::to_lowercase: the simple mapping everywhere except U+0130, the one character whose
@@ -210,6 +228,8 @@ static char *lowercase(const char *s, size_t n, size_t *out_len) {
 
 int tk_normalize(const wb_tokenizer *tok, const char *s, size_t n, char **out, size_t *out_len) {
     char *cur = tk_strndup(s, n);
+    int why = 0;
+    const size_t limit = tk_norm_limit(n);
     size_t cl = n;
     for (size_t i = 0; cur && i < tok->n_norms; i++) {
         const tk_norm *nm = &tok->norms[i];
@@ -257,7 +277,7 @@ int tk_normalize(const wb_tokenizer *tok, const char *s, size_t n, char **out, s
             }
             break;
         case TK_NORM_REPLACE:
-            nx = replace_all(&nm->pat, cur, cl, nm->content, nm->content_len, &nl);
+            nx = replace_all_bounded(&nm->pat, cur, cl, nm->content, nm->content_len, &nl, limit, &why);
             break;
         }
         free(cur);
@@ -266,7 +286,7 @@ int tk_normalize(const wb_tokenizer *tok, const char *s, size_t n, char **out, s
     }
     *out = cur;
     *out_len = cur ? cl : 0;
-    return cur ? 0 : -1;
+    return cur ? 0 : why ? why : -1;
 }
 
 /* ---- parsing ------------------------------------------------------------------------------- */
