@@ -1346,6 +1346,13 @@ out:
     free(f.s);
     free(r.nodes);
     free(r.sets);
+    /* A choice or schema compiles through a generated regex: say which kind failed, so a too-long
+     * label is not reported as a pattern the caller never wrote. */
+    if (st != WB_OK && err && kind != WB_CONSTRAINT_REGEX && strncmp(err->msg, "regex: ", 7) == 0) {
+        char msg[WB_ERR_MSG_SIZE];
+        snprintf(msg, sizeof msg, "%s", err->msg + 7);
+        wb_err_set(err, st, "%s: %s (compiled as a regex)", wb_constraint_kind_name(kind), msg);
+    }
     return st;
 }
 
