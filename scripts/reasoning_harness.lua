@@ -5,8 +5,9 @@
 --   workbench scripts/reasoning_harness.lua --provider groq|gemini|ollama [--model NAME]
 --
 -- Hosted providers need a key (GROQ_API_KEY, GEMINI_API_KEY) or a host (OLLAMA_HOST). Without
--- one the harness says which variable to set and exits 2. The live client is a later step, so
--- with one it prints the requests it would send per level and exits 3: nothing leaves the machine.
+-- one the harness says which variable to set and exits 2. With one (or --base-url, e.g. a local
+-- `workbench serve`) it runs every level on every ticket live and records the measured TTFT,
+-- visible and reasoning tokens (as the provider reports them) and cost to the JSON record.
 --
 -- --provider tinylm runs locally. TinyLM cannot reason, so the thinking is SIMULATED: at each level
 -- it decodes a budget of extra tokens (presets/effort.lua, tinylm_simulated) and discards them
@@ -30,6 +31,7 @@ local o = cli.parse(arg, "scripts/reasoning_harness.lua", {
   { "output", "string", nil, "record file (default $WB_OUT/reasoning_harness.json)" },
   { "out", "string", nil, "the same as --output" },
   { "preset", "string", "triage", "decoding preset" },
+  { "base-url", "string", nil, "live: an OpenAI- or Gemini-compatible server (e.g. workbench serve)" },
 }, { about = "run the effort levels on Brightlane tickets and record thinking tokens, TTFT and totals to JSON" })
 local opts = { provider = o.provider, model = o.model, tickets = o.tickets, preset = o.preset,
   out = cli.output_path(o.output or o.out, "reasoning_harness.json") }
@@ -56,25 +58,54 @@ if opts.provider ~= "tinylm" then
     io.stderr:write("reasoning_harness.lua: --provider takes tinylm, groq, gemini or ollama\n")
     os.exit(2)
   end
-  local missing = providers.missing_credentials(opts.provider)
+  local missing = not o.base_url and providers.missing_credentials(opts.provider)
   if missing then
     io.stderr:write(missing, "\nOr run locally: workbench scripts/reasoning_harness.lua --provider tinylm\n")
     os.exit(2)
   end
-  local t = tickets(1)[1]
+  -- Live: every level on every ticket through the provider's streaming API (wb.providers), with
+  -- the provider's own token counts; nothing here is simulated.
+  local cost = require("wb.cost")
+  local pricing_ok, pricing = pcall(cost.pricing)
+  local rows, doc_runs = {}, {}
   for _, level in ipairs(effort.order) do
     local p = presets.merge(preset)
     p.reasoning_effort = level
-    local r = providers.request(opts.provider, p, { { role = "user", content = "Ticket: " .. t.text } },
-      { model = opts.model })
-    print(("== level %s: POST %s"):format(level, r.url))
-    print(r.json)
-    for _, w in ipairs(r.warnings) do print("warning: " .. w) end
-    for _, n in ipairs(r.notes) do print("note:    " .. n) end
+    local ttft, vis, think, usd = {}, {}, {}, {}
+    for _, t in ipairs(tickets(opts.tickets)) do
+      local ok, text, st = pcall(providers.chat, opts.provider, p, { { role = "user", content = "Ticket: " .. t.text } },
+        { model = opts.model, base_url = o.base_url })
+      if not ok then
+        io.stderr:write(tostring(text), "\n")
+        os.exit(1)
+      end
+      local row = { level = level, category = t.category, reply = text, ttft_ms = st.ttft_ms, total_ms = st.total_ms,
+        visible_tokens = st.output_tokens, tokens_source = st.output_tokens_source,
+        reasoning_tokens = st.reasoning_tokens or wb.json.null, finish_reason = st.finish_reason }
+      if pricing_ok then
+        local pok, price = pcall(cost.price, pricing, opts.provider == "openai" and "groq" or opts.provider, st.model)
+        if pok then
+          local cok, c = pcall(cost.call_cost, price, { input = st.prompt_tokens or 0, thinking = st.reasoning_tokens or 0,
+            output = math.max(0, (st.output_tokens or 0) - (st.reasoning_tokens or 0)) })
+          if cok then row.cost_usd = type(c) == "table" and c.total or c; usd[#usd + 1] = row.cost_usd end
+        end
+      end
+      doc_runs[#doc_runs + 1] = row
+      ttft[#ttft + 1], vis[#vis + 1] = st.ttft_ms or st.total_ms, st.output_tokens or 0
+      if st.reasoning_tokens then think[#think + 1] = st.reasoning_tokens end
+    end
+    rows[#rows + 1] = { level = level, n = #ttft, ttft_ms_median = stats.median(ttft), visible_tokens_median = stats.median(vis),
+      reasoning_tokens_median = #think > 0 and stats.median(think) or "not reported",
+      cost_usd_median = #usd > 0 and stats.median(usd) or "no price" }
   end
-  io.stderr:write(("The live %s client is a later step: the requests above were not sent, and no "
-    .. "measurements were taken.\n"):format(opts.provider))
-  os.exit(3)
+  util.print_table(rows, { "level", "n", "ttft_ms_median", "visible_tokens_median", "reasoning_tokens_median", "cost_usd_median" })
+  local f = assert(io.open(opts.out .. ".tmp", "w"))
+  assert(f:write(wb.json.encode({ provider = opts.provider, model = opts.model or wb.json.null, preset = preset.name,
+    simulated_thinking = false, runs = wb.json.array(doc_runs) }, { indent = true })))
+  assert(f:close())
+  assert(os.rename(opts.out .. ".tmp", opts.out))
+  print("wrote " .. opts.out .. " (measured live from " .. opts.provider .. ")")
+  os.exit(0)
 end
 
 local LABEL = "SIMULATED thinking: TinyLM does not reason; each level decodes a budget of extra "

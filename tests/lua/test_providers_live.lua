@@ -103,6 +103,17 @@ H.test("presets.lua --send sends the translated request to each provider", funct
   H.eq(n, 3, "three replies")
 end)
 
+H.test("reasoning_harness.lua runs its levels live against workbench serve", function()
+  local out_json = dir .. "/rh.json"
+  local p = io.popen(("%s scripts/reasoning_harness.lua --provider ollama --model tinylm-base --tickets 2 --base-url http://127.0.0.1:%d --output %s 2>&1; echo \"exit=$?\""):format(exe, port, out_json))
+  local out = p:read("a"); p:close()
+  H.check(out:find("exit=0", 1, true), out)
+  local f = assert(io.open(out_json)); local doc = wb.json.decode(f:read("a")); f:close()
+  H.eq(doc.simulated_thinking, false)
+  H.eq(#doc.runs, 2 * 4)
+  for _, r in ipairs(doc.runs) do H.check(r.ttft_ms > 0 and r.visible_tokens > 0 and r.tokens_source == "usage", "run") end
+end)
+
 H.test("options are checked", function()
   H.checkerror("unknown option 'modle'", providers.stream_chat, "groq", preset, msgs, { modle = "x" })
   H.checkerror("unknown provider", providers.stream_chat, "nobody", preset, msgs, {})
