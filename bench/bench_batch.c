@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model_internal.h"
+#include "model_family.h"
 #include "wb_batch.h"
 #include "wb_generate.h"
 #include "wb_model.h"

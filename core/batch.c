@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model_internal.h"
+#include "model_family.h"
 
 typedef struct slot {
     wb_gen *g;

@@ -261,16 +261,12 @@ static wb_status gen_new_model_ids(const wb_model *m, int32_t *ids, size_t n_ids
     g->model = m;
     g->tok = wb_model_tokenizer(m);
     g->V = cfg->vocab_size;
-    /* The one context rule, as sessions apply it: any n_ctx up to the longest context the
-     * model supports (max_position_embeddings, family-independent in wb_config); the default is
-     * the model's session context. */
-    int want = gp ? gp->n_ctx : 0;
-    if (want > cfg->max_position_embeddings) {
+    /* the one context rule (wb_model_check_ctx), as sessions and batches apply it */
+    wb_status cs = wb_model_check_ctx(m, gp ? gp->n_ctx : 0, &g->n_ctx, err);
+    if (cs) {
         free(ids);
-        return wb_err_set(err, WB_ERR_RANGE, "n_ctx = %d exceeds the model's maximum context of "
-                          "%d tokens", want, (int)cfg->max_position_embeddings);
+        return cs;
     }
-    g->n_ctx = want > 0 ? want : cfg->n_ctx;
     if (gp && (gp->chunk_size < 0 || gp->cancel_after < 0)) {
         free(ids);
         return wb_err_set(err, WB_ERR_ARG, "%s = %d must be >= 0 (0 turns it off)",

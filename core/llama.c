@@ -1,4 +1,5 @@
-/* llama.c - the Llama family (model_type llama, qwen2, mistral): weights and forward pass.
+/* llama.c - the Llama family (model_type llama, qwen2, mistral): config keys, weights, and the
+ * Llama-style decoder block's forward pass (also run by core/phi3.c).
  *
  * Block (pre-norm, as transformers' LlamaDecoderLayer), per position p, x the residual [C]:
  *   h = rmsnorm(x) * input_layernorm
@@ -12,215 +13,202 @@
  *
  * Weights: BF16 matrices stay in the mapped safetensors file and go through the BF16 kernels
  * (F32 accumulation); everything else, or everything with compute_f32, is converted to F32 in one
- * aligned block. Matrices are HF nn.Linear [out, in], which is already the layout the GEMV rows
- * and the GEMM (B transposed) want.
+ * aligned block (core/weights.c). Matrices are HF nn.Linear [out, in], already the layout the
+ * GEMV rows and the GEMM (B transposed) want.
  *
- * The K/V cache rows are NKV*hd wide (GQA keeps only the kv heads). One code path serves prefill
- * (n tokens) and decode (n = 1): BF16 matrices always go through our kernels on our pool
- * (kernels_bf16.c); F32 matrices through wb_gemv_batch_forward up to SMALL_ROWS rows and a
- * cblas_sgemm beyond.
+ * The forward takes the rows of several sequences stacked: every matrix is one wb_mat_mul over
+ * all rows (the weights stream once per step for a whole batch of decoding sequences), while
+ * RoPE, the K/V cache writes and attention run per sequence at its own positions. The K/V cache
+ * rows are NKV*hd wide (GQA keeps only the kv heads). One code path serves prefill, decode and
+ * batched decode.
  */
-#include "fileio.h"
-#include "json_strict.h"
 #include "llama_internal.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cblas.h>
 #include <cjson/cJSON.h>
 
-#define SMALL_ROWS 48
+/* Attention work items are (sequence, head, block of ATT_QB queries). */
 #define ATT_QB 16
-#define INDEX_MAX_BYTES (64u << 20)
 
-static size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }
+/* ------------------------------------------------------------------------------- config */
 
-size_t wb_model_kv_width(const wb_model *m) {
-    return m->llama ? (size_t)m->cfg.n_kv_head * (size_t)m->cfg.head_dim : (size_t)m->cfg.n_embd;
+/* transformers' LlamaConfig / Qwen2Config / MistralConfig keys, defaults included, so a config
+ * that leaves a key out means what it means to Hugging Face. Keys that would change the
+ * computation in a way this forward pass does not implement (sliding windows, other RoPE
+ * scalings, other activations, quantized weights) are errors naming the key, never ignored. */
+
+wb_status wb_llama_parse_common(const cJSON *root, const char *mt, const char *name,
+                                wb_config *out, wb_err *err) {
+    wb_config c = {0};
+    wb_status s;
+    int p;
+    if ((s = wb_cfg_int(root, "vocab_size", name, mt, 1, 1, WB_CAP_VOCAB, &c.vocab_size, &p, err)) ||
+        (s = wb_cfg_int(root, "hidden_size", name, mt, 1, 1, WB_CAP_EMBD, &c.n_embd, &p, err)) ||
+        (s = wb_cfg_int(root, "intermediate_size", name, mt, 1, 1, WB_CAP_INNER, &c.n_inner, &p,
+                        err)) ||
+        (s = wb_cfg_int(root, "num_hidden_layers", name, mt, 1, 1, WB_CAP_LAYER, &c.n_layer, &p,
+                        err)) ||
+        (s = wb_cfg_int(root, "num_attention_heads", name, mt, 1, 1, WB_CAP_HEAD, &c.n_head, &p,
+                        err)) ||
+        (s = wb_cfg_int(root, "max_position_embeddings", name, mt, 1, 1, WB_CAP_POS,
+                        &c.max_position_embeddings, &p, err)))
+        return s;
+    c.n_ctx = c.max_position_embeddings;
+    c.n_kv_head = c.n_head;
+    if ((s = wb_cfg_int(root, "num_key_value_heads", name, mt, 0, 1, WB_CAP_HEAD, &c.n_kv_head,
+                        &p, err)))
+        return s;
+    if (c.n_head % c.n_kv_head != 0)
+        return wb_err_set(err, WB_ERR_FORMAT,
+                          "%s: key \"num_attention_heads\" = %d is not a multiple of "
+                          "\"num_key_value_heads\" = %d", name, c.n_head, c.n_kv_head);
+    if ((s = wb_cfg_int(root, "head_dim", name, mt, 0, 2, 1024, &c.head_dim, &p, err))) return s;
+    if (!p) {
+        if (c.n_embd % c.n_head != 0)
+            return wb_err_set(err, WB_ERR_FORMAT,
+                              "%s: key \"hidden_size\" = %d is not divisible by "
+                              "\"num_attention_heads\" = %d (and there is no \"head_dim\")",
+                              name, c.n_embd, c.n_head);
+        c.head_dim = c.n_embd / c.n_head;
+    }
+    if (c.head_dim % 2 != 0)
+        return wb_err_set(err, WB_ERR_FORMAT,
+                          "%s: head dimension %d is odd; rotary embedding needs pairs "
+                          "(\"head_dim\" or hidden_size / num_attention_heads)", name, c.head_dim);
+    c.layer_norm_epsilon = 1e-6f;
+    c.rope_theta = 10000.0f;
+    if ((s = wb_cfg_pos_num(root, "rms_norm_eps", "", name, 0, 1.0, &c.layer_norm_epsilon, err)) ||
+        (s = wb_cfg_pos_num(root, "rope_theta", "", name, 0, 1e12, &c.rope_theta, err)) ||
+        (s = wb_cfg_bool(root, "tie_word_embeddings", name, 0, &c.tie_word_embeddings, err)))
+        return s;
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
+    if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu") != 0))
+        return wb_err_set(err, WB_ERR_FORMAT,
+                          "%s: key \"hidden_act\" = %s is not supported (silu)", name,
+                          cJSON_IsString(act) ? act->valuestring : "(not a string)");
+    if (cJSON_GetObjectItemCaseSensitive(root, "quantization_config"))
+        return wb_err_set(err, WB_ERR_FORMAT,
+                          "%s: key \"quantization_config\": quantized checkpoints are not "
+                          "supported (F32, F16, BF16 weights)", name);
+    const cJSON *prf = cJSON_GetObjectItemCaseSensitive(root, "partial_rotary_factor");
+    if (prf && !(cJSON_IsNumber(prf) && prf->valuedouble == 1.0))
+        return wb_err_set(err, WB_ERR_FORMAT,
+                          "%s: key \"partial_rotary_factor\" must be 1 (rotary embedding over the "
+                          "whole head)", name);
+    *out = c;
+    return WB_OK;
 }
 
-size_t wb_llama_weight_bytes(const struct wb_llama *ll) {
-    return ll ? ll->block_floats * sizeof(float) + ll->mapped_bf16_bytes : 0;
+wb_status wb_llama_check_size(const wb_config *c, const char *name, wb_err *err) {
+    int64_t V = c->vocab_size, C = c->n_embd, L = c->n_layer, F = c->n_inner;
+    int64_t Q = (int64_t)c->n_head * c->head_dim, KV = (int64_t)c->n_kv_head * c->head_dim;
+    int64_t per_layer = 2 * C + C * (Q + 2 * KV) + Q * C + 3 * C * F +
+                        (c->qkv_bias ? Q + 2 * KV : 0) + (c->o_bias ? C : 0) +
+                        (c->mlp_bias ? 2 * F + C : 0);
+    int64_t total = V * C + L * per_layer + C + (c->tie_word_embeddings ? 0 : V * C);
+    if (total > WB_CAP_PARAMS)
+        return wb_err_set(err, WB_ERR_FORMAT,
+                          "%s: sizes (vocab_size, hidden_size, num_hidden_layers, "
+                          "intermediate_size, heads) give %lld parameters, above the limit of %lld",
+                          name, (long long)total, (long long)WB_CAP_PARAMS);
+    return WB_OK;
 }
 
-void wb_llama_free(struct wb_llama *ll) {
+static wb_status rope_scaling(const cJSON *root, const char *name, wb_config *c, wb_err *err) {
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+    c->rope_scaling = WB_ROPE_NONE;
+    if (!rs || cJSON_IsNull(rs)) return WB_OK;
+    if (!cJSON_IsObject(rs))
+        return wb_err_set(err, WB_ERR_FORMAT, "%s: key \"rope_scaling\" must be null or an object",
+                          name);
+    /* transformers reads "rope_type", older configs say "type" */
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+    if (!t) t = cJSON_GetObjectItemCaseSensitive(rs, "type");
+    if (!t || !cJSON_IsString(t))
+        return wb_err_set(err, WB_ERR_FORMAT, "%s: key \"rope_scaling.rope_type\" must be a string",
+                          name);
+    if (!strcmp(t->valuestring, "default")) return WB_OK;
+    if (strcmp(t->valuestring, "llama3") != 0)
+        return wb_err_set(err, WB_ERR_FORMAT,
+                          "%s: key \"rope_scaling.rope_type\" = \"%.40s\" is not supported "
+                          "(default, llama3)", name, t->valuestring);
+    wb_status s;
+    int p;
+    c->rope_scaling = WB_ROPE_LLAMA3;
+    if ((s = wb_cfg_pos_num(rs, "factor", "rope_scaling.", name, 1, 1e6, &c->rope_factor, err)) ||
+        (s = wb_cfg_pos_num(rs, "low_freq_factor", "rope_scaling.", name, 1, 1e6,
+                            &c->rope_low_freq_factor, err)) ||
+        (s = wb_cfg_pos_num(rs, "high_freq_factor", "rope_scaling.", name, 1, 1e6,
+                            &c->rope_high_freq_factor, err)) ||
+        (s = wb_cfg_int(rs, "original_max_position_embeddings", name, "llama3", 1, 1, WB_CAP_POS,
+                        &c->rope_original_max_pos, &p, err)))
+        return s;
+    if (!(c->rope_high_freq_factor > c->rope_low_freq_factor))
+        return wb_err_set(err, WB_ERR_FORMAT,
+                          "%s: key \"rope_scaling.high_freq_factor\" must be larger than "
+                          "\"rope_scaling.low_freq_factor\"", name);
+    return WB_OK;
+}
+
+static wb_status parse_config(const cJSON *root, const char *mt, const char *name,
+                              wb_config *out, void **hparams, wb_err *err) {
+    wb_config c;
+    wb_status s;
+    *hparams = NULL;
+    const int qwen2 = !strcmp(mt, "qwen2"), mistral = !strcmp(mt, "mistral");
+    if ((s = wb_llama_parse_common(root, mt, name, &c, err)) ||
+        (s = rope_scaling(root, name, &c, err)))
+        return s;
+    /* Biases: Qwen2 always has q/k/v biases and no o_proj bias (Qwen2Attention hard-codes them);
+     * Llama and Mistral follow attention_bias (all four) and mlp_bias. */
+    int32_t ab = 0, mb = 0;
+    if ((s = wb_cfg_bool(root, "attention_bias", name, 0, &ab, err)) ||
+        (s = wb_cfg_bool(root, "mlp_bias", name, 0, &mb, err)))
+        return s;
+    if (qwen2) {
+        c.qkv_bias = 1;
+        c.o_bias = 0;
+        c.mlp_bias = 0;
+    } else {
+        c.qkv_bias = c.o_bias = ab;
+        c.mlp_bias = mistral ? 0 : mb;
+    }
+    /* Sliding-window attention is refused for these model types: Qwen2 and Mistral use it with
+     * per-layer rules this family does not implement. Qwen2 configs carry a sliding_window value
+     * but only use it with use_sliding_window = true. */
+    int32_t usw = 0;
+    if ((s = wb_cfg_bool(root, "use_sliding_window", name, 0, &usw, err))) return s;
+    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
+    if (qwen2 ? usw : (sw && !cJSON_IsNull(sw)))
+        return wb_err_set(err, WB_ERR_FORMAT,
+                          "%s: key \"%s\" asks for sliding-window attention, which is not "
+                          "supported (model_type \"%s\" is supported with full attention only)",
+                          name, qwen2 ? "use_sliding_window" : "sliding_window", mt);
+    if ((s = wb_llama_check_size(&c, name, err))) return s;
+    *out = c;
+    return WB_OK;
+}
+
+/* ------------------------------------------------------------------------------ weights */
+
+void wb_llama_free(void *impl) {
+    wb_llama *ll = impl;
     if (!ll) return;
-    for (int i = 0; i < ll->n_shards; i++) wb_safetensors_free(ll->shards[i]);
-    free(ll->shards);
-    free(ll->block);
-    free(ll->bf16_copy);
+    wb_weight_store_free(&ll->store);
     free(ll->layers);
     free(ll->inv_freq);
     free(ll);
 }
 
-/* ------------------------------------------------------------------------- weight files */
-
-
-
-/* Where each tensor name lives: one file, or the shards of an index's weight_map. */
-typedef struct weights {
-    const char *dir;
-    char *index_path;        /* NULL for a single model.safetensors */
-    cJSON *index;            /* the parsed index (names point into it) */
-    const cJSON *weight_map;
-    char **shard_paths;      /* [n_shards] */
-    wb_safetensors **shards; /* [n_shards], moved into the wb_llama on success */
-    int n_shards;
-} weights;
-
-static void weights_free(weights *w) {
-    free(w->index_path);
-    cJSON_Delete(w->index);
-    for (int i = 0; i < w->n_shards; i++) {
-        free(w->shard_paths[i]);
-        if (w->shards) wb_safetensors_free(w->shards[i]);
-    }
-    free(w->shard_paths);
-    free(w->shards);
-}
-
-static wb_status shard_index(weights *w, const char *file, int *out, wb_err *err) {
-    for (int i = 0; i < w->n_shards; i++)
-        if (!strcmp(strrchr(w->shard_paths[i], '/') + 1, file)) {
-            *out = i;
-            return WB_OK;
-        }
-    /* a shard name is a file in the model directory, never a path out of it */
-    if (!*file || strchr(file, '/') || file[0] == '.' || strlen(file) > 255)
-        return wb_err_set(err, WB_ERR_FORMAT,
-                          "%s: weight_map names \"%.60s\", which is not a file name in the model "
-                          "directory", w->index_path, file);
-    char **p = realloc(w->shard_paths, (size_t)(w->n_shards + 1) * sizeof *p);
-    if (!p) return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", w->index_path);
-    w->shard_paths = p;
-    if (!(p[w->n_shards] = wb_path_join(w->dir, file)))
-        return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", w->index_path);
-    *out = w->n_shards++;
-    return WB_OK;
-}
-
-static wb_status weights_open(weights *w, const char *dir, wb_err *err) {
-    memset(w, 0, sizeof *w);
-    w->dir = dir;
-    wb_status s;
-    char *ipath = wb_path_join(dir, "model.safetensors.index.json");
-    if (!ipath) return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", dir);
-    struct stat sb;
-    if (stat(ipath, &sb) != 0) { /* no index: a single file */
-        free(ipath);
-        w->shard_paths = malloc(sizeof *w->shard_paths);
-        if (!w->shard_paths || !(w->shard_paths[0] = wb_path_join(dir, "model.safetensors"))) {
-            free(w->shard_paths);
-            w->shard_paths = NULL;
-            return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", dir);
-        }
-        w->n_shards = 1;
-    } else {
-        w->index_path = ipath;
-        char *text = NULL;
-        size_t len = 0;
-        if ((s = wb_read_file(ipath, INDEX_MAX_BYTES, &text, &len, err))) return s;
-        w->index = cJSON_ParseWithLength(text, len);
-        free(text);
-        if (!w->index || !cJSON_IsObject(w->index))
-            return wb_err_set(err, WB_ERR_FORMAT, "%s: not a JSON object", ipath);
-        if ((s = wb_json_check_unique_keys(w->index, ipath, err))) return s;
-        w->weight_map = cJSON_GetObjectItemCaseSensitive(w->index, "weight_map");
-        if (!cJSON_IsObject(w->weight_map) || !w->weight_map->child)
-            return wb_err_set(err, WB_ERR_FORMAT, "%s: key \"weight_map\" must be a non-empty "
-                              "object of tensor name -> file", ipath);
-        int k;
-        for (const cJSON *e = w->weight_map->child; e; e = e->next) {
-            if (!cJSON_IsString(e))
-                return wb_err_set(err, WB_ERR_FORMAT, "%s: weight_map[\"%.80s\"] must be a file "
-                                  "name string", ipath, e->string);
-            if ((s = shard_index(w, e->valuestring, &k, err))) return s;
-        }
-    }
-    if (!(w->shards = calloc((size_t)w->n_shards, sizeof *w->shards)))
-        return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", dir);
-    for (int i = 0; i < w->n_shards; i++)
-        if ((s = wb_safetensors_open(w->shard_paths[i], &w->shards[i], err))) return s;
-    return WB_OK;
-}
-
-/* The view of `name` and the file it is in (for messages). */
-static wb_status weights_find(const weights *w, const char *name, wb_tensor_view *v,
-                              const char **path, wb_err *err) {
-    int k = 0;
-    if (w->weight_map) {
-        const cJSON *e = cJSON_GetObjectItemCaseSensitive(w->weight_map, name);
-        if (!e)
-            return wb_err_set(err, WB_ERR_NOTFOUND, "%s: tensor '%s' is missing from weight_map",
-                              w->index_path, name);
-        for (k = 0; k < w->n_shards; k++)
-            if (!strcmp(strrchr(w->shard_paths[k], '/') + 1, e->valuestring)) break;
-    }
-    *path = w->shard_paths[k];
-    if (wb_safetensors_find(w->shards[k], name, v, NULL) != WB_OK)
-        return wb_err_set(err, WB_ERR_NOTFOUND, "%s: tensor '%s' is missing%s", w->shard_paths[k],
-                          name, w->weight_map ? " (model.safetensors.index.json maps it here)" : "");
-    return WB_OK;
-}
-
-/* ------------------------------------------------------------------------------ loading */
-
-/* One tensor the config asks for. Vectors always become F32; matrices stay BF16 (mapped) when
- * the file has BF16 and compute_f32 is off. */
-typedef struct want {
-    char name[96];
-    int64_t d0, d1; /* d1 = 0: a vector */
-    const float **vec;
-    wb_mat *mat;
-} want;
-
-static wb_status check_want(const weights *w, const want *t, wb_tensor_view *v, const char **path,
-                            wb_err *err) {
-    *path = w->index_path;
-    wb_status s = weights_find(w, t->name, v, path, err);
-    if (s) return s;
-    if (v->dtype != WB_F32 && v->dtype != WB_F16 && v->dtype != WB_BF16)
-        return wb_err_set(err, WB_ERR_FORMAT,
-                          "%s: tensor '%s' has dtype %s; weights must be F32, F16 or BF16", *path,
-                          t->name, v->dtype == WB_I32 ? "I32" : "I64");
-    const int nd = t->d1 ? 2 : 1;
-    if (v->ndim != nd || v->shape[0] != t->d0 || (nd == 2 && v->shape[1] != t->d1)) {
-        char got[128] = "[", *q = got + 1;
-        for (int i = 0; i < v->ndim && q < got + sizeof got - 24; i++)
-            q += snprintf(q, 24, "%s%lld", i ? ", " : "", (long long)v->shape[i]);
-        snprintf(q, 2, "]");
-        if (nd == 1)
-            return wb_err_set(err, WB_ERR_FORMAT, "%s: tensor '%s' has shape %s, expected [%lld]",
-                              *path, t->name, got, (long long)t->d0);
-        return wb_err_set(err, WB_ERR_FORMAT,
-                          "%s: tensor '%s' has shape %s, expected [%lld, %lld]", *path, t->name,
-                          got, (long long)t->d0, (long long)t->d1);
-    }
-    return WB_OK;
-}
-
-static void widen(float *dst, const wb_tensor_view *v, size_t n) {
-    const uint8_t *src = v->data; /* may be unaligned: element by element through memcpy */
-    if (v->dtype == WB_F32) {
-        memcpy(dst, src, n * 4);
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        uint16_t h;
-        memcpy(&h, src + 2 * i, 2);
-        dst[i] = v->dtype == WB_F16 ? wb_f16_to_f32(h) : wb_bf16_to_f32(h);
-    }
-}
-
-static int keeps_bf16(const want *t, const wb_tensor_view *v, int compute_f32) {
-    return t->mat && v->dtype == WB_BF16 && !compute_f32;
+size_t wb_llama_kv_width(const wb_config *c) { return (size_t)c->n_kv_head * (size_t)c->head_dim; }
+int32_t wb_llama_max_ctx(const wb_config *c) { return c->max_position_embeddings; }
+size_t wb_llama_weight_bytes(const wb_model *m) {
+    return wb_weight_store_bytes(&((const wb_llama *)m->impl)->store);
 }
 
 /* RoPE inverse frequencies as transformers computes them, in float32:
@@ -245,24 +233,27 @@ static void rope_init(const wb_config *c, float *inv) {
     }
 }
 
-wb_status wb_llama_load(wb_model *m, const char *dir, const wb_model_params *p, wb_err *err) {
+wb_status wb_llama_alloc(const wb_config *c, wb_llama **out, wb_err *err) {
+    wb_llama *ll = calloc(1, sizeof *ll);
+    if (!ll || !(ll->layers = calloc((size_t)c->n_layer, sizeof *ll->layers)) ||
+        !(ll->inv_freq = malloc((size_t)(c->head_dim / 2) * sizeof(float)))) {
+        wb_llama_free(ll);
+        return wb_err_set(err, WB_ERR_NOMEM, "loading weights: out of memory");
+    }
+    rope_init(c, ll->inv_freq);
+    *out = ll;
+    return WB_OK;
+}
+
+static wb_status load(wb_model *m, wb_weights *w, const wb_model_params *p, wb_err *err) {
     const wb_config *c = &m->cfg;
     const int64_t V = c->vocab_size, C = c->n_embd, F = c->n_inner, L = c->n_layer;
     const int64_t Q = (int64_t)c->n_head * c->head_dim, KV = (int64_t)c->n_kv_head * c->head_dim;
-    const int n_want = 3 + (int)L * 16;
-    want *wants = calloc((size_t)n_want, sizeof *wants);
-    wb_tensor_view *views = calloc((size_t)n_want, sizeof *views);
-    struct wb_llama *ll = calloc(1, sizeof *ll);
-    weights w;
-    memset(&w, 0, sizeof w);
-    wb_status s = WB_OK;
-    if (!wants || !views || !ll || !(ll->layers = calloc((size_t)L, sizeof *ll->layers)) ||
-        !(ll->inv_freq = malloc((size_t)(c->head_dim / 2) * sizeof(float)))) {
-        s = wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", dir);
-        goto done;
-    }
-    if ((s = weights_open(&w, dir, err))) goto done;
-
+    wb_want *wants = calloc((size_t)(3 + 16 * L), sizeof *wants);
+    wb_llama *ll = NULL;
+    wb_status s = wants ? wb_llama_alloc(c, &ll, err)
+                        : wb_err_set(err, WB_ERR_NOMEM, "loading weights: out of memory");
+    if (s) goto done;
     int n = 0;
 #define WANT_V(ptr, d, fmt, ...)                                                                 \
     do {                                                                                          \
@@ -307,80 +298,18 @@ wb_status wb_llama_load(wb_model *m, const char *dir, const wb_model_params *p, 
     if (!c->tie_word_embeddings) WANT_M(&ll->head, V, C, "%s", "lm_head.weight");
 #undef WANT_V
 #undef WANT_M
-
-    /* pass 1: every tensor present with the right dtype and shape before anything is
-     * allocated, so a config announcing a model the files do not hold fails cheaply */
-    size_t floats = 0, copies = 0;
-    int64_t n_params = 0;
-    const char *path = NULL;
-    for (int i = 0; i < n; i++) {
-        if ((s = check_want(&w, &wants[i], &views[i], &path, err))) goto done;
-        size_t ne = (size_t)wants[i].d0 * (size_t)(wants[i].d1 ? wants[i].d1 : 1);
-        n_params += (int64_t)ne;
-        if (keeps_bf16(&wants[i], &views[i], p->compute_f32)) {
-            if ((uintptr_t)views[i].data % 2) copies += ne;
-        } else {
-            floats += align16(ne);
-        }
-    }
-    ll->block = aligned_alloc(64, (floats ? floats : 16) * sizeof(float));
-    ll->bf16_copy = copies ? malloc(copies * 2) : NULL;
-    if (!ll->block || (copies && !ll->bf16_copy)) {
-        s = wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory for %zu weights", dir,
-                       floats + copies);
+    if ((s = wb_weights_load(w, wants, n, !p->compute_f32, &ll->store, &m->n_params, err)))
         goto done;
-    }
-    ll->block_floats = floats;
-    /* pass 2: convert or point into the mapping */
-    float *fp = ll->block;
-    uint16_t *cp = ll->bf16_copy;
-    for (int i = 0; i < n; i++) {
-        const want *t = &wants[i];
-        size_t ne = (size_t)t->d0 * (size_t)(t->d1 ? t->d1 : 1);
-        const void *data;
-        int bf = keeps_bf16(t, &views[i], p->compute_f32);
-        if (bf && (uintptr_t)views[i].data % 2) {
-            memcpy(cp, views[i].data, ne * 2);
-            data = cp;
-            cp += ne;
-        } else if (bf) {
-            data = views[i].data;
-            ll->mapped_bf16_bytes += ne * 2;
-        } else {
-            widen(fp, &views[i], ne);
-            memset(fp + ne, 0, (align16(ne) - ne) * sizeof(float));
-            data = fp;
-            fp += align16(ne);
-        }
-        if (t->vec) *t->vec = data;
-        else *t->mat = (wb_mat){data, bf, (int)t->d0, (int)t->d1};
-    }
     if (c->tie_word_embeddings) ll->head = ll->embed;
-    rope_init(c, ll->inv_freq);
-    ll->shards = w.shards;
-    ll->n_shards = w.n_shards;
-    w.shards = NULL; /* owned by ll now: the BF16 matrices live in these mappings */
-    m->n_params = n_params;
-    m->llama = ll;
+    m->impl = ll;
     ll = NULL;
 done:
-    weights_free(&w);
     free(wants);
-    free(views);
     wb_llama_free(ll);
     return s;
 }
 
 /* ------------------------------------------------------------------------- forward pass */
-
-/* Thread count and the model's pool: shared with the GPT-2 path (session.c). */
-
-static void split8(int n, int tid, int nt, int *r0, int *r1) {
-    int nb = (n + 7) / 8;
-    int b0 = (int)((int64_t)nb * tid / nt), b1 = (int)((int64_t)nb * (tid + 1) / nt);
-    *r0 = b0 * 8 < n ? b0 * 8 : n;
-    *r1 = b1 * 8 < n ? b1 * 8 : n;
-}
 
 typedef struct lin_job {
     float *Y;
@@ -391,82 +320,71 @@ typedef struct lin_job {
 
 static void lin_worker(void *arg, int tid, int nt) {
     const lin_job *j = arg;
-    const int out = j->W->rows, in = j->W->cols;
     int r0, r1;
-    split8(out, tid, nt, &r0, &r1);
-    if (r0 >= r1) return;
-    if (!j->W->bf16 && j->n > SMALL_ROWS) { /* this thread's slice of columns, one sgemm */
-        const int w = r1 - r0;
-        for (int t = 0; j->b && t < j->n; t++) {
-            float *y = j->Y + (size_t)t * out + r0;
-            if (j->residual) for (int i = 0; i < w; i++) y[i] += j->b[r0 + i];
-            else memcpy(y, j->b + r0, (size_t)w * sizeof *y);
-        }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->n, w, in, 1.0f, j->X, in,
-                    (const float *)j->W->w + (size_t)r0 * in, in,
-                    j->b || j->residual ? 1.0f : 0.0f, j->Y + r0, out);
-        return;
-    }
-    if (j->W->bf16)
-        wb_gemv_bf16_forward(j->Y, (size_t)out, j->X, (size_t)in, j->n, j->W->w, j->b, in, r0, r1,
-                             j->residual);
-    else
-        wb_gemv_batch_forward(j->Y, (size_t)out, j->X, (size_t)in, j->n, j->W->w, j->b, in, r0,
-                              r1, j->residual);
+    wb_split_rows(j->W->rows, tid, nt, &r0, &r1);
+    wb_mat_mul(j->Y, j->X, j->n, j->W, j->b, r0, r1, j->residual);
 }
 
-/* Y[n, out] = X[n, in] . W^T (+ b), or Y += that when residual. F32 weights: above SMALL_ROWS rows
- * one single-threaded cblas_sgemm per thread over its slice of output columns (OpenBLAS never
- * runs its own threads: base.c). BF16 weights: always our kernels on our pool; for a 44-token prefill of
- * a 4864x896 matrix the blocked BF16 kernel ran as fast as widening 1 MB tiles for cblas_sgemm
- * (25-28 GMAC/s per core either way) without the extra buffer. */
+/* Y[n, out] = X[n, in] . W^T (+ b), or Y += that when residual: output rows split over the
+ * pool. BF16 weights always go through our kernels; for a 44-token prefill of a 4864x896 matrix
+ * the blocked BF16 kernel ran as fast as widening 1 MB tiles for cblas_sgemm (25-28 GMAC/s per
+ * core either way) without the extra buffer. */
 static wb_status linear(const wb_model *m, int nt, float *Y, const float *X, int n,
                         const wb_mat *W, const float *b, int residual, wb_err *err) {
     lin_job j = {Y, X, b, W, n, residual};
-    if (nt <= 1) {
-        lin_worker(&j, 0, 1);
-        return WB_OK;
-    }
-    wb_pool *pool;
-    wb_status st = wb_model_pool_acquire(m, nt, &pool, err);
-    if (st) return st;
-    wb_pool_run(pool, lin_worker, &j);
-    wb_model_pool_release(m);
-    return WB_OK;
+    return wb_pool_slot_run(wb_model_pool(m), nt, lin_worker, &j, err);
 }
 
-/* Attention items (head, block of ATT_QB queries), longest blocks first. */
 typedef struct att_job {
-    const wb_seq_rows *sq;
+    const wb_seq_rows *seqs;
+    const int *row0, *item0;  /* [n_seqs] first row, [n_seqs + 1] first item of each sequence */
+    int n_seqs, n_items;
     const float *q;
     float *att, *sc;
     size_t sc_stride;
-    int layer, NH, group, hd, Q, KV, n_items;
+    int layer, NH, group, hd, Q, KV, window;
 } att_job;
 
-static void att_worker(void *arg, int tid, int nt) {
-    const att_job *j = arg;
-    const wb_seq_rows *s = j->sq;
-    float *sc = j->sc + (size_t)tid * j->sc_stride;
-    const int nblk = (s->n + ATT_QB - 1) / ATT_QB;
-    const size_t lo = (size_t)j->layer * s->cache_ctx * j->KV;
-    for (int it = tid; it < j->n_items; it += nt) {
-        const int hd = it % j->NH, q0 = (nblk - 1 - it / j->NH) * ATT_QB;
-        const int nq = s->n - q0 < ATT_QB ? s->n - q0 : ATT_QB;
-        const int kvh = hd / j->group;
-        const float *kl = s->k + lo + (size_t)kvh * j->hd, *vl = s->v + lo + (size_t)kvh * j->hd;
-        float *o = j->att + (size_t)q0 * j->Q + (size_t)hd * j->hd;
-        const float *qq = j->q + (size_t)q0 * j->Q + (size_t)hd * j->hd;
-        if (nq == 1)
-            wb_attention_forward(o, qq, kl, vl, (size_t)j->KV, s->pos + q0, j->hd, sc);
-        else
-            wb_attention_block_forward(o, (size_t)j->Q, qq, (size_t)j->Q, kl, vl, (size_t)j->KV,
-                                       s->pos + q0, nq, j->hd, sc);
+/* Item (sequence s, head h, query block b), blocks numbered longest first within a sequence. */
+static void att_item(const att_job *j, int item, int *hint, float *sc) {
+    int s = *hint;
+    while (j->item0[s + 1] <= item) s++;
+    *hint = s;
+    const wb_seq_rows *sq = &j->seqs[s];
+    const int local = item - j->item0[s], nblk = (sq->n + ATT_QB - 1) / ATT_QB;
+    const int h = local % j->NH, q0 = (nblk - 1 - local / j->NH) * ATT_QB;
+    const int nq = sq->n - q0 < ATT_QB ? sq->n - q0 : ATT_QB;
+    const size_t lo = (size_t)j->layer * sq->cache_ctx * j->KV + (size_t)(h / j->group) * j->hd;
+    const float *kl = sq->k + lo, *vl = sq->v + lo;
+    const size_t r = (size_t)j->row0[s] + q0;
+    float *o = j->att + r * j->Q + (size_t)h * j->hd;
+    const float *qq = j->q + r * j->Q + (size_t)h * j->hd;
+    const int p0 = sq->pos + q0;
+    if (j->window && p0 + nq - 1 >= j->window) {
+        /* sliding window: query p sees keys p - W + 1 .. p */
+        for (int i = 0; i < nq; i++) {
+            const int p = p0 + i, k0 = p - j->window + 1 > 0 ? p - j->window + 1 : 0;
+            wb_attention_forward(o + (size_t)i * j->Q, qq + (size_t)i * j->Q,
+                                 kl + (size_t)k0 * j->KV, vl + (size_t)k0 * j->KV, (size_t)j->KV,
+                                 p - k0, j->hd, sc);
+        }
+    } else if (nq == 1) {
+        wb_attention_forward(o, qq, kl, vl, (size_t)j->KV, p0, j->hd, sc);
+    } else {
+        wb_attention_block_forward(o, (size_t)j->Q, qq, (size_t)j->Q, kl, vl, (size_t)j->KV, p0,
+                                   nq, j->hd, sc);
     }
 }
 
-/* Rotate-half RoPE over nh heads of hd in each of n rows (ld apart): row t at position pos + t
- * uses cs[t] = cos[hd/2] then sin[hd/2]. */
+static void att_worker(void *arg, int tid, int nt) {
+    const att_job *j = arg;
+    float *sc = j->sc + (size_t)tid * j->sc_stride;
+    int hint = 0;
+    for (int it = tid; it < j->n_items; it += nt) att_item(j, it, &hint, sc);
+}
+
+/* Rotate-half RoPE over nh heads of hd in each of n rows (ld apart): row t uses
+ * cs[t] = cos[hd/2] then sin[hd/2]. */
 static void rope_rows(float *x, size_t ld, int n, int nh, int hd, const float *cs) {
     const int h = hd / 2;
     for (int t = 0; t < n; t++) {
@@ -482,58 +400,65 @@ static void rope_rows(float *x, size_t ld, int n, int nh, int hd, const float *c
     }
 }
 
-static void embed_row(const wb_mat *E, int32_t id, float *x) {
-    const size_t C = (size_t)E->cols;
-    if (E->bf16) wb_bf16_to_f32_forward(x, (const uint16_t *)E->w + (size_t)id * C, C);
-    else memcpy(x, (const float *)E->w + (size_t)id * C, C * sizeof *x);
+void wb_rope_angles(const float *inv_freq, float scale, int hd, int pos, int n, float *cs) {
+    /* angles in float32, as transformers' rotary embedding forms position * inv_freq */
+    for (int t = 0; t < n; t++)
+        for (int i = 0; i < hd / 2; i++) {
+            const float a = (float)(pos + t) * inv_freq[i];
+            float co = (float)cos((double)a), si = (float)sin((double)a);
+            if (scale != 1.0f) co *= scale, si *= scale;
+            cs[(size_t)t * hd + i] = co;
+            cs[(size_t)t * hd + hd / 2 + i] = si;
+        }
 }
 
-static wb_status forward_one(const wb_model *m, const wb_seq_rows *sq, float *logits,
-                             int all_positions, wb_scratch *scratch, wb_err *err) {
+wb_status wb_llama_forward(const wb_model *m, const wb_seq_rows *seqs, int n_seqs, float *logits,
+                           int all_positions, wb_scratch *scratch, wb_err *err) {
     const wb_config *c = &m->cfg;
-    const struct wb_llama *ll = m->llama;
-    const int n = sq->n, C = c->n_embd, F = c->n_inner, NH = c->n_head,
-              hd = c->head_dim, Q = NH * hd, KV = c->n_kv_head * hd;
+    const wb_llama *ll = m->impl;
+    const int C = c->n_embd, F = c->n_inner, NH = c->n_head, hd = c->head_dim, Q = NH * hd,
+              KV = c->n_kv_head * hd;
     const float eps = c->layer_norm_epsilon;
     const int nt = wb_compute_threads();
-    /* enough for the last (longest) query block, and for att[pos + n] of a single query */
-    const size_t sc_per = wb_attention_block_scratch(sq->pos, n, hd) + 16;
-    /* x, xn [n, C]; q, att [n, Q]; k, v [n, KV]; g, u [n, F]; cs [n, hd]; sc [nt, sc_per] */
-    const size_t nn = (size_t)n;
-    const size_t sz[10] = {nn * C, nn * C, nn * Q, nn * Q, nn * KV, nn * KV, nn * F, nn * F,
-                           nn * hd, (size_t)nt * sc_per};
-    size_t need = 0;
-    for (int i = 0; i < 10; i++) need += align16(sz[i]);
-    wb_scratch local = {0};
-    if (!scratch) scratch = &local;
-    if (scratch->cap < need) {
-        free(scratch->p);
-        scratch->cap = 0;
-        if (!(scratch->p = aligned_alloc(64, need * sizeof(float))))
-            return wb_err_set(err, WB_ERR_NOMEM, "forward of %d tokens: out of memory", n);
-        scratch->cap = need;
+    int n = 0, n_items = 0, longest = 0;
+    size_t sc_per = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        n += seqs[s].n;
+        n_items += (seqs[s].n + ATT_QB - 1) / ATT_QB * NH;
+        /* enough for the last (longest) query block, and for att[pos + n] of a single query */
+        const size_t need = (wb_attention_block_scratch(seqs[s].pos, seqs[s].n, hd) + 31) &
+                            ~(size_t)15;
+        if (need > sc_per) sc_per = need;
+        if (seqs[s].pos + seqs[s].n > longest) longest = seqs[s].pos + seqs[s].n;
     }
-    float *b[10], *q = scratch->p;
-    for (int i = 0; i < 10; i++) b[i] = q, q += align16(sz[i]);
+    const size_t nn = (size_t)n;
+    /* x, xn [n, C]; q, att [n, Q]; k, v [n, KV]; g, u [n, F]; cs [n, hd]; sc [nt, sc_per];
+     * row0 / item0 [2 n_seqs + 1] ints */
+    const size_t sz[11] = {nn * C, nn * C, nn * Q, nn * Q, nn * KV, nn * KV, nn * F, nn * F,
+                           nn * hd, (size_t)nt * sc_per, (size_t)2 * n_seqs + 1};
+    float *b[11];
+    wb_status st = wb_scratch_take(scratch, 11, sz, b, err);
+    if (st) return st;
     float *x = b[0], *xn = b[1], *qb = b[2], *att = b[3], *kb = b[4], *vb = b[5], *g = b[6],
           *u = b[7], *cs = b[8], *sc = b[9];
-    wb_status st = WB_OK;
-
-    for (int t = 0; t < n; t++) {
-        embed_row(&ll->embed, sq->ids[t], x + (size_t)t * C);
-        /* angles in float32, as transformers' rotary embedding forms position * inv_freq */
-        for (int i = 0; i < hd / 2; i++) {
-            const float a = (float)(sq->pos + t) * ll->inv_freq[i];
-            cs[(size_t)t * hd + i] = (float)cos((double)a);
-            cs[(size_t)t * hd + hd / 2 + i] = (float)sin((double)a);
-        }
+    int *row0 = (int *)b[10], *item0 = row0 + n_seqs;
+    for (int s = 0, r = 0, it = 0; s <= n_seqs; s++) {
+        item0[s] = it;
+        if (s == n_seqs) break;
+        row0[s] = r;
+        for (int t = 0; t < seqs[s].n; t++)
+            wb_mat_row(&ll->embed, seqs[s].ids[t], x + (size_t)(r + t) * C);
+        if (ll->rope) ll->rope(m, &seqs[s], cs + (size_t)r * hd);
+        else wb_rope_angles(ll->inv_freq, 1.0f, hd, seqs[s].pos, seqs[s].n, cs + (size_t)r * hd);
+        r += seqs[s].n;
+        it += (seqs[s].n + ATT_QB - 1) / ATT_QB * NH;
     }
-    const int n_items = (n + ATT_QB - 1) / ATT_QB * NH;
-    att_job aj = {sq, qb, att, sc, sc_per, 0, NH, NH / c->n_kv_head, hd, Q, KV, n_items};
+    att_job aj = {seqs, row0, item0, n_seqs, n_items, qb, att, sc, sc_per, 0, NH,
+                  NH / c->n_kv_head, hd, Q, KV, ll->sliding_window};
+    const int att_nt = nt > 1 && (n_items >= 2 * nt || longest >= 256) ? nt : 1;
     for (int l = 0; l < c->n_layer; l++) {
-        if (m->abort_fn && m->abort_fn(m->abort_data)) {
-            st = wb_err_set(err, WB_ERR_CANCELLED,
-                            "forward cancelled by the abort callback at layer %d", l);
+        if (wb_model_aborted(m, l, err)) {
+            st = WB_ERR_CANCELLED;
             goto done;
         }
         const wb_llama_layer *y = &ll->layers[l];
@@ -545,18 +470,14 @@ static wb_status forward_one(const wb_model *m, const wb_seq_rows *sq, float *lo
             goto done;
         rope_rows(qb, (size_t)Q, n, NH, hd, cs);
         rope_rows(kb, (size_t)KV, n, c->n_kv_head, hd, cs);
-        const size_t lo = (size_t)l * sq->cache_ctx * KV + (size_t)sq->pos * KV;
-        memcpy(sq->k + lo, kb, nn * KV * sizeof(float));
-        memcpy(sq->v + lo, vb, nn * KV * sizeof(float));
-        aj.layer = l;
-        if (nt > 1 && (n_items >= 2 * nt || sq->pos + n >= 256)) {
-            wb_pool *pool;
-            if ((st = wb_model_pool_acquire(m, nt, &pool, err))) goto done;
-            wb_pool_run(pool, att_worker, &aj);
-            wb_model_pool_release(m);
-        } else {
-            att_worker(&aj, 0, 1);
+        for (int s = 0; s < n_seqs; s++) {
+            const wb_seq_rows *sq = &seqs[s];
+            const size_t lo = (size_t)l * sq->cache_ctx * KV + (size_t)sq->pos * KV;
+            memcpy(sq->k + lo, kb + (size_t)row0[s] * KV, (size_t)sq->n * KV * sizeof(float));
+            memcpy(sq->v + lo, vb + (size_t)row0[s] * KV, (size_t)sq->n * KV * sizeof(float));
         }
+        aj.layer = l;
+        if ((st = wb_pool_slot_run(wb_model_pool(m), att_nt, att_worker, &aj, err))) goto done;
         if ((st = linear(m, nt, x, att, n, &y->wo, y->bo, 1, err))) goto done;
         for (int t = 0; t < n; t++)
             wb_rmsnorm_forward(xn + (size_t)t * C, x + (size_t)t * C, y->mlp_norm, C, eps);
@@ -567,32 +488,31 @@ static wb_status forward_one(const wb_model *m, const wb_seq_rows *sq, float *lo
         if ((st = linear(m, nt, x, g, n, &y->wd, y->bd, 1, err))) goto done;
     }
     if (logits) {
-        const int first = all_positions ? 0 : n - 1, rows = n - first;
-        for (int t = first; t < n; t++)
-            wb_rmsnorm_forward(xn + (size_t)(t - first) * C, x + (size_t)t * C, ll->norm, C, eps);
+        int rows = 0;
+        if (all_positions)
+            for (int t = 0; t < n; t++, rows++)
+                wb_rmsnorm_forward(xn + (size_t)t * C, x + (size_t)t * C, ll->norm, C, eps);
+        else
+            for (int s = 0; s < n_seqs; s++, rows++)
+                wb_rmsnorm_forward(xn + (size_t)s * C,
+                                   x + (size_t)(row0[s] + seqs[s].n - 1) * C, ll->norm, C, eps);
         st = linear(m, nt, logits, xn, rows, &ll->head, NULL, 0, err);
     }
 done:
-    free(local.p);
     return st;
 }
 
-wb_status wb_llama_forward_seqs(const wb_model *m, const wb_seq_rows *seqs, int n_seqs,
-                                float *logits, int all_positions, wb_scratch *scratch,
-                                wb_err *err) {
-    if (n_seqs < 1)
-        return wb_err_set(err, WB_ERR_ARG, "forward: n_seqs = %d, need at least 1", n_seqs);
-    /* Sequences run one after another: correct for batched callers (core/batch.c), though the
-     * weights stream once per sequence rather than once per step. */
-    size_t row = 0;
-    for (int s = 0; s < n_seqs; s++) {
-        if (seqs[s].n < 1)
-            return wb_err_set(err, WB_ERR_ARG, "forward: sequence %d has n = %d tokens", s,
-                              seqs[s].n);
-        float *lg = logits ? logits + row * (size_t)m->cfg.vocab_size : NULL;
-        wb_status st = forward_one(m, &seqs[s], lg, all_positions, scratch, err);
-        if (st) return st;
-        row += all_positions ? (size_t)seqs[s].n : 1;
-    }
-    return WB_OK;
-}
+const wb_family wb_family_llama = {
+    .name = "llama",
+    .model_types = (const char *const[]){"llama", "qwen2", "mistral", NULL},
+    .architectures = (const char *const[]){"LlamaForCausalLM", "Qwen2ForCausalLM",
+                                           "MistralForCausalLM", NULL},
+    .parse_config = parse_config,
+    .load = load,
+    .free = wb_llama_free,
+    .forward = wb_llama_forward,
+    .decode = NULL, /* one row through the same block */
+    .kv_width = wb_llama_kv_width,
+    .max_ctx = wb_llama_max_ctx,
+    .weight_bytes = wb_llama_weight_bytes,
+};

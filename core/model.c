@@ -1,189 +1,114 @@
-/* model.c - loading a GPT-2 directory (config.json, model.safetensors, tokenizer.json).
+/* model.c - loading a model directory, the family table, and the calls that go through it.
  *
- * Every weight is converted to F32 into one 64-byte aligned block. Conv1D matrices arrive as
- * [in, out]; they are stored transposed, [out, in], so that a decode GEMV streams each output's
- * weights as one contiguous row and the prefill GEMM uses them as B^T (no copy either way).
- * The safetensors mapping is closed after loading: the block is all the forward pass reads.
+ * config.json is read and parsed once; its model_type (else architectures[0], else GPT-2) picks
+ * one entry of `families` below, and from then on every family-specific step is a call through
+ * that entry: parse the config keys, load the weights, forward, KV width, context limit, bytes.
+ * Nothing else in the core asks which family a model is.
  */
 #include "fileio.h"
 #include "json_strict.h"
-#include "model_internal.h"
+#include "model_family.h"
 
-#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include <math.h>
-
 #include <cjson/cJSON.h>
 
 #define CONFIG_MAX_BYTES (16u << 20)
 
-/* ---------------------------------------------------------------------------- file helpers */
+/* Every family the core knows; the first is the default for configs without model_type. */
+static const wb_family *const families[] = {&wb_family_gpt2, &wb_family_llama};
+#define N_FAMILIES (sizeof families / sizeof families[0])
 
-
-
-/* ------------------------------------------------------------------------------- tensors */
-
-/* Find `name` as GPT2LMHeadModel writes it ("transformer." prefix) or as GPT2Model does. */
-static wb_status find_tensor(const wb_safetensors *st, const char *path, const char *name,
-                             int prefixed, wb_tensor_view *v, wb_err *err) {
-    char full[160];
-    snprintf(full, sizeof full, "transformer.%s", name);
-    if (prefixed && wb_safetensors_find(st, full, v, NULL) == WB_OK) return WB_OK;
-    if (wb_safetensors_find(st, name, v, NULL) == WB_OK) return WB_OK;
-    return wb_err_set(err, WB_ERR_NOTFOUND, "%s: tensor '%s' is missing", path,
-                      prefixed ? full : name);
+/* The family and the model_type for a parsed config.json. */
+static wb_status pick_family(const cJSON *root, const char *name, const wb_family **fam,
+                             const char **model_type, wb_err *err) {
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    const cJSON *arch = cJSON_GetObjectItemCaseSensitive(root, "architectures");
+    const cJSON *a0 = cJSON_IsArray(arch) ? cJSON_GetArrayItem(arch, 0) : NULL;
+    const int by_type = mt && !cJSON_IsNull(mt);
+    const char *want = by_type ? (cJSON_IsString(mt) ? mt->valuestring : NULL)
+                               : (cJSON_IsString(a0) ? a0->valuestring : NULL);
+    if (!by_type && !want) { /* old GPT-2 configs name neither */
+        *fam = families[0];
+        *model_type = families[0]->model_types[0];
+        return WB_OK;
+    }
+    for (size_t f = 0; want && f < N_FAMILIES; f++) {
+        const char *const *names = by_type ? families[f]->model_types : families[f]->architectures;
+        for (int i = 0; names[i]; i++)
+            if (!strcmp(names[i], want)) {
+                *fam = families[f];
+                *model_type = families[f]->model_types[i];
+                return WB_OK;
+            }
+    }
+    if (!by_type) { /* an unknown architecture without model_type: the default family */
+        *fam = families[0];
+        *model_type = families[0]->model_types[0];
+        return WB_OK;
+    }
+    char list[256] = "", *q = list;
+    for (size_t f = 0; f < N_FAMILIES; f++)
+        for (int i = 0; families[f]->model_types[i]; i++)
+            q += snprintf(q, (size_t)(list + sizeof list - q), "%s\"%s\"", q == list ? "" : ", ",
+                          families[f]->model_types[i]);
+    if (want)
+        return wb_err_set(err, WB_ERR_FORMAT, "%s: key \"model_type\" = \"%.40s\" is not supported "
+                          "(one of %s)", name, want, list);
+    return wb_err_set(err, WB_ERR_FORMAT, "%s: key \"model_type\" must be a string (one of %s)",
+                      name, list);
 }
 
-/* Check dtype and exact shape, then convert to F32 into dst: [d0, d1] as is, or transposed to
- * [d1, d0] when `transpose` (Conv1D [in, out] -> [out, in]). */
-static wb_status load_tensor(const wb_safetensors *st, const char *path, const char *name,
-                             int prefixed, int ndim, int64_t d0, int64_t d1, int transpose,
-                             float *dst, wb_err *err) {
-    wb_tensor_view v;
-    wb_status s = find_tensor(st, path, name, prefixed, &v, err);
+static wb_status parse_root(const char *json, size_t len, const char *name, cJSON **root,
+                            wb_err *err) {
+    *root = cJSON_ParseWithLength(json, len);
+    if (!*root) return wb_err_set(err, WB_ERR_FORMAT, "%s: not valid JSON", name);
+    if (!cJSON_IsObject(*root)) {
+        cJSON_Delete(*root);
+        *root = NULL;
+        return wb_err_set(err, WB_ERR_FORMAT, "%s: top level is not a JSON object", name);
+    }
+    wb_status s = wb_json_check_unique_keys(*root, name, err);
+    if (s) {
+        cJSON_Delete(*root);
+        *root = NULL;
+    }
+    return s;
+}
+
+wb_status wb_config_parse(const char *json, size_t len, const char *name, wb_config *out,
+                          wb_err *err) {
+    if (!name) name = "config.json";
+    if (!json || !out) return wb_err_set(err, WB_ERR_ARG, "%s: NULL argument", name);
+    cJSON *root;
+    wb_status s = parse_root(json, len, name, &root, err);
     if (s) return s;
-    if (v.dtype != WB_F32 && v.dtype != WB_F16 && v.dtype != WB_BF16)
-        return wb_err_set(err, WB_ERR_FORMAT,
-                          "%s: tensor '%s' has dtype %s; weights must be F32, F16 or BF16", path,
-                          v.name, v.dtype == WB_I32 ? "I32" : "I64");
-    int ok = v.ndim == ndim && v.shape[0] == d0 && (ndim == 1 || v.shape[1] == d1);
-    if (!ok) {
-        char got[128] = "[", *q = got + 1;
-        for (int i = 0; i < v.ndim && q < got + sizeof got - 24; i++)
-            q += snprintf(q, 24, "%s%lld", i ? ", " : "", (long long)v.shape[i]);
-        snprintf(q, 2, "]");
-        if (ndim == 1)
-            return wb_err_set(err, WB_ERR_FORMAT, "%s: tensor '%s' has shape %s, expected [%lld]",
-                              path, v.name, got, (long long)d0);
-        return wb_err_set(err, WB_ERR_FORMAT, "%s: tensor '%s' has shape %s, expected [%lld, %lld]",
-                          path, v.name, got, (long long)d0, (long long)d1);
-    }
-    if (!dst) return WB_OK; /* checking only */
-    size_t n = (size_t)d0 * (size_t)(ndim == 1 ? 1 : d1);
-    float *tmp = dst;
-    if (transpose && !(tmp = malloc(n * sizeof *tmp)))
-        return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory converting '%s'", path, v.name);
-    const uint8_t *src = v.data; /* may be unaligned: memcpy element by element */
-    if (v.dtype == WB_F32) {
-        memcpy(tmp, src, n * 4);
-    } else {
-        for (size_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, src + 2 * i, 2);
-            tmp[i] = v.dtype == WB_F16 ? wb_f16_to_f32(h) : wb_bf16_to_f32(h);
-        }
-    }
-    if (transpose) {
-        /* tiled so both sides stay in cache for the big matrices */
-        const size_t R = (size_t)d0, Cc = (size_t)d1, B = 32;
-        for (size_t i0 = 0; i0 < R; i0 += B)
-            for (size_t j0 = 0; j0 < Cc; j0 += B)
-                for (size_t i = i0; i < i0 + B && i < R; i++)
-                    for (size_t j = j0; j < j0 + B && j < Cc; j++) dst[j * R + i] = tmp[i * Cc + j];
-        free(tmp);
-    }
-    return WB_OK;
+    const wb_family *fam;
+    const char *mt;
+    void *hp = NULL;
+    if (!(s = pick_family(root, name, &fam, &mt, err)))
+        s = fam->parse_config(root, mt, name, out, &hp, err);
+    free(hp);
+    cJSON_Delete(root);
+    return s;
 }
 
 /* ---------------------------------------------------------------------------------- load */
 
-static size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }
-
 void wb_model_free(wb_model *m) {
     if (!m) return;
-    wb_pool_free(m->pool);
-    pthread_mutex_destroy(&m->pool_mu);
-    wb_llama_free(m->llama);
+    wb_pool_slot_destroy(&m->pool);
+    if (m->family) m->family->free(m->impl);
+    free(m->hparams);
     free(m->eos_ids);
     wb_tokenizer_free(m->tok);
-    free(m->block);
-    free(m->layers);
     free(m->config_json);
     free(m->dir);
     free(m);
-}
-
-/* dry: only check presence, dtype and shape of every tensor, so that a config announcing a
- * huge model with a file that does not hold it fails before the block is allocated. */
-static wb_status load_weights(wb_model *m, const wb_safetensors *st, const char *path, int dry,
-                              wb_err *err) {
-    const wb_config *c = &m->cfg;
-    const size_t V = (size_t)c->vocab_size, T = (size_t)c->n_ctx, C = (size_t)c->n_embd,
-                 F = (size_t)c->n_inner, L = (size_t)c->n_layer;
-    const int untied = !c->tie_word_embeddings;
-    size_t per_layer = 4 * align16(C) + align16(3 * C * C) + align16(3 * C) + align16(C * C) +
-                       align16(C) + align16(F * C) + align16(F) + align16(C * F) + align16(C);
-    size_t total = align16(V * C) + align16(T * C) + L * per_layer + 2 * align16(C) +
-                   (untied ? align16(V * C) : 0);
-    float *p = NULL;
-    if (!dry) {
-        m->block_floats = total;
-        m->block = aligned_alloc(64, total * sizeof(float));
-        m->layers = calloc(L, sizeof *m->layers);
-        if (!m->block || !m->layers)
-            return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory for %zu weights", path, total);
-        memset(m->block, 0, total * sizeof(float)); /* the alignment padding */
-        p = m->block;
-    }
-    wb_layer dummy;
-#define TAKE(n) (dry ? NULL : (p += align16(n), p - align16(n)))
-    wb_status s;
-    float *wte = TAKE(V * C), *wpe = TAKE(T * C);
-    if ((s = load_tensor(st, path, "wte.weight", 1, 2, (int64_t)V, (int64_t)C, 0, wte, err)) ||
-        (s = load_tensor(st, path, "wpe.weight", 1, 2, (int64_t)T, (int64_t)C, 0, wpe, err)))
-        return s;
-    m->wte = wte;
-    m->wpe = wpe;
-    for (size_t l = 0; l < L; l++) {
-        wb_layer *ly = dry ? &dummy : &m->layers[l];
-        char nm[96];
-        float *w;
-#define LOAD(field, suffix, nd, a, b, tr, size)                                                  \
-    do {                                                                                          \
-        w = TAKE(size);                                                                           \
-        snprintf(nm, sizeof nm, "h.%zu.%s", l, suffix);                                           \
-        if ((s = load_tensor(st, path, nm, 1, nd, (int64_t)(a), (int64_t)(b), tr, w, err)))       \
-            return s;                                                                             \
-        ly->field = w;                                                                            \
-    } while (0)
-        LOAD(ln1_w, "ln_1.weight", 1, C, 0, 0, C);
-        LOAD(ln1_b, "ln_1.bias", 1, C, 0, 0, C);
-        LOAD(qkv_w, "attn.c_attn.weight", 2, C, 3 * C, 1, 3 * C * C);
-        LOAD(qkv_b, "attn.c_attn.bias", 1, 3 * C, 0, 0, 3 * C);
-        LOAD(attproj_w, "attn.c_proj.weight", 2, C, C, 1, C * C);
-        LOAD(attproj_b, "attn.c_proj.bias", 1, C, 0, 0, C);
-        LOAD(ln2_w, "ln_2.weight", 1, C, 0, 0, C);
-        LOAD(ln2_b, "ln_2.bias", 1, C, 0, 0, C);
-        LOAD(fc_w, "mlp.c_fc.weight", 2, C, F, 1, F * C);
-        LOAD(fc_b, "mlp.c_fc.bias", 1, F, 0, 0, F);
-        LOAD(mlpproj_w, "mlp.c_proj.weight", 2, F, C, 1, C * F);
-        LOAD(mlpproj_b, "mlp.c_proj.bias", 1, C, 0, 0, C);
-#undef LOAD
-    }
-    float *lw = TAKE(C), *lb = TAKE(C);
-    if ((s = load_tensor(st, path, "ln_f.weight", 1, 1, (int64_t)C, 0, 0, lw, err)) ||
-        (s = load_tensor(st, path, "ln_f.bias", 1, 1, (int64_t)C, 0, 0, lb, err)))
-        return s;
-    m->lnf_w = lw;
-    m->lnf_b = lb;
-    m->head = m->wte;
-    if (untied) {
-        /* HF drops lm_head.weight on save only when tied; untied models must carry it. */
-        float *h = TAKE(V * C);
-        if ((s = load_tensor(st, path, "lm_head.weight", 0, 2, (int64_t)V, (int64_t)C, 0, h, err)))
-            return s;
-        m->head = h;
-    }
-#undef TAKE
-    int64_t per = 4 * (int64_t)C + 3 * (int64_t)(C * C) + 3 * (int64_t)C + (int64_t)(C * C) +
-                  (int64_t)C + 2 * (int64_t)(F * C) + (int64_t)F + (int64_t)C;
-    m->n_params = (int64_t)(V * C + T * C) + (int64_t)L * per + 2 * (int64_t)C +
-                  (untied ? (int64_t)(V * C) : 0);
-    return WB_OK;
 }
 
 wb_model_params wb_model_default_params(void) {
@@ -192,6 +117,7 @@ wb_model_params wb_model_default_params(void) {
     p.n_ctx = 4096;
     return p;
 }
+
 
 /* generation_config.json's eos_token_id (an integer or a list), when the file exists. */
 static wb_status load_generation_config(wb_model *m, const char *dir, wb_err *err) {
@@ -253,37 +179,32 @@ wb_status wb_model_load_ex(const char *dir, const wb_model_params *params, wb_mo
                           dir);
     wb_model *m = calloc(1, sizeof *m);
     if (!m) return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", dir);
-    pthread_mutex_init(&m->pool_mu, NULL);
-    char *cpath = wb_path_join(dir, "config.json"), *spath = wb_path_join(dir, "model.safetensors"),
-         *tpath = wb_path_join(dir, "tokenizer.json");
-    wb_safetensors *st = NULL;
+    wb_pool_slot_init(&m->pool);
+    char *cpath = wb_path_join(dir, "config.json"), *tpath = wb_path_join(dir, "tokenizer.json");
+    cJSON *root = NULL;
+    wb_weights *w = NULL;
     wb_status s = WB_OK;
     size_t clen = 0;
+    const char *mt = NULL;
     m->dir = strdup(dir);
-    if (!cpath || !spath || !tpath || !m->dir) {
+    if (!cpath || !tpath || !m->dir) {
         s = wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", dir);
         goto done;
     }
     if ((s = wb_read_file(cpath, CONFIG_MAX_BYTES, &m->config_json, &clen, err)) ||
-        (s = wb_config_parse_ex(m->config_json, clen, cpath, &m->cfg, &m->act, err)))
+        (s = parse_root(m->config_json, clen, cpath, &root, err)) ||
+        (s = pick_family(root, cpath, &m->family, &mt, err)))
         goto done;
-    if (m->cfg.family == WB_FAMILY_LLAMA) {
-        cJSON *root = cJSON_ParseWithLength(m->config_json, clen);
-        const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
-        snprintf(m->model_type, sizeof m->model_type, "%s",
-                 cJSON_IsString(mt) ? mt->valuestring : "llama");
-        cJSON_Delete(root);
-        /* the KV cache is sized from the context asked for, not max_position_embeddings */
-        int32_t want = prm.n_ctx > 0 ? prm.n_ctx : 4096;
-        m->cfg.n_ctx = want < m->cfg.max_position_embeddings ? want
-                                                             : m->cfg.max_position_embeddings;
-        if ((s = wb_tokenizer_load(tpath, &m->tok, err))) goto done;
-    } else {
-        snprintf(m->model_type, sizeof m->model_type, "gpt2");
-        if ((s = wb_safetensors_open(spath, &st, err)) ||
-            (s = wb_tokenizer_load(tpath, &m->tok, err)))
-            goto done;
+    snprintf(m->model_type, sizeof m->model_type, "%s", mt);
+    if ((s = m->family->parse_config(root, mt, cpath, &m->cfg, &m->hparams, err))) {
+        m->family = NULL; /* nothing loaded for it to free */
+        goto done;
     }
+    /* the default context of sessions (and the KV cache they allocate): what the caller asked
+     * for, at most what the model allows */
+    const int32_t want = prm.n_ctx > 0 ? prm.n_ctx : 4096, most = m->family->max_ctx(&m->cfg);
+    m->cfg.n_ctx = want < most ? want : most;
+    if ((s = wb_tokenizer_load(tpath, &m->tok, err))) goto done;
     int32_t tv = wb_tokenizer_vocab_size(m->tok);
     if (tv > m->cfg.vocab_size) {
         s = wb_err_set(err, WB_ERR_FORMAT,
@@ -291,13 +212,13 @@ wb_status wb_model_load_ex(const char *dir, const wb_model_params *params, wb_mo
                        cpath, m->cfg.vocab_size);
         goto done;
     }
-    if (m->cfg.family == WB_FAMILY_LLAMA) s = wb_llama_load(m, dir, &prm, err);
-    else if (!(s = load_weights(m, st, spath, 1, err))) s = load_weights(m, st, spath, 0, err);
-    if (!s) s = load_generation_config(m, dir, err);
+    if ((s = wb_weights_open(dir, &w, err)) || (s = m->family->load(m, w, &prm, err)) ||
+        (s = load_generation_config(m, dir, err)))
+        goto done;
 done:
-    wb_safetensors_free(st);
+    wb_weights_free(w);
+    cJSON_Delete(root);
     free(cpath);
-    free(spath);
     free(tpath);
     if (s) {
         wb_model_free(m);
@@ -315,6 +236,7 @@ const char *wb_model_dir(const wb_model *m) { return m ? m->dir : NULL; }
 const char *wb_model_config_json(const wb_model *m) { return m ? m->config_json : NULL; }
 int64_t wb_model_num_parameters(const wb_model *m) { return m ? m->n_params : 0; }
 const char *wb_model_type(const wb_model *m) { return m ? m->model_type : NULL; }
+const char *wb_model_family(const wb_model *m) { return m ? m->family->name : NULL; }
 
 const int32_t *wb_model_eos_ids(const wb_model *m, size_t *n) {
     if (n) *n = m ? m->n_eos : 0;
@@ -327,15 +249,34 @@ int wb_model_is_eos(const wb_model *m, int32_t id) {
     return 0;
 }
 
-size_t wb_model_weight_bytes(const wb_model *m) {
-    if (!m) return 0;
-    return m->llama ? wb_llama_weight_bytes(m->llama) : m->block_floats * sizeof(float);
+size_t wb_model_weight_bytes(const wb_model *m) { return m ? m->family->weight_bytes(m) : 0; }
+size_t wb_model_kv_width(const wb_model *m) { return m->family->kv_width(&m->cfg); }
+int32_t wb_model_max_ctx(const wb_model *m) { return m ? m->family->max_ctx(&m->cfg) : 0; }
+
+wb_status wb_model_check_ctx(const wb_model *m, int n_ctx, int *out, wb_err *err) {
+    if (!m) return wb_err_set(err, WB_ERR_ARG, "NULL model");
+    const int32_t most = wb_model_max_ctx(m);
+    if (n_ctx > most)
+        return wb_err_set(err, WB_ERR_RANGE,
+                          "n_ctx = %d exceeds the model's maximum context of %d tokens", n_ctx,
+                          (int)most);
+    if (out) *out = n_ctx > 0 ? n_ctx : m->cfg.n_ctx;
+    return WB_OK;
 }
 
 void wb_model_set_abort(wb_model *m, wb_abort_fn fn, void *user_data) {
     if (!m) return;
     m->abort_fn = fn;
     m->abort_data = user_data;
+}
+
+wb_pool_slot *wb_model_pool(const wb_model *m) { return (wb_pool_slot *)&m->pool; }
+
+int wb_model_aborted(const wb_model *m, int layer, wb_err *err) {
+    if (!m->abort_fn || !m->abort_fn(m->abort_data)) return 0;
+    wb_err_set(err, WB_ERR_CANCELLED, "forward cancelled by the abort callback at layer %d",
+               layer);
+    return 1;
 }
 
 wb_status wb_check_ids(const wb_model *m, const int32_t *ids, int n, wb_err *err) {
@@ -347,15 +288,64 @@ wb_status wb_check_ids(const wb_model *m, const int32_t *ids, int n, wb_err *err
     return WB_OK;
 }
 
+/* ------------------------------------------------------------------------------ forward */
+
+wb_status wb_scratch_take(wb_scratch *s, int n, const size_t *sizes, float **bufs, wb_err *err) {
+    size_t need = 0;
+    for (int i = 0; i < n; i++) need += (sizes[i] + 15) & ~(size_t)15;
+    if (s->cap < need) {
+        free(s->p);
+        s->cap = 0;
+        if (!(s->p = aligned_alloc(64, need * sizeof(float))))
+            return wb_err_set(err, WB_ERR_NOMEM, "forward: out of memory for %zu activations",
+                              need);
+        s->cap = need;
+    }
+    float *q = s->p;
+    for (int i = 0; i < n; i++) bufs[i] = q, q += (sizes[i] + 15) & ~(size_t)15;
+    return WB_OK;
+}
+
+wb_status wb_forward_seqs(const wb_model *m, const wb_seq_rows *seqs, int n_seqs, float *logits,
+                          int all_positions, wb_scratch *scratch, wb_err *err) {
+    if (n_seqs < 1)
+        return wb_err_set(err, WB_ERR_ARG, "forward: n_seqs = %d, need at least 1", n_seqs);
+    for (int s = 0, n = 0; s < n_seqs; n += seqs[s].n, s++)
+        if (seqs[s].n < 1 || seqs[s].n > INT32_MAX / 2 - n)
+            return wb_err_set(err, WB_ERR_ARG, "forward: sequence %d has n = %d tokens", s,
+                              seqs[s].n);
+    wb_scratch local = {0};
+    wb_status st = m->family->forward(m, seqs, n_seqs, logits, all_positions,
+                                      scratch ? scratch : &local, err);
+    free(local.p);
+    return st;
+}
+
+wb_status wb_forward_tokens(const wb_model *m, float *kcache, float *vcache, int cache_ctx,
+                            int pos, const int32_t *ids, int n, float *logits, int all_positions,
+                            wb_scratch *scratch, wb_err *err) {
+    const wb_seq_rows one = {kcache, vcache, cache_ctx, pos, ids, n};
+    return wb_forward_seqs(m, &one, 1, logits, all_positions, scratch, err);
+}
+
+wb_status wb_forward_decode(const wb_model *m, const wb_seq_rows *one, float *logits,
+                            wb_scratch *scratch, wb_err *err) {
+    if (!m->family->decode) return wb_forward_seqs(m, one, 1, logits, 0, scratch, err);
+    wb_scratch local = {0};
+    wb_status st = m->family->decode(m, one, logits, scratch ? scratch : &local, err);
+    free(local.p);
+    return st;
+}
+
 /* The "cache off" path: the whole sequence from scratch with a throwaway K/V of n rows. */
 wb_status wb_model_forward(const wb_model *m, const int32_t *ids, int n, float *logits,
                            int all_positions, wb_err *err) {
     if (!m || (!ids && n > 0))
         return wb_err_set(err, WB_ERR_ARG, "wb_model_forward: NULL model or ids");
-    if (n < 1 || n > m->cfg.n_ctx)
+    if (n < 1 || n > wb_model_max_ctx(m))
         return wb_err_set(err, WB_ERR_RANGE,
-                          "wb_model_forward: %d tokens do not fit the context of %d (n_positions)",
-                          n, m->cfg.n_ctx);
+                          "wb_model_forward: %d tokens do not fit the model's maximum context of "
+                          "%d tokens", n, (int)wb_model_max_ctx(m));
     wb_status s = wb_check_ids(m, ids, n, err);
     if (s) return s;
     size_t kv = (size_t)m->cfg.n_layer * (size_t)n * wb_model_kv_width(m);

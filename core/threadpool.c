@@ -5,7 +5,11 @@
  * them hot) and only then sleep on a futex, so an idle pool costs no CPU. The caller is thread 0
  * and does its share, which also means a 1-thread "pool" is just a function call.
  */
-#include "model_internal.h"
+#include "threadpool.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <unistd.h>
 
 #include <errno.h>
 #include <limits.h>
@@ -215,4 +219,61 @@ void wb_pool_barrier(wb_pool *p) {
         return;
     }
     wait_change(&p->bar_gen, g, &p->bar_sleepers, SPIN_BARRIER_NS);
+}
+
+/* ------------------------------------------------------------------------ helpers, slots */
+
+int wb_compute_threads(void) {
+    static atomic_int ncpu = 0; /* racing first calls agree */
+    if (ncpu == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        ncpu = n < 1 ? 1 : n > 4096 ? 4096 : (int)n;
+    }
+    int nt = wb_threads_get();
+    return nt < ncpu ? nt : ncpu;
+}
+
+void wb_split_rows(int n, int tid, int nt, int *r0, int *r1) {
+    int nb = (n + 7) / 8;
+    int b0 = (int)((int64_t)nb * tid / nt), b1 = (int)((int64_t)nb * (tid + 1) / nt);
+    *r0 = b0 * 8 < n ? b0 * 8 : n;
+    *r1 = b1 * 8 < n ? b1 * 8 : n;
+}
+
+void wb_pool_slot_init(wb_pool_slot *s) {
+    pthread_mutex_init(&s->mu, NULL);
+    s->pool = NULL;
+}
+
+void wb_pool_slot_destroy(wb_pool_slot *s) {
+    wb_pool_free(s->pool);
+    s->pool = NULL;
+    pthread_mutex_destroy(&s->mu);
+}
+
+wb_status wb_pool_slot_acquire(wb_pool_slot *s, int nt, wb_pool **out, wb_err *err) {
+    pthread_mutex_lock(&s->mu);
+    if (s->pool && wb_pool_size(s->pool) != nt) {
+        wb_pool_free(s->pool);
+        s->pool = NULL;
+    }
+    wb_status st = s->pool ? WB_OK : wb_pool_new(nt, &s->pool, err);
+    if (st) pthread_mutex_unlock(&s->mu);
+    *out = s->pool;
+    return st;
+}
+
+void wb_pool_slot_release(wb_pool_slot *s) { pthread_mutex_unlock(&s->mu); }
+
+wb_status wb_pool_slot_run(wb_pool_slot *s, int nt, wb_pool_fn fn, void *arg, wb_err *err) {
+    if (nt <= 1) {
+        fn(arg, 0, 1);
+        return WB_OK;
+    }
+    wb_pool *p;
+    wb_status st = wb_pool_slot_acquire(s, nt, &p, err);
+    if (st) return st;
+    wb_pool_run(p, fn, arg);
+    wb_pool_slot_release(s);
+    return WB_OK;
 }

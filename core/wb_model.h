@@ -1,4 +1,5 @@
-/* wb_model.h - safetensors I/O, GPT-2 model loading, forward pass and KV-cache sessions. */
+/* wb_model.h - safetensors I/O, model loading (GPT-2, Llama, Phi-3 families), forward pass and
+ * KV-cache sessions. */
 #ifndef WB_MODEL_H
 #define WB_MODEL_H
 
@@ -61,18 +62,17 @@ uint16_t wb_f32_to_f16(float f);
 
 typedef struct wb_config {
     int32_t vocab_size;   /* V */
-    int32_t n_ctx;        /* n_positions: maximum sequence length T */
+    int32_t n_ctx;        /* default context of sessions (load parameter n_ctx, at most
+                           * wb_model_max_ctx: GPT-2 n_positions, max_position_embeddings) */
     int32_t n_embd;       /* C */
     int32_t n_layer;      /* L */
     int32_t n_head;       /* NH; head size C / NH */
     int32_t n_inner;      /* MLP width (4C when config says null) */
     float layer_norm_epsilon;   /* GPT-2 layer_norm_epsilon; Llama family rms_norm_eps */
     int tie_word_embeddings;
-    /* Llama family (model_type llama, qwen2, mistral; see docs/model.md). GPT-2 has family
-     * WB_FAMILY_GPT2, max_position_embeddings = n_ctx, n_kv_head = n_head, head_dim = C / NH and
-     * zeros elsewhere. For the Llama family n_ctx is the default context of sessions (the load
-     * parameter n_ctx capped at max_position_embeddings), and n_inner is intermediate_size. */
-    int32_t family;                  /* WB_FAMILY_GPT2 or WB_FAMILY_LLAMA */
+    /* Rotary families (model_type llama, qwen2, mistral, phi3; see docs/model.md): n_inner is
+     * intermediate_size. GPT-2 has max_position_embeddings = n_positions, n_kv_head = n_head,
+     * head_dim = C / NH and zeros below. */
     int32_t max_position_embeddings; /* the longest context a session may ask for */
     int32_t n_kv_head;               /* num_key_value_heads: GQA groups of n_head / n_kv_head */
     int32_t head_dim;                /* head_dim key, else n_embd / n_head */
@@ -83,12 +83,11 @@ typedef struct wb_config {
     int32_t qkv_bias, o_bias, mlp_bias; /* 1 when q/k/v_proj, o_proj, MLP projections have bias */
 } wb_config;
 
-enum { WB_FAMILY_GPT2 = 0, WB_FAMILY_LLAMA = 1 };
 enum { WB_ROPE_NONE = 0, WB_ROPE_LLAMA3 = 1 };
 
-/* Parse a GPT-2 config.json (buffer); errors name `name` and the key. Checks types and ranges
- * (positive sizes, n_embd % n_head == 0, sizes below sane limits, activation gelu_new /
- * gelu_pytorch_tanh / gelu). */
+/* Parse a config.json (buffer) of any supported family (picked by model_type, else
+ * architectures[0], else GPT-2); errors name `name` and the key. Checks types and ranges
+ * (positive sizes, divisibility, sizes below sane limits, supported activations and options). */
 wb_status wb_config_parse(const char *json, size_t len, const char *name, wb_config *out,
                           wb_err *err);
 
@@ -96,8 +95,8 @@ typedef struct wb_model wb_model;
 
 /* Load a model directory in Hugging Face layout: config.json, model.safetensors (F32/F16/BF16,
  * GPT2LMHeadModel names, with or without the "transformer." prefix, Conv1D [in,out] weights,
- * tied or explicit lm_head.weight) and tokenizer.json. config.json's model_type llama, qwen2 or
- * mistral loads the Llama family instead (wb_model_load_ex, docs/model.md). */
+ * tied or explicit lm_head.weight) and tokenizer.json. config.json's model_type llama, qwen2,
+ * mistral or phi3 loads those families instead (wb_model_load_ex, docs/model.md). */
 wb_status wb_model_load(const char *dir, wb_model **out, wb_err *err);
 void wb_model_free(wb_model *m);
 
@@ -108,9 +107,8 @@ typedef struct wb_model_params {
      * to F32 at load (twice the memory; for exact comparisons against an F32 reference).
      * GPT-2 models are always F32. */
     int compute_f32;
-    /* Llama family: the context sessions and generation get when they ask for n_ctx <= 0, and
-     * so the KV cache size (default 4096, capped at max_position_embeddings). GPT-2: ignored
-     * (n_positions). */
+    /* The context sessions and generation get when they ask for n_ctx <= 0, and so the KV cache
+     * size (default 4096, capped at wb_model_max_ctx). */
     int32_t n_ctx;
 } wb_model_params;
 
@@ -127,8 +125,17 @@ wb_status wb_model_load_ex(const char *dir, const wb_model_params *params, wb_mo
 const int32_t *wb_model_eos_ids(const wb_model *m, size_t *n);
 /* 1 when id is one of wb_model_eos_ids. */
 int wb_model_is_eos(const wb_model *m, int32_t id);
-/* "gpt2", "llama", "qwen2" or "mistral" (config.json model_type; "gpt2" when absent). */
+/* "gpt2", "llama", "qwen2", "mistral" or "phi3" (config.json model_type; "gpt2" when absent). */
 const char *wb_model_type(const wb_model *m);
+/* The family that runs it: "gpt2", "llama" (llama, qwen2, mistral) or "phi3". */
+const char *wb_model_family(const wb_model *m);
+/* The longest context a session or a generation may use: n_positions for GPT-2,
+ * max_position_embeddings for the rotary families. */
+int32_t wb_model_max_ctx(const wb_model *m);
+/* The one context rule: n_ctx <= 0 means the default (wb_config.n_ctx), above
+ * wb_model_max_ctx is WB_ERR_RANGE ("n_ctx = N exceeds the model's maximum context of M
+ * tokens"); *out (may be NULL) gets the context to use. */
+wb_status wb_model_check_ctx(const wb_model *m, int n_ctx, int *out, wb_err *err);
 /* Bytes of weights the model holds in memory, mapped BF16 matrices included. */
 size_t wb_model_weight_bytes(const wb_model *m);
 
@@ -142,17 +149,17 @@ int64_t wb_model_num_parameters(const wb_model *m);
 
 void wb_model_set_abort(wb_model *m, wb_abort_fn fn, void *user_data);
 
-/* Full forward pass without a cache over n tokens (1 <= n <= n_ctx).
+/* Full forward pass without a cache over n tokens (1 <= n <= wb_model_max_ctx).
  * logits: [n, V] when all_positions, else [V] for the last position. */
 wb_status wb_model_forward(const wb_model *m, const int32_t *ids, int n, float *logits,
                            int all_positions, wb_err *err);
 
 /* ======================================== session ========================================= */
 
-/* A session owns a KV cache for one sequence: key/value [L, n_ctx, C] each. */
+/* A session owns a KV cache for one sequence: key/value [L, n_ctx, kv width] each. */
 typedef struct wb_session wb_session;
 
-/* n_ctx <= 0 means the model's n_positions; larger than it is WB_ERR_RANGE. */
+/* n_ctx as wb_model_check_ctx: <= 0 the default, above wb_model_max_ctx WB_ERR_RANGE. */
 wb_status wb_session_new(const wb_model *m, int n_ctx, wb_session **out, wb_err *err);
 void wb_session_free(wb_session *s);
 

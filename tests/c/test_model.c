@@ -824,7 +824,7 @@ static void bad_ids_and_overlong_prompts_are_range_errors(void) {
     CHECK(wb_model_forward(m, longp, 0, lg, 0, &err) == WB_ERR_RANGE);
     wb_session *big = NULL;
     CHECK(wb_session_new(m, o.T + 1, &big, &err) == WB_ERR_RANGE);
-    CHECK_ERR_MENTIONS(err.msg, "n_positions");
+    CHECK_ERR_MENTIONS(err.msg, "maximum context of 48");
     CHECK(wb_session_prefill(s, longp, 0, lg, 0, &err) == WB_ERR_ARG);
     free(longp);
     free(lg);

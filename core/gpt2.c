@@ -1,0 +1,522 @@
+/* gpt2.c - the GPT-2 family: config.json keys, weights, GEMM forward over sequences, GEMV decode.
+ *
+ * Block (pre-LayerNorm GPT-2), per position, x the residual stream [C]:
+ *   x += c_proj(attn(ln_1(x)))      attn: causal, NH heads of hs = C/NH, scale 1/sqrt(hs)
+ *   x += mlp_proj(gelu(c_fc(ln_2(x))))
+ * with x = wte[id] + wpe[pos] at the input, then logits = head(ln_f(x)), head = wte (tied) or
+ * lm_head.
+ *
+ * Weights: every tensor converted to F32 into one aligned block. Conv1D matrices arrive as
+ * [in, out]; they are stored transposed, [out, in], so that a decode GEMV streams each output's
+ * weights as one contiguous row and the prefill GEMM uses them as B^T (no copy either way).
+ * The safetensors mapping is closed after loading.
+ *
+ * Forward (n rows of one or more sequences) runs one pool job per layer: each thread owns a
+ * slice of the output columns of every matrix (wb_mat_mul: the batched GEMV up to
+ * WB_SMALL_ROWS rows, a single-threaded cblas_sgemm above, bias and GELU on the same slice), a
+ * share of the rows for the LayerNorms and a share of the attention items; OpenBLAS is kept to
+ * one thread meanwhile. Decode runs one position with each pool thread owning a slice of output
+ * rows of every matrix and a slice of the heads, five barriers per layer.
+ */
+#include "model_family.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+#include <cjson/cJSON.h>
+
+/* Forward attention goes to the pool from this many rows (below, waking it costs more than it
+ * saves), in items of one head and a block of queries: every query of the sequence when the
+ * heads alone deal evenly over the threads (each item then packs its head's K and V once),
+ * else blocks of ATT_QB. */
+#define ATT_POOL_MIN 16
+#define ATT_QB 16
+
+/* Every matrix is [out, in] (the transpose of the file's Conv1D [in, out]). */
+typedef struct gpt2_layer {
+    const float *ln1_w, *ln1_b;   /* [C] */
+    wb_mat qkv;                   /* [3C, C] */
+    const float *qkv_b;           /* [3C] */
+    wb_mat attproj;               /* [C, C] */
+    const float *attproj_b;       /* [C] */
+    const float *ln2_w, *ln2_b;   /* [C] */
+    wb_mat fc;                    /* [F, C], F = n_inner */
+    const float *fc_b;            /* [F] */
+    wb_mat mlpproj;               /* [C, F] */
+    const float *mlpproj_b;       /* [C] */
+} gpt2_layer;
+
+typedef struct gpt2 {
+    wb_weight_store store;
+    wb_mat wte;                   /* [V, C] token embeddings, also the tied head */
+    const float *wpe;             /* [T, C] position embeddings */
+    gpt2_layer *layers;           /* [L] */
+    const float *lnf_w, *lnf_b;   /* [C] */
+    wb_mat head;                  /* [V, C]: wte when tied, lm_head.weight otherwise */
+    wb_act act;
+} gpt2;
+
+typedef struct gpt2_hparams {
+    wb_act act;
+} gpt2_hparams;
+
+/* ------------------------------------------------------------------------------- config */
+
+static wb_status parse_config(const cJSON *root, const char *mt, const char *name,
+                              wb_config *out, void **hparams, wb_err *err) {
+    (void)mt; /* "gpt2" or absent */
+    wb_config c = {0};
+    wb_act a = WB_ACT_GELU_TANH;
+    wb_status s;
+    int p;
+    if ((s = wb_cfg_int(root, "vocab_size", name, NULL, 1, 1, WB_CAP_VOCAB, &c.vocab_size, &p,
+                        err)))
+        return s;
+    int32_t npos = 0, nctx = 0;
+    int has_pos, has_ctx;
+    if ((s = wb_cfg_int(root, "n_positions", name, NULL, 0, 1, WB_CAP_POS_LEARNED, &npos,
+                        &has_pos, err)) ||
+        (s = wb_cfg_int(root, "n_ctx", name, NULL, 0, 1, WB_CAP_POS_LEARNED, &nctx, &has_ctx,
+                        err)))
+        return s;
+    if (!has_pos && !has_ctx)
+        return wb_err_set(err, WB_ERR_FORMAT, "%s: required key \"n_positions\" is missing", name);
+    /* n_positions sizes wpe; old configs carry n_ctx alongside (equal) or alone. */
+    c.n_ctx = has_pos ? npos : nctx;
+    if ((s = wb_cfg_int(root, "n_embd", name, NULL, 1, 1, WB_CAP_EMBD, &c.n_embd, &p, err)) ||
+        (s = wb_cfg_int(root, "n_layer", name, NULL, 1, 1, WB_CAP_LAYER, &c.n_layer, &p, err)) ||
+        (s = wb_cfg_int(root, "n_head", name, NULL, 1, 1, WB_CAP_HEAD, &c.n_head, &p, err)) ||
+        (s = wb_cfg_int(root, "n_inner", name, NULL, 0, 1, WB_CAP_INNER, &c.n_inner, &p, err)))
+        return s;
+    if (!p) c.n_inner = 4 * c.n_embd; /* absent or null */
+    if (c.n_embd % c.n_head != 0)
+        return wb_err_set(err, WB_ERR_FORMAT,
+                          "%s: key \"n_embd\" = %d is not divisible by \"n_head\" = %d", name,
+                          c.n_embd, c.n_head);
+    c.layer_norm_epsilon = 1e-5f;
+    if ((s = wb_cfg_pos_num(root, "layer_norm_epsilon", "", name, 0, 1.0, &c.layer_norm_epsilon,
+                            err)))
+        return s;
+    const cJSON *af = cJSON_GetObjectItemCaseSensitive(root, "activation_function");
+    if (af) {
+        if (!cJSON_IsString(af))
+            return wb_err_set(err, WB_ERR_FORMAT,
+                              "%s: key \"activation_function\" must be a string", name);
+        if (!strcmp(af->valuestring, "gelu_new") || !strcmp(af->valuestring, "gelu_pytorch_tanh") ||
+            !strcmp(af->valuestring, "gelu_fast"))
+            a = WB_ACT_GELU_TANH;
+        else if (!strcmp(af->valuestring, "gelu"))
+            a = WB_ACT_GELU_ERF;
+        else
+            return wb_err_set(err, WB_ERR_FORMAT,
+                              "%s: key \"activation_function\" = \"%.40s\" is not supported "
+                              "(gelu_new, gelu_pytorch_tanh, gelu)", name, af->valuestring);
+    }
+    if ((s = wb_cfg_bool(root, "tie_word_embeddings", name, 1, &c.tie_word_embeddings, err)))
+        return s;
+
+    int64_t V = c.vocab_size, T = c.n_ctx, C = c.n_embd, L = c.n_layer, F = c.n_inner;
+    int64_t per_layer = 4 * C + (C * 3 * C + 3 * C) + (C * C + C) + (C * F + F) + (F * C + C);
+    int64_t total = V * C + T * C + L * per_layer + 2 * C + (c.tie_word_embeddings ? 0 : V * C);
+    if (total > WB_CAP_PARAMS)
+        return wb_err_set(err, WB_ERR_FORMAT,
+                          "%s: sizes (vocab_size, n_positions, n_embd, n_layer, n_inner) give %lld "
+                          "parameters, above the limit of %lld", name, (long long)total,
+                          (long long)WB_CAP_PARAMS);
+    c.max_position_embeddings = c.n_ctx;
+    c.n_kv_head = c.n_head;
+    c.head_dim = c.n_embd / c.n_head;
+    gpt2_hparams *hp = malloc(sizeof *hp);
+    if (!hp) return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", name);
+    hp->act = a;
+    *hparams = hp;
+    *out = c;
+    return WB_OK;
+}
+
+/* ------------------------------------------------------------------------------- weights */
+
+static void gpt2_free(void *impl) {
+    gpt2 *g = impl;
+    if (!g) return;
+    wb_weight_store_free(&g->store);
+    free(g->layers);
+    free(g);
+}
+
+static wb_status load(wb_model *m, wb_weights *w, const wb_model_params *prm, wb_err *err) {
+    (void)prm; /* GPT-2 is always F32 */
+    const wb_config *c = &m->cfg;
+    const int64_t V = c->vocab_size, T = c->max_position_embeddings, C = c->n_embd, F = c->n_inner,
+                  L = c->n_layer;
+    gpt2 *g = calloc(1, sizeof *g);
+    wb_want *wants = calloc((size_t)(5 + 12 * L), sizeof *wants);
+    wb_status s = WB_OK;
+    if (!g || !wants || !(g->layers = calloc((size_t)L, sizeof *g->layers))) {
+        s = wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", m->dir);
+        goto done;
+    }
+    g->act = ((const gpt2_hparams *)m->hparams)->act;
+    /* GPT2LMHeadModel writes "transformer." names, GPT2Model none */
+    const char *pre = wb_weights_has(w, "transformer.wte.weight") ? "transformer." : "";
+    int n = 0;
+#define WANT(vecp, matp, tr, a, b, fmt, ...)                                                      \
+    do {                                                                                          \
+        wb_want *t = &wants[n++];                                                                 \
+        snprintf(t->name, sizeof t->name, "%s" fmt, pre, __VA_ARGS__);                            \
+        t->d0 = (a), t->d1 = (b), t->transpose = (tr), t->vec = (vecp), t->mat = (matp);          \
+    } while (0)
+    WANT(NULL, &g->wte, 0, V, C, "%s", "wte.weight");
+    WANT(&g->wpe, NULL, 0, T, C, "%s", "wpe.weight");
+    for (int l = 0; l < (int)L; l++) {
+        gpt2_layer *y = &g->layers[l];
+        WANT(&y->ln1_w, NULL, 0, C, 0, "h.%d.ln_1.weight", l);
+        WANT(&y->ln1_b, NULL, 0, C, 0, "h.%d.ln_1.bias", l);
+        WANT(NULL, &y->qkv, 1, C, 3 * C, "h.%d.attn.c_attn.weight", l);
+        WANT(&y->qkv_b, NULL, 0, 3 * C, 0, "h.%d.attn.c_attn.bias", l);
+        WANT(NULL, &y->attproj, 1, C, C, "h.%d.attn.c_proj.weight", l);
+        WANT(&y->attproj_b, NULL, 0, C, 0, "h.%d.attn.c_proj.bias", l);
+        WANT(&y->ln2_w, NULL, 0, C, 0, "h.%d.ln_2.weight", l);
+        WANT(&y->ln2_b, NULL, 0, C, 0, "h.%d.ln_2.bias", l);
+        WANT(NULL, &y->fc, 1, C, F, "h.%d.mlp.c_fc.weight", l);
+        WANT(&y->fc_b, NULL, 0, F, 0, "h.%d.mlp.c_fc.bias", l);
+        WANT(NULL, &y->mlpproj, 1, F, C, "h.%d.mlp.c_proj.weight", l);
+        WANT(&y->mlpproj_b, NULL, 0, C, 0, "h.%d.mlp.c_proj.bias", l);
+    }
+    WANT(&g->lnf_w, NULL, 0, C, 0, "%s", "ln_f.weight");
+    WANT(&g->lnf_b, NULL, 0, C, 0, "%s", "ln_f.bias");
+    /* HF drops lm_head.weight on save only when tied; untied models must carry it (unprefixed) */
+    pre = "";
+    if (!c->tie_word_embeddings) WANT(NULL, &g->head, 0, V, C, "%s", "lm_head.weight");
+#undef WANT
+    if ((s = wb_weights_load(w, wants, n, 0, &g->store, &m->n_params, err))) goto done;
+    if (c->tie_word_embeddings) g->head = g->wte;
+    m->impl = g;
+    g = NULL;
+done:
+    free(wants);
+    gpt2_free(g);
+    return s;
+}
+
+static size_t kv_width(const wb_config *c) { return (size_t)c->n_embd; }
+static int32_t max_ctx(const wb_config *c) { return c->max_position_embeddings; } /* wpe rows */
+static size_t weight_bytes(const wb_model *m) {
+    return wb_weight_store_bytes(&((const gpt2 *)m->impl)->store);
+}
+
+/* ------------------------------------------------------------------------- GEMM forward */
+
+/* Thread tid's share of Y[n, out] = X[n, in] . W^T + b (b may be NULL), or Y += that when
+ * residual, then gelu(Y) in place when gelu: output columns [r0, r1) in the decode path's slices
+ * (blocks of 8), so bias, activation and the GEMM's writes stay in the thread's own columns. */
+static void mm_part(const gpt2 *g, float *Y, const float *X, int n, const wb_mat *W,
+                    const float *b, int residual, int gelu, int tid, int nt) {
+    int r0, r1;
+    wb_split_rows(W->rows, tid, nt, &r0, &r1);
+    if (r0 >= r1) return;
+    wb_mat_mul(Y, X, n, W, b, r0, r1, residual);
+    if (gelu)
+        for (int t = 0; t < n; t++)
+            wb_gelu_forward(Y + (size_t)t * W->rows + r0, (size_t)(r1 - r0), g->act);
+}
+
+/* Attention work items: (sequence, head, block of queries), numbered per sequence from
+ * item0[s]. On the pool they are dealt round-robin, longest rows first within a sequence, which
+ * roughly balances the causal triangles. */
+typedef struct att_job {
+    const wb_seq_rows *seqs;
+    const int *row0;  /* [n_seqs] first stacked row of each sequence */
+    const int *item0; /* [n_seqs + 1] first item of each sequence; item0[n_seqs] = total */
+    int n_seqs, n_items;
+    int qb;           /* queries per item; 0: every query of the sequence (the item also
+                       * copies its head's new K/V rows into the cache) */
+    const float *qkv;
+    float *att, *sc;  /* sc: [nt, sc_stride] per-thread scratch */
+    size_t sc_stride;
+    int layer, C, NH;
+} att_job;
+
+static void att_item(const att_job *j, int item, int *seq_hint, float *sc) {
+    const int C = j->C, NH = j->NH, hs = C / NH;
+    int s = *seq_hint;
+    while (j->item0[s + 1] <= item) s++;
+    *seq_hint = s;
+    const wb_seq_rows *q = &j->seqs[s];
+    const int qb = j->qb ? j->qb : q->n;
+    const int local = item - j->item0[s], nblk = (q->n + qb - 1) / qb;
+    const int hd = local % NH, q0 = (nblk - 1 - local / NH) * qb;
+    const int nq = q->n - q0 < qb ? q->n - q0 : qb;
+    const size_t lo = (size_t)j->layer * q->cache_ctx * C;
+    float *kl = q->k + lo + hd * hs, *vl = q->v + lo + hd * hs;
+    const size_t r = (size_t)j->row0[s] + q0;
+    if (!j->qb)
+        for (int t = 0; t < q->n; t++) {
+            const float *qr = j->qkv + (r + t) * 3 * C + hd * hs;
+            memcpy(kl + (size_t)(q->pos + t) * C, qr + C, (size_t)hs * sizeof(float));
+            memcpy(vl + (size_t)(q->pos + t) * C, qr + 2 * C, (size_t)hs * sizeof(float));
+        }
+    if (nq == 1) /* a decode row: the same kernel, so the same sums, as the decode path */
+        wb_attention_forward(j->att + r * C + hd * hs, j->qkv + r * 3 * C + hd * hs, kl, vl,
+                             (size_t)C, q->pos + q0, hs, sc);
+    else
+        wb_attention_block_forward(j->att + r * C + hd * hs, (size_t)C,
+                                   j->qkv + r * 3 * C + hd * hs, (size_t)3 * C, kl, vl,
+                                   (size_t)C, q->pos + q0, nq, hs, sc);
+}
+
+static void att_worker(const att_job *j, int tid, int nt) {
+    float *sc = j->sc + (size_t)tid * j->sc_stride;
+    int hint = 0;
+    for (int i = tid; i < j->n_items; i += nt) att_item(j, i, &hint, sc);
+}
+
+/* One layer (or, with layer = -1, the final LayerNorm and head) on every pool thread, phases
+ * separated by barriers: LayerNorm by rows, matrices by output columns (mm_part), attention by
+ * items. One wake-up per layer, and with OpenBLAS kept single-threaded meanwhile, only our
+ * threads run: no second pool of spinning workers competes for the cores. */
+typedef struct fwd_job {
+    const wb_model *m;
+    const gpt2 *g;
+    const wb_seq_rows *seqs;
+    int n_seqs, n;
+    const int *row0;
+    float *x, *xn, *qkv, *att, *h;
+    att_job *aj;
+    wb_pool *pool;
+    int layer;
+    int att_threads;    /* 1: attention on thread 0 only (too small to split) */
+    float *logits;      /* head phase */
+    int all_positions;
+} fwd_job;
+
+/* Above WB_SMALL_ROWS rows a residual matrix leaves its bias to the LayerNorm that next reads x
+ * (one pass over x fewer); at or below, the bias is added inside the GEMV as in decode, so the
+ * sums stay decode's. */
+static const float *deferred_bias(const fwd_job *j, const float *b) {
+    return j->n > WB_SMALL_ROWS ? b : NULL;
+}
+
+/* xn = layernorm(x += add) over thread tid's rows; add: a deferred bias or NULL. */
+static void ln_rows(const fwd_job *j, const float *add, const float *w, const float *b, int tid,
+                    int nt) {
+    const int C = j->m->cfg.n_embd, t0 = (int)((int64_t)j->n * tid / nt),
+              t1 = (int)((int64_t)j->n * (tid + 1) / nt);
+    for (int t = t0; t < t1; t++)
+        wb_layernorm_add_forward(j->xn + (size_t)t * C, j->x + (size_t)t * C, add, w, b, C,
+                                 j->m->cfg.layer_norm_epsilon);
+}
+
+static void fwd_worker(void *arg, int tid, int nt) {
+    const fwd_job *j = arg;
+    const gpt2 *g = j->g;
+    const wb_config *c = &j->m->cfg;
+    const int C = c->n_embd, n = j->n;
+    if (j->layer < 0) { /* final LayerNorm + head */
+        const float *add = deferred_bias(j, g->layers[c->n_layer - 1].mlpproj_b);
+        if (j->all_positions) {
+            ln_rows(j, add, g->lnf_w, g->lnf_b, tid, nt);
+            wb_pool_barrier(j->pool);
+            mm_part(g, j->logits, j->xn, n, &g->head, NULL, 0, 0, tid, nt);
+        } else {
+            /* the last row of each sequence, normalised into xn rows 0..n_seqs-1 */
+            if (tid == 0)
+                for (int s = 0; s < j->n_seqs; s++)
+                    wb_layernorm_add_forward(
+                        j->xn + (size_t)s * C, j->x + (size_t)(j->row0[s] + j->seqs[s].n - 1) * C,
+                        add, g->lnf_w, g->lnf_b, C, c->layer_norm_epsilon);
+            wb_pool_barrier(j->pool);
+            mm_part(g, j->logits, j->xn, j->n_seqs, &g->head, NULL, 0, 0, tid, nt);
+        }
+        return;
+    }
+    const gpt2_layer *ly = &g->layers[j->layer];
+    ln_rows(j, j->layer ? deferred_bias(j, g->layers[j->layer - 1].mlpproj_b) : NULL, ly->ln1_w,
+            ly->ln1_b, tid, nt);
+    wb_pool_barrier(j->pool);
+    mm_part(g, j->qkv, j->xn, n, &ly->qkv, ly->qkv_b, 0, 0, tid, nt);
+    wb_pool_barrier(j->pool);
+    if (j->aj->qb) { /* K/V rows into the caches, by rows (whole-sequence items copy their own) */
+        const int t0 = (int)((int64_t)n * tid / nt), t1 = (int)((int64_t)n * (tid + 1) / nt);
+        for (int s = 0, r = 0; s < j->n_seqs; r += j->seqs[s].n, s++) {
+            const wb_seq_rows *q = &j->seqs[s];
+            const size_t lo = (size_t)j->layer * q->cache_ctx * C;
+            for (int t = r > t0 ? r : t0; t < r + q->n && t < t1; t++) {
+                const float *qr = j->qkv + (size_t)t * 3 * C;
+                memcpy(q->k + lo + (size_t)(q->pos + t - r) * C, qr + C, (size_t)C * sizeof(float));
+                memcpy(q->v + lo + (size_t)(q->pos + t - r) * C, qr + 2 * C,
+                       (size_t)C * sizeof(float));
+            }
+        }
+        wb_pool_barrier(j->pool);
+    }
+    if (j->att_threads > 1) att_worker(j->aj, tid, nt);
+    else if (tid == 0) att_worker(j->aj, 0, 1);
+    wb_pool_barrier(j->pool);
+    mm_part(g, j->x, j->att, n, &ly->attproj,
+            deferred_bias(j, ly->attproj_b) ? NULL : ly->attproj_b, 1, 0, tid, nt);
+    wb_pool_barrier(j->pool);
+    ln_rows(j, deferred_bias(j, ly->attproj_b), ly->ln2_w, ly->ln2_b, tid, nt);
+    wb_pool_barrier(j->pool);
+    mm_part(g, j->h, j->xn, n, &ly->fc, ly->fc_b, 0, 1, tid, nt);
+    wb_pool_barrier(j->pool);
+    mm_part(g, j->x, j->h, n, &ly->mlpproj,
+            deferred_bias(j, ly->mlpproj_b) ? NULL : ly->mlpproj_b, 1, 0, tid, nt);
+}
+
+static wb_status forward(const wb_model *m, const wb_seq_rows *seqs, int n_seqs, float *logits,
+                         int all_positions, wb_scratch *scratch, wb_err *err) {
+    const gpt2 *g = m->impl;
+    const wb_config *c = &m->cfg;
+    const int C = c->n_embd, F = c->n_inner, NH = c->n_head, hs = C / NH;
+    int n = 0, n_items = 0;
+    size_t sc_per_thread = 0;
+    const int nt = wb_compute_threads();
+    const int qb = n_seqs == 1 && NH % nt == 0 ? 0 : ATT_QB;
+    for (int s = 0; s < n_seqs; s++) {
+        n += seqs[s].n;
+        n_items += (qb ? (seqs[s].n + qb - 1) / qb : 1) * NH;
+        /* rounded to 16 floats: each thread's scratch starts on its own cache line */
+        size_t need = (wb_attention_block_scratch(seqs[s].pos, seqs[s].n, hs) + 15) & ~(size_t)15;
+        if (need > sc_per_thread) sc_per_thread = need;
+    }
+    const size_t nC = (size_t)n * C;
+    /* x [n, C] residual; xn [n, C] normed; qkv [n, 3C]; att [n, C]; h [n, F];
+     * sc [nt, attention scratch]; row0/item0 [2 n_seqs + 1] ints */
+    const size_t sz[7] = {nC, nC, 3 * nC, nC, (size_t)n * F, (size_t)nt * sc_per_thread,
+                          (size_t)2 * n_seqs + 1};
+    float *b[7];
+    wb_status st = wb_scratch_take(scratch, 7, sz, b, err);
+    if (st) return st;
+    float *x = b[0], *xn = b[1], *qkv = b[2], *att = b[3], *h = b[4], *sc = b[5];
+    int *row0 = (int *)b[6], *item0 = row0 + n_seqs;
+    for (int s = 0, r = 0, it = 0; s <= n_seqs; s++) {
+        item0[s] = it;
+        if (s == n_seqs) break;
+        row0[s] = r;
+        r += seqs[s].n;
+        it += (qb ? (seqs[s].n + qb - 1) / qb : 1) * NH;
+    }
+    const float *wte = g->wte.w;
+    for (int s = 0; s < n_seqs; s++)
+        for (int t = 0; t < seqs[s].n; t++) {
+            const float *te = wte + (size_t)seqs[s].ids[t] * C;
+            const float *pe = g->wpe + (size_t)(seqs[s].pos + t) * C;
+            float *xr = x + (size_t)(row0[s] + t) * C;
+            for (int i = 0; i < C; i++) xr[i] = te[i] + pe[i];
+        }
+    att_job aj = {seqs, row0, item0, n_seqs, n_items, qb, qkv, att, sc, sc_per_thread, 0, C, NH};
+    fwd_job fj = {m, g, seqs, n_seqs, n, row0, x, xn, qkv, att, h, &aj, NULL, 0,
+                  nt > 1 && (n >= ATT_POOL_MIN || n_seqs > 1) ? nt : 1, logits, all_positions};
+    for (int l = 0; l <= c->n_layer; l++) {
+        if (l == c->n_layer && !logits) break;
+        if (l < c->n_layer && wb_model_aborted(m, l, err)) {
+            st = WB_ERR_CANCELLED;
+            break;
+        }
+        aj.layer = l;
+        fj.layer = l < c->n_layer ? l : -1;
+        if (nt > 1) { /* the pool is locked per layer, so the abort callback runs unlocked */
+            if ((st = wb_pool_slot_acquire(wb_model_pool(m), nt, &fj.pool, err))) break;
+            wb_pool_run(fj.pool, fwd_worker, &fj);
+            wb_pool_slot_release(wb_model_pool(m));
+        } else {
+            fwd_worker(&fj, 0, 1);
+        }
+    }
+    return st;
+}
+
+/* --------------------------------------------------------------------------- GEMV decode */
+
+typedef struct decode_job {
+    const wb_model *m;
+    const wb_seq_rows *sq;
+    float *x, *qkv, *att, *h, *xn, *sc; /* xn [nt, C] and sc [nt, cache_ctx] per thread */
+    float *logits;
+    wb_pool *pool;
+} decode_job;
+
+static void decode_worker(void *arg, int tid, int nt) {
+    decode_job *j = arg;
+    const wb_model *m = j->m;
+    const gpt2 *g = m->impl;
+    const wb_config *c = &m->cfg;
+    const wb_seq_rows *sq = j->sq;
+    const int C = c->n_embd, NH = c->n_head, hs = C / NH, pos = sq->pos;
+    const float eps = c->layer_norm_epsilon;
+    float *x = j->x, *qkv = j->qkv, *att = j->att, *h = j->h;
+    float *xn = j->xn + (size_t)tid * C, *sc = j->sc + (size_t)tid * sq->cache_ctx;
+    int r0, r1;
+    const int h0 = (int)((int64_t)NH * tid / nt), h1 = (int)((int64_t)NH * (tid + 1) / nt);
+    for (int l = 0; l < c->n_layer; l++) {
+        const gpt2_layer *ly = &g->layers[l];
+        float *kl = sq->k + (size_t)l * sq->cache_ctx * C, *vl = sq->v + (size_t)l * sq->cache_ctx * C;
+        /* every thread normalises x itself: cheaper than a barrier */
+        wb_layernorm_forward(xn, x, ly->ln1_w, ly->ln1_b, C, eps);
+        wb_split_rows(3 * C, tid, nt, &r0, &r1);
+        wb_mat_mul(qkv, xn, 1, &ly->qkv, ly->qkv_b, r0, r1, 0);
+        wb_pool_barrier(j->pool);
+        for (int hd = h0; hd < h1; hd++) {
+            memcpy(kl + (size_t)pos * C + hd * hs, qkv + C + hd * hs, (size_t)hs * sizeof(float));
+            memcpy(vl + (size_t)pos * C + hd * hs, qkv + 2 * C + hd * hs, (size_t)hs * sizeof(float));
+            wb_attention_forward(att + hd * hs, qkv + hd * hs, kl + hd * hs, vl + hd * hs,
+                                 (size_t)C, pos, hs, sc);
+        }
+        wb_pool_barrier(j->pool);
+        wb_split_rows(C, tid, nt, &r0, &r1);
+        wb_mat_mul(x, att, 1, &ly->attproj, ly->attproj_b, r0, r1, 1);
+        wb_pool_barrier(j->pool);
+        wb_layernorm_forward(xn, x, ly->ln2_w, ly->ln2_b, C, eps);
+        wb_split_rows(c->n_inner, tid, nt, &r0, &r1);
+        wb_mat_mul(h, xn, 1, &ly->fc, ly->fc_b, r0, r1, 0);
+        wb_gelu_forward(h + r0, (size_t)(r1 - r0), g->act);
+        wb_pool_barrier(j->pool);
+        wb_split_rows(C, tid, nt, &r0, &r1);
+        wb_mat_mul(x, h, 1, &ly->mlpproj, ly->mlpproj_b, r0, r1, 1);
+        wb_pool_barrier(j->pool);
+    }
+    if (j->logits) {
+        wb_layernorm_forward(xn, x, g->lnf_w, g->lnf_b, C, eps);
+        wb_split_rows(c->vocab_size, tid, nt, &r0, &r1);
+        wb_mat_mul(j->logits, xn, 1, &g->head, NULL, r0, r1, 0);
+    }
+}
+
+static wb_status decode(const wb_model *m, const wb_seq_rows *one, float *logits,
+                        wb_scratch *scratch, wb_err *err) {
+    const gpt2 *g = m->impl;
+    const int C = m->cfg.n_embd, nt = wb_compute_threads();
+    const size_t sz[6] = {(size_t)C, 3 * (size_t)C, (size_t)C, (size_t)m->cfg.n_inner,
+                          (size_t)nt * C, (size_t)nt * (size_t)one->cache_ctx};
+    float *b[6];
+    wb_status st = wb_scratch_take(scratch, 6, sz, b, err);
+    if (st) return st;
+    const float *te = (const float *)g->wte.w + (size_t)one->ids[0] * C,
+                *pe = g->wpe + (size_t)one->pos * C;
+    for (int i = 0; i < C; i++) b[0][i] = te[i] + pe[i];
+    decode_job job = {m, one, b[0], b[1], b[2], b[3], b[4], b[5], logits, NULL};
+    if (nt <= 1) {
+        decode_worker(&job, 0, 1); /* no pool, no atomics: the 1-thread path pays nothing */
+        return WB_OK;
+    }
+    if ((st = wb_pool_slot_acquire(wb_model_pool(m), nt, &job.pool, err))) return st;
+    wb_pool_run(job.pool, decode_worker, &job);
+    wb_pool_slot_release(wb_model_pool(m));
+    return WB_OK;
+}
+
+const wb_family wb_family_gpt2 = {
+    .name = "gpt2",
+    .model_types = (const char *const[]){"gpt2", NULL},
+    .architectures = (const char *const[]){"GPT2LMHeadModel", NULL},
+    .parse_config = parse_config,
+    .load = load,
+    .free = gpt2_free,
+    .forward = forward,
+    .decode = decode,
+    .kv_width = kv_width,
+    .max_ctx = max_ctx,
+    .weight_bytes = weight_bytes,
+};

@@ -1,0 +1,235 @@
+/* model_family.h - the model-family interface and what the family files share (not a public API).
+ *
+ * A family is one file (core/gpt2.c, core/llama.c, core/phi3.c) that fills one wb_family table:
+ * the config.json keys it reads, how it loads its weights, its forward pass over sequences and
+ * the sizes the rest of the core asks about. core/model.c reads config.json once, picks the
+ * family once from its table (by model_type, else architectures[0]) and calls through the table
+ * from then on; session.c (the KV cache), batch.c and generate.c never ask which family it is.
+ *
+ *   core/config.c    typed config.json readers shared by the families' parse_config
+ *   core/weights.c   tensors by name in one file or an index's shards, dtype/shape/finiteness
+ *                    checks, F16/BF16 widening, and wb_mat (the matrix type) with its kernels
+ *   core/threadpool.c the compute pool and the per-model pool slot
+ *
+ * Adding a family: write core/<family>.c with a `const wb_family wb_family_<name>` and add it
+ * to the table in core/model.c (docs/design.md, "How to add a model family").
+ */
+#ifndef WB_MODEL_FAMILY_H
+#define WB_MODEL_FAMILY_H
+
+#include "model_internal.h"
+#include "threadpool.h"
+
+struct cJSON;
+
+/* ------------------------------------------------------------------- config.json readers */
+
+/* Caps far above any real checkpoint but low enough that sizes multiply without overflow and a
+ * hostile config cannot ask for terabytes before the tensor shapes are even compared. Learned
+ * position tables ([n_positions, C] weights) get the lower position cap. */
+#define WB_CAP_VOCAB (1 << 22)
+#define WB_CAP_EMBD 65536
+#define WB_CAP_LAYER 1024
+#define WB_CAP_POS_LEARNED (1 << 20)
+#define WB_CAP_POS (1 << 24)
+#define WB_CAP_HEAD 4096
+#define WB_CAP_INNER (1 << 20)
+#define WB_CAP_PARAMS ((int64_t)1 << 34)
+
+/* An integer key in [lo, hi]. Absent or JSON null: an error naming the key (and model_type
+ * when not NULL) if required, else *present = 0 and *out untouched. */
+wb_status wb_cfg_int(const struct cJSON *obj, const char *key, const char *name,
+                     const char *model_type, int required, int64_t lo, int64_t hi, int32_t *out,
+                     int *present, wb_err *err);
+/* A finite number in (0, hi]; absent or null leaves *out (the default) unless required.
+ * `where` prefixes the key in messages ("rope_scaling."), "" for top-level keys. */
+wb_status wb_cfg_pos_num(const struct cJSON *obj, const char *key, const char *where,
+                         const char *name, int required, double hi, float *out, wb_err *err);
+/* true/false; absent or null gives dflt. */
+wb_status wb_cfg_bool(const struct cJSON *obj, const char *key, const char *name, int dflt,
+                      int32_t *out, wb_err *err);
+
+/* ------------------------------------------------------------------------------ scratch */
+
+/* Activations kept between calls (a session's, a batch's): fresh multi-MB mallocs are fresh
+ * mmaps, and their page faults cost a few percent of a prefill. */
+typedef struct wb_scratch {
+    float *p;
+    size_t cap; /* floats */
+} wb_scratch;
+
+/* Grow s to hold n buffers of sizes[i] floats, each 64-byte aligned, and point bufs[i] at them.
+ * s NULL is an error; contents are not kept across growth. */
+wb_status wb_scratch_take(wb_scratch *s, int n, const size_t *sizes, float **bufs, wb_err *err);
+
+/* ------------------------------------------------------------------------------ matrices */
+
+/* How a matrix's elements are stored. helper kernels: kernels.c (F32), kernels_bf16.c (BF16). */
+typedef enum wb_mat_dtype { WB_MAT_F32 = 0, WB_MAT_BF16 = 1 } wb_mat_dtype;
+
+/* A matrix [rows, cols] row-major, [out, in] (HF nn.Linear's layout; GPT-2's Conv1D [in, out]
+ * is transposed at load). F32 ones are owned by the weight store (64-byte aligned); BF16 ones
+ * point into the mapped file (2-byte aligned). */
+typedef struct wb_mat {
+    const void *w;
+    wb_mat_dtype dtype;
+    int rows, cols;
+} wb_mat;
+
+/* Rows [r0, r1) of m as a matrix of their own (fused projections: Phi-3's qkv_proj). */
+wb_mat wb_mat_rows(const wb_mat *m, int r0, int r1);
+
+/* The one place matrix kernels are chosen by dtype. For rows r in [r0, r1) of W and inputs
+ * t < n (X [n, W.cols], Y [n, W.rows]):
+ *   Y[t, r] = (accumulate ? Y[t, r] : 0) + b[r] + W[r, :] . X[t, :]      (b may be NULL)
+ * Up to WB_SMALL_ROWS inputs every output gets exactly the sums it gets with n = 1 (a row in a
+ * batch computes what it computes alone), and the weights stream once per call whatever n is.
+ * Above, F32 weights go through a single-threaded cblas_sgemm over this slice of rows. */
+#define WB_SMALL_ROWS 48
+void wb_mat_mul(float *Y, const float *X, int n, const wb_mat *W, const float *b, int r0, int r1,
+                int accumulate);
+/* dst[cols] = row r of m widened to F32 (embedding lookups). */
+void wb_mat_row(const wb_mat *m, int r, float *dst);
+
+/* ------------------------------------------------------------------------------ weights */
+
+/* The tensors of a model directory: model.safetensors, or model.safetensors.index.json and the
+ * shards its weight_map names. */
+typedef struct wb_weights wb_weights;
+
+wb_status wb_weights_open(const char *dir, wb_weights **out, wb_err *err);
+void wb_weights_free(wb_weights *w);
+/* 1 when the checkpoint holds a tensor of that name. */
+int wb_weights_has(const wb_weights *w, const char *name);
+
+/* One tensor a family asks for: its name and exact shape in the file ([d0] when d1 = 0, else
+ * [d0, d1]), and where the loaded data goes: a vector (always F32) or a matrix. transpose: the
+ * file holds the matrix as [in, out] (Conv1D) and it is stored [out, in] = [d1, d0]. */
+typedef struct wb_want {
+    char name[112];
+    int64_t d0, d1;
+    int transpose;
+    const float **vec;
+    wb_mat *mat;
+} wb_want;
+
+/* Where loaded weights live; wb_weight_store_free releases all of it. */
+typedef struct wb_weight_store {
+    float *block;               /* F32 weights, every tensor 64-byte aligned */
+    size_t block_floats;
+    uint16_t *bf16_copy;        /* BF16 tensors whose file offset was odd, copied aligned */
+    size_t mapped_bf16_bytes;   /* BF16 matrices used straight from the mapping */
+    wb_safetensors **shards;    /* kept mapped when a BF16 matrix points into them */
+    int n_shards;
+} wb_weight_store;
+
+/* Load every want: first check that each is present with a float dtype (F32, F16, BF16) and its
+ * exact shape (one message format for every family), before anything is allocated; then widen
+ * into one aligned block, except matrices that are BF16 in the file when keep_bf16 (mapped, not
+ * transposed). Every tensor is checked for NaN/Inf once, an error naming it and the element.
+ * *n_params (may be NULL) gets the sum of the wants' element counts. On success the store owns
+ * the mappings that are still needed; w keeps the rest (free it either way). */
+wb_status wb_weights_load(wb_weights *w, const wb_want *wants, int n, int keep_bf16,
+                          wb_weight_store *out, int64_t *n_params, wb_err *err);
+void wb_weight_store_free(wb_weight_store *s);
+size_t wb_weight_store_bytes(const wb_weight_store *s);
+
+/* ---------------------------------------------------------------------------- sequences */
+
+/* One sequence in a multi-sequence forward: n tokens at positions pos..pos+n-1 through its own
+ * cache k/v ([L, cache_ctx, kv_width] each), attending to its rows 0..pos+n-1 only. */
+typedef struct wb_seq_rows {
+    float *k, *v;
+    int cache_ctx;
+    int pos;
+    const int32_t *ids;
+    int n;
+} wb_seq_rows;
+
+/* ------------------------------------------------------------------------------ family */
+
+typedef struct wb_family {
+    const char *name;                  /* "gpt2", "llama", "phi3" */
+    const char *const *model_types;    /* config.json model_type values it accepts, NULL-ended */
+    /* architectures[i] is the class name of model_types[i] (HF config "architectures"), used
+     * when config.json has no model_type */
+    const char *const *architectures;
+    /* Read this family's keys of config.json (root is an object) into *cfg, every error naming
+     * `name` and the key. *hparams: family-private values beyond wb_config (one malloc'd block,
+     * released with free(); NULL when none). */
+    wb_status (*parse_config)(const struct cJSON *root, const char *model_type, const char *name,
+                              wb_config *cfg, void **hparams, wb_err *err);
+    /* Load m->cfg's weights from w (and m->hparams); set m->impl and m->n_params. */
+    wb_status (*load)(wb_model *m, wb_weights *w, const wb_model_params *p, wb_err *err);
+    void (*free)(void *impl);
+    /* Several sequences in one pass: their rows stacked so every matrix runs over all of them
+     * at once, attention per sequence over its own cache and positions (no padding).
+     * logits: NULL; [n_seqs, V] for the last row of each sequence; or [sum n, V] when
+     * all_positions. Sequences have n >= 1 and ids checked; scratch is never NULL. */
+    wb_status (*forward)(const wb_model *m, const wb_seq_rows *seqs, int n_seqs, float *logits,
+                         int all_positions, wb_scratch *scratch, wb_err *err);
+    /* Optional single-token fast path (one sequence, n = 1; logits [V] or NULL); NULL: forward.
+     * Must give exactly forward's logits. */
+    wb_status (*decode)(const wb_model *m, const wb_seq_rows *one, float *logits,
+                        wb_scratch *scratch, wb_err *err);
+    /* Floats per K (and per V) cache row. */
+    size_t (*kv_width)(const wb_config *c);
+    /* The longest context a session may ask for. */
+    int32_t (*max_ctx)(const wb_config *c);
+    /* Bytes of weights held in memory, mapped BF16 matrices included. */
+    size_t (*weight_bytes)(const wb_model *m);
+} wb_family;
+
+extern const wb_family wb_family_gpt2, wb_family_llama;
+
+/* ------------------------------------------------------------------------------- model */
+
+struct wb_model {
+    const wb_family *family;
+    wb_config cfg;
+    void *hparams;                /* family-private config values (free()) */
+    void *impl;                   /* family weights (family->free) */
+    char *dir;
+    char *config_json;
+    wb_tokenizer *tok;
+    int64_t n_params;
+    int32_t *eos_ids;             /* generation_config.json eos_token_id, [n_eos] */
+    size_t n_eos;
+    char model_type[32];
+
+    wb_abort_fn abort_fn;
+    void *abort_data;
+
+    /* The compute pool follows wb_threads_get(); mutable state behind a const model (the one
+     * cast is in wb_model_pool). */
+    wb_pool_slot pool;
+};
+
+wb_pool_slot *wb_model_pool(const wb_model *m);
+/* 1 when the abort callback asks to stop (then err says where: "at layer l"). */
+int wb_model_aborted(const wb_model *m, int layer, wb_err *err);
+
+/* The family's forward through the table (model.c); wb_forward_tokens is the one-sequence
+ * case. scratch may be NULL (allocated for this call only). */
+wb_status wb_forward_seqs(const wb_model *m, const wb_seq_rows *seqs, int n_seqs, float *logits,
+                          int all_positions, wb_scratch *scratch, wb_err *err);
+wb_status wb_forward_tokens(const wb_model *m, float *kcache, float *vcache, int cache_ctx,
+                            int pos, const int32_t *ids, int n, float *logits,
+                            int all_positions, wb_scratch *scratch, wb_err *err);
+/* One token of one sequence: the family's fast path, else its forward. */
+wb_status wb_forward_decode(const wb_model *m, const wb_seq_rows *one, float *logits,
+                            wb_scratch *scratch, wb_err *err);
+/* Floats per K (and per V) cache row of m's family. */
+size_t wb_model_kv_width(const wb_model *m);
+
+/* A session as one sequence of a wb_forward_seqs call (core/batch.c): check that ids fit and
+ * are in the vocabulary, then describe its cache; after a successful forward, wb_session_commit
+ * records the ids and moves pos by n. */
+wb_status wb_session_rows(wb_session *s, const int32_t *ids, int n, wb_seq_rows *out,
+                          wb_err *err);
+void wb_session_commit(wb_session *s, const int32_t *ids, int n);
+
+/* Check ids against the vocabulary: WB_ERR_RANGE naming the id and index. */
+wb_status wb_check_ids(const wb_model *m, const int32_t *ids, int n, wb_err *err);
+
+#endif
