@@ -88,6 +88,29 @@ __attribute__((target("avx2,fma"))) static inline void row_bf16(float *Y, size_t
     }
 }
 
+/* Four consecutive rows and one input, one accumulator per row over 8-wide chunks in order:
+ * exactly the sums of the 4 x 3 blocks below and of the decode kernel's four streams, so an
+ * input left over from a batch's blocks of 3 gets what it gets alone. Needs in % 8 == 0. */
+__attribute__((target("avx2,fma"))) static inline void rows4_bf16(float *y, const float *x,
+                                                                  const uint16_t *w0, int in,
+                                                                  const float *b, int r,
+                                                                  int accumulate) {
+    const uint16_t *w1 = w0 + in, *w2 = w1 + in, *w3 = w2 + in;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int i = 0; i < in; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        a0 = _mm256_fmadd_ps(ld_bf16(w0 + i), v, a0);
+        a1 = _mm256_fmadd_ps(ld_bf16(w1 + i), v, a1);
+        a2 = _mm256_fmadd_ps(ld_bf16(w2 + i), v, a2);
+        a3 = _mm256_fmadd_ps(ld_bf16(w3 + i), v, a3);
+    }
+    const __m256 acc[4] = {a0, a1, a2, a3};
+    for (int k = 0; k < 4; k++) {
+        float v = hsum(acc[k]) + (b ? b[r + k] : 0.0f);
+        y[r + k] = accumulate ? y[r + k] + v : v;
+    }
+}
+
 /* Several inputs (prefill, batches): blocks of 4 rows x 3 inputs, twelve accumulators. Each
  * 8-wide step widens 4 weight vectors once and loads 3 input vectors for 12 FMAs, so the FMA
  * units, not the loads, set the pace; the 4 rows (7 KB at Qwen's width) stay in L1 while every
@@ -134,10 +157,8 @@ __attribute__((target("avx2,fma"))) static void gemm_bf16_avx2(float *Y, size_t 
                     *y = accumulate ? *y + v : v;
                 }
         }
-        if (t < nb) /* the last 1-2 inputs */
-            for (int k = 0; k < 4; k++)
-                row_bf16(Y + (size_t)t * ldy, ldy, X + (size_t)t * ldx, ldx, nb - t,
-                         W + (size_t)(r + k) * in, b, in, r + k, accumulate);
+        for (; t < nb; t++) /* the last 1-2 inputs, summed as the 4-row blocks above are */
+            rows4_bf16(Y + (size_t)t * ldy, X + (size_t)t * ldx, w0, in, b, r, accumulate);
     }
     for (; r < r1; r++)
         row_bf16(Y, ldy, X, ldx, nb, W + (size_t)r * in, b, in, r, accumulate);
@@ -158,7 +179,7 @@ __attribute__((target("avx2,fma"))) static void gemv_bf16_avx2(float *Y, size_t 
         gemm_bf16_avx2(Y, ldy, X, ldx, nb, W, b, in, r0, r1, accumulate);
         return;
     }
-    if (nb != 1 || (in & 15)) {
+    if (nb != 1 || (in & 7)) {
         for (int r = r0; r < r1; r++)
             row_bf16(Y, ldy, X, ldx, nb, W + (size_t)r * in, b, in, r, accumulate);
         return;
@@ -169,7 +190,7 @@ __attribute__((target("avx2,fma"))) static void gemv_bf16_avx2(float *Y, size_t 
         const uint16_t *w0 = W + (size_t)r * in, *w1 = w0 + (size_t)q * in, *w2 = w1 + (size_t)q * in,
                        *w3 = w2 + (size_t)q * in;
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int i = 0; i < in; i += 16) {
+        for (int i = 0; i + 16 <= in; i += 16) {
             _mm_prefetch((const char *)(w0 + i) + PF_AHEAD, _MM_HINT_T0);
             _mm_prefetch((const char *)(w1 + i) + PF_AHEAD, _MM_HINT_T0);
             _mm_prefetch((const char *)(w2 + i) + PF_AHEAD, _MM_HINT_T0);
@@ -183,6 +204,14 @@ __attribute__((target("avx2,fma"))) static void gemv_bf16_avx2(float *Y, size_t 
             a1 = _mm256_fmadd_ps(ld_bf16(w1 + i + 8), x1, a1);
             a2 = _mm256_fmadd_ps(ld_bf16(w2 + i + 8), x1, a2);
             a3 = _mm256_fmadd_ps(ld_bf16(w3 + i + 8), x1, a3);
+        }
+        if (in & 8) { /* in % 16 == 8: the last chunk, still in order */
+            const int i = in - 8;
+            const __m256 x0 = _mm256_loadu_ps(X + i);
+            a0 = _mm256_fmadd_ps(ld_bf16(w0 + i), x0, a0);
+            a1 = _mm256_fmadd_ps(ld_bf16(w1 + i), x0, a1);
+            a2 = _mm256_fmadd_ps(ld_bf16(w2 + i), x0, a2);
+            a3 = _mm256_fmadd_ps(ld_bf16(w3 + i), x0, a3);
         }
         float s[4] = {hsum(a0), hsum(a1), hsum(a2), hsum(a3)};
         for (int k = 0; k < 4; k++) {

@@ -647,6 +647,111 @@ static void batched_decode_equals_single_sequences(void) {
     ref_free(&r);
 }
 
+/* B sequences at different positions stepped together through one stacked forward give, row
+ * for row, bit for bit the logits each gets alone: every matrix sums a row the same way whatever
+ * the batch (F32 and BF16 kernels), attention runs per sequence. Steps mix decode rows with a
+ * sequence still prefilling. 1 and 2 threads; shapes with in % 16 == 8 (llama F, mistral C). */
+static void batched_steps_equal_each_sequence_alone(void) {
+    const fx fams[3] = {fx_qwen2(), fx_llama(), fx_mistral()};
+    int old = wb_threads_get();
+    for (int f = 0; f < 3; f++)
+        for (int bf = 0; bf < 2; bf++) {
+            fx o = fams[f];
+            o.dtype = bf ? WB_BF16 : WB_F32;
+            ref_model r;
+            wb_model *m = load(&o, &r, NULL, NULL);
+            if (!m) continue;
+            enum { B = 5, STEPS = 5 };
+            const size_t V = (size_t)o.V;
+            wb_err err = {0};
+            wb_batch *bt = NULL;
+            wb_session *sb[B] = {0}, *sa[B] = {0};
+            float *lb = malloc(B * V * 4), *la = malloc(V * 4);
+            CHECK(wb_batch_new(m, &bt, &err) == WB_OK);
+            double worst = 0;
+            for (int nt = 1; nt <= 2; nt++) {
+                wb_threads_set(nt);
+                for (int i = 0; i < B; i++) {
+                    CHECK(wb_session_new(m, 64, &sb[i], &err) == WB_OK);
+                    CHECK(wb_session_new(m, 64, &sa[i], &err) == WB_OK);
+                }
+                for (int step = 0; step < STEPS; step++) {
+                    int32_t tok[B][B];
+                    const int32_t *ids[B];
+                    int counts[B];
+                    for (int i = 0; i < B; i++) {
+                        /* step 0: prompts of 1..B tokens; then decode rows, except sequence 1
+                         * which takes 3 tokens at step 2 */
+                        counts[i] = step == 0 ? i + 1 : (step == 2 && i == 1) ? 3 : 1;
+                        for (int t = 0; t < counts[i]; t++)
+                            tok[i][t] = (int32_t)((step * 37 + i * 11 + t * 5 + 3) % o.V);
+                        ids[i] = tok[i];
+                    }
+                    CHECK_MSG(wb_batch_forward(bt, sb, ids, counts, B, lb, &err) == WB_OK, "step %d: %s",
+                              step, err.msg);
+                    for (int i = 0; i < B; i++) {
+                        if (counts[i] == 1 && step > 0)
+                            CHECK(wb_session_decode(sa[i], ids[i][0], la, &err) == WB_OK);
+                        else
+                            CHECK(wb_session_prefill(sa[i], ids[i], counts[i], la, 0, &err) ==
+                                  WB_OK);
+                        double d = max_abs_diff(lb + i * V, la, V);
+                        if (d > worst) worst = d;
+                    }
+                }
+                for (int i = 0; i < B; i++) {
+                    CHECK(wb_session_pos(sb[i]) == wb_session_pos(sa[i]));
+                    wb_session_free(sb[i]);
+                    wb_session_free(sa[i]);
+                    sb[i] = sa[i] = NULL;
+                }
+            }
+            CHECK_MSG(worst == 0.0, "%s %s: batched vs alone differ by %.3g", o.family,
+                      bf ? "BF16" : "F32", worst);
+            wb_threads_set(old);
+            free(lb);
+            free(la);
+            wb_batch_free(bt);
+            wb_model_free(m);
+            ref_free(&r);
+        }
+    wb_threads_set(old);
+}
+
+/* The context rule is the model's, whatever the family and the key that sets it: a Llama config
+ * with max_position_embeddings 8192 (and no n_positions) generates with n_ctx = 8192, and asking
+ * for more names the limit in family-independent words. */
+static void generate_accepts_any_context_up_to_the_models_maximum(void) {
+    fx o = fx_llama();
+    o.max_pos = 8192;
+    ref_model r;
+    wb_model *m = load(&o, &r, NULL, NULL);
+    if (!m) return;
+    CHECK(wb_model_max_ctx(m) == 8192);
+    wb_sampling_params sp = wb_sampling_default_params();
+    sp.temperature = 0;
+    sp.max_tokens = 3;
+    wb_gen_params gp = wb_gen_default_params();
+    gp.n_ctx = 8192;
+    wb_gen *g = NULL;
+    wb_err err = {0};
+    CHECK_MSG(wb_generate(m, "hello", 5, &sp, &gp, &g, &err) == WB_OK, "%s", err.msg);
+    if (g) CHECK(wb_gen_result_get(g)->n_tokens == 3);
+    wb_gen_free(g);
+    g = NULL;
+    gp.n_ctx = 8193;
+    CHECK(wb_generate(m, "hello", 5, &sp, &gp, &g, &err) == WB_ERR_RANGE);
+    CHECK_ERR_MENTIONS(err.msg, "maximum context of 8192");
+    CHECK(strstr(err.msg, "n_positions") == NULL);
+    wb_gen_free(g);
+    wb_session *s = NULL;
+    CHECK(wb_session_new(m, 8192, &s, &err) == WB_OK);
+    CHECK(wb_session_n_ctx(s) == 8192);
+    wb_session_free(s);
+    wb_model_free(m);
+    ref_free(&r);
+}
+
 /* ======================================================= context, eos, config accessors */
 
 static void kv_cache_is_sized_from_the_requested_context(void) {
@@ -986,6 +1091,8 @@ int main(void) {
     RUN(sharded_checkpoints_equal_the_single_file);
     RUN(two_threads_give_the_same_results);
     RUN(batched_decode_equals_single_sequences);
+    RUN(batched_steps_equal_each_sequence_alone);
+    RUN(generate_accepts_any_context_up_to_the_models_maximum);
     RUN(kv_cache_is_sized_from_the_requested_context);
     RUN(generation_config_eos_list_ends_generation_as_eos);
     RUN(chat_template_prompt_runs_and_ends_at_im_end);
