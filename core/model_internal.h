@@ -38,6 +38,8 @@ void wb_gemv_batch_forward(float *Y, size_t ldy, const float *X, size_t ldx, int
                            int accumulate);
 /* x[n] = gelu(x) in place. */
 void wb_gelu_forward(float *x, size_t n, wb_act act);
+/* x[n] = softmax(x) in place (max-subtracted). */
+void wb_softmax_forward(float *x, int n);
 /* One head of causal attention for a query at absolute position p:
  * q[hs]; keys/values rows t = 0..p at k + t*stride, v + t*stride; scratch att[p+1];
  * out[hs] = sum_t softmax(q.k_t / sqrt(hs))_t v_t. */

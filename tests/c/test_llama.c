@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "cpu.h"
 #include "llama_internal.h"
 #include "model_internal.h"
 #include "wb_batch.h"
@@ -654,8 +655,11 @@ static void batched_decode_equals_single_sequences(void) {
 static void batched_steps_equal_each_sequence_alone(void) {
     const fx fams[3] = {fx_qwen2(), fx_llama(), fx_mistral()};
     int old = wb_threads_get();
+    const wb_isa old_isa = wb_isa_limit(WB_ISA_COUNT - 1);
+    for (int isa = 0; isa <= (int)wb_isa_best(); isa++)
     for (int f = 0; f < 3; f++)
         for (int bf = 0; bf < 2; bf++) {
+            wb_isa_limit((wb_isa)isa);
             fx o = fams[f];
             o.dtype = bf ? WB_BF16 : WB_F32;
             ref_model r;
@@ -706,8 +710,8 @@ static void batched_steps_equal_each_sequence_alone(void) {
                     sb[i] = sa[i] = NULL;
                 }
             }
-            CHECK_MSG(worst == 0.0, "%s %s: batched vs alone differ by %.3g", o.family,
-                      bf ? "BF16" : "F32", worst);
+            CHECK_MSG(worst == 0.0, "%s %s %s: batched vs alone differ by %.3g", o.family,
+                      bf ? "BF16" : "F32", wb_isa_name((wb_isa)isa), worst);
             wb_threads_set(old);
             free(lb);
             free(la);
@@ -715,6 +719,7 @@ static void batched_steps_equal_each_sequence_alone(void) {
             wb_model_free(m);
             ref_free(&r);
         }
+    wb_isa_limit(old_isa);
     wb_threads_set(old);
 }
 
