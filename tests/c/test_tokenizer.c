@@ -148,11 +148,9 @@ static void training_is_deterministic_with_exact_vocab_size(void) {
     CHECK(wb_tokenizer_encode(t1, "the<|endoftext|>the", 19, &ids, &nid, &err) == WB_OK);
     CHECK(nid == 3 && ids[1] == 998 && ids[0] == ids[2]);
     wb_free(ids);
-    /* training time is dominated by pre-tokenization: 200 KB must be far below a second */
-    double t0 = wb_clock_ms();
+    /* 200 KB trains (its speed is measured in bench/, not asserted here) */
     wb_tokenizer *t3 = NULL;
     CHECK(wb_bpe_train(text, n, &p, &t3, &err) == WB_OK);
-    CHECK((wb_clock_ms() - t0) < 5000);
     wb_tokenizer_free(t3);
 out:
     wb_tokenizer_free(t1);
@@ -394,9 +392,8 @@ static void long_word_does_not_hang(void) {
     const char fill[] = {'a', ' ', '\n', '1', '!'};
     for (size_t k = 0; k < sizeof fill; k++) {
         memset(s, fill[k], n);
-        double t0 = wb_clock_ms();
+        /* a quadratic path would run into ctest's timeout; no wall-clock check (bench/) */
         CHECK(wb_tokenizer_encode(tok, s, n, &ids, &nid, &err) == WB_OK);
-        CHECK_MSG(wb_clock_ms() - t0 < 2000, "100 KB of '%c' took %.0f ms", fill[k], wb_clock_ms() - t0);
         CHECK(nid > 0 && nid <= n);
         wb_free(ids);
     }
