@@ -6,9 +6,10 @@
 --
 -- The HTTP side is wb.httpd (libmicrohttpd threads read requests and enforce the connection and
 -- body limits); everything here runs on the Lua main thread: each turn of the loop takes the new
--- requests, starts what fits in the batch, advances every running sequence by one released piece
--- and writes it to its client, checks for clients that went away (their generation is cancelled
--- and its KV cache freed at once) and for requests past their deadline. The wire formats live in
+-- requests, adds what fits (--max-batch rows) to the server's one wb.Batch, drops the rows of
+-- clients that went away (their KV cache is freed at once) or that passed their deadline, runs one
+-- batched step (one forward pass for every running row, each with its own sampling parameters,
+-- seed, stops and constraint) and writes each released piece to its client. The wire formats live in
 -- wb.serve_api. See docs/serve.md.
 local api = require("wb.serve_api")
 
@@ -57,11 +58,13 @@ function M.new(opts)
     n_ctx = info.n_ctx, vocab_size = info.vocab_size,
     name = o.model_name or basename(model.dir),
     running = {},   -- jobs whose choices are decoding
+    batch = model:batch(), -- every running choice is one row of this batch: one forward per step
+    rows = {},      -- batch row id -> {job =, ch =}
     queue = {},     -- jobs waiting for room in the batch
     n_running = 0,  -- sequences decoding now (a job with n choices counts n)
     constraints = {}, constraint_order = {},
     routes = {},
-    stats = { requests = 0, completed = 0, cancelled = 0, rejected = 0 },
+    stats = { requests = 0, completed = 0, cancelled = 0, rejected = 0, peak_batch = 0, steps = 0 },
     created = os.time(),
   }, Server)
   local ok, tpl = pcall(wb.chat_template, model.dir)
@@ -73,8 +76,9 @@ function M.new(opts)
 end
 
 function Server:close()
-  for _, job in ipairs(self.running) do self:cancel(job, "server closing") end
+  for j = #(self.running or {}), 1, -1 do self:cancel(self.running[j], "server closing") end
   self.running = {}
+  if self.batch then self.batch:close(); self.batch = nil end
   if self.httpd then self.httpd:close(); self.httpd = nil end
 end
 Server.__close = Server.close
@@ -167,19 +171,21 @@ function Server:start(job)
   for i = 1, job.n do
     local p = copy(job.params)
     if p.seed ~= nil and i > 1 then p.seed = p.seed + (i - 1) end -- choice i draws from seed + i - 1
-    local ok, stream = pcall(self.model.stream, self.model, job.ids, p, { constraint = job.c })
+    p.n = nil -- the batch takes one row per choice
+    local ok, id = pcall(self.batch.add, self.batch, job.ids, p, { constraint = job.c })
     if not ok then
-      for _, ch in ipairs(job.choices) do ch.stream:close() end
+      for _, ch in ipairs(job.choices) do self:drop_row(ch) end
       job.choices = {}
-      return self:reply_error(job.req, job.fmt, 500, "could not start generation: " .. tostring(stream))
+      return self:reply_error(job.req, job.fmt, 500, "could not start generation: " .. tostring(id))
     end
-    local ch = { stream = stream, index = i - 1, text = {}, lp = job.logprobs and {} or nil }
+    local ch = { id = id, index = i - 1, text = {}, ids = {}, lp = job.logprobs and {} or nil }
     if job.logprobs then
       ch.scorer = self.model:session()
       ch.logits = ch.scorer:prefill(job.ids)
       ch.scored = 0
     end
     job.choices[i] = ch
+    self.rows[id] = { job = job, ch = ch }
   end
   job.live = job.n
   self.n_running = self.n_running + job.n
@@ -192,13 +198,12 @@ end
 
 -- Logprobs of the tokens generated since the last call: the model's raw distribution at each
 -- step (before penalties, temperature and filters), from a second session that follows along.
-function Server:score(job, ch, final)
-  local res = ch.stream:result()
-  local ids = res.token_ids
+-- ids are the tokens sampled so far; final with an eos stop leaves the end token out (not text).
+function Server:score(job, ch, ids, final, stop_reason)
   local out = {}
   local tok = self.tok
   local upto = #ids
-  if final and res.stop_reason == "eos" then upto = upto - 1 end -- the end token is not text
+  if final and stop_reason == "eos" then upto = upto - 1 end -- the end token is not text
   while ch.scored < upto do
     local id = ids[ch.scored + 1]
     if ch.pending then ch.logits = ch.scorer:decode(ch.pending); ch.pending = nil end
@@ -217,8 +222,15 @@ function Server:score(job, ch, final)
   return out
 end
 
-local function close_choice(ch)
-  if ch.stream then ch.stream:close() end
+-- A choice's batch row leaves now (its KV cache is freed at once) and its scorer closes.
+function Server:drop_row(ch)
+  if ch.id then
+    if self.rows[ch.id] then
+      self.rows[ch.id] = nil
+      pcall(self.batch.cancel, self.batch, ch.id) -- a row that already ended is unknown: fine
+    end
+    ch.id = nil
+  end
   if ch.scorer then ch.scorer:close(); ch.scorer = nil end
 end
 
@@ -231,7 +243,7 @@ function Server:remove(job)
 end
 
 function Server:cancel(job, why)
-  for _, ch in ipairs(job.choices or {}) do close_choice(ch) end
+  for _, ch in ipairs(job.choices or {}) do self:drop_row(ch) end
   self:remove(job)
   self.stats.cancelled = self.stats.cancelled + 1
   self:log("request %d cancelled (%s)", job.req.id, why)
@@ -258,7 +270,51 @@ function Server:complete(job)
     results[1] and results[1].stop_reason or "?")
 end
 
--- One piece for every running sequence.
+-- A job whose generation failed: every choice leaves the batch, the client gets a 500.
+function Server:fail_job(job, msg)
+  for _, c in ipairs(job.choices) do self:drop_row(c) end
+  self:remove(job)
+  if job.stream then
+    job.req:write(job.fmt.stream_error(job, 500, msg)); job.req:finish()
+  else
+    self:reply_error(job.req, job.fmt, 500, msg)
+  end
+end
+
+-- One batch event for one choice: the piece it released, and its end.
+function Server:on_event(job, ch, ev)
+  if ev.token ~= nil and not ev.done then ch.ids[#ch.ids + 1] = ev.token end
+  local ids = ev.done and ev.result.token_ids or ch.ids
+  if ev.text ~= "" then
+    ch.text[#ch.text + 1] = ev.text
+    local lp = ch.scorer and self:score(job, ch, ids, ev.done, ev.done and ev.result.stop_reason) or nil
+    if job.stream then job.req:write(job.fmt.piece(job, ch.index, ev.text, lp)) end
+  elseif ev.done and ch.scorer then
+    local lp = self:score(job, ch, ids, true, ev.result.stop_reason)
+    if #lp > 0 and #ch.lp > 0 then -- tokens after the last piece (held back, then cut)
+      -- they belong to no released text; OpenAI reports only text tokens
+      for _ = 1, #lp do table.remove(ch.lp) end
+    end
+  end
+  if not ev.done then return end
+  self.rows[ch.id] = nil
+  ch.id = nil
+  if ch.scorer then ch.scorer:close(); ch.scorer = nil end
+  ch.result = ev.result
+  -- a generation cancelled while its client is still there was stopped by Ctrl-C (the binding
+  -- consumed the interrupt to end it cleanly): the server stops too
+  if ch.result.stop_reason == "cancelled" then self.interrupted = true end
+  job.live = job.live - 1
+  self.n_running = self.n_running - 1
+  if job.stream then job.req:write(job.fmt.finish(job, ch.index, ch.result)) end
+  if job.live == 0 then
+    job.live = nil
+    self:complete(job)
+  end
+end
+
+-- One batched step: drop the rows of clients that went away or ran out of time, then one
+-- forward pass for every running row, and each event to its job.
 function Server:advance()
   local now = wbmod().clock_ms()
   for j = #self.running, 1, -1 do
@@ -267,7 +323,7 @@ function Server:advance()
       self:cancel(job, "client gone")
     elseif now > job.deadline then
       local msg = ("request timed out after %d s (the server's per-request limit)"):format(self.opts.request_timeout_s)
-      for _, ch in ipairs(job.choices) do close_choice(ch) end
+      for _, ch in ipairs(job.choices) do self:drop_row(ch) end
       self:remove(job)
       if job.stream then
         job.req:write(job.fmt.stream_error(job, 503, msg))
@@ -276,47 +332,28 @@ function Server:advance()
       else
         self:reply_error(job.req, job.fmt, 503, msg, nil, "timeout", { ["Retry-After"] = "1" })
       end
-    else
-      for _, ch in ipairs(job.choices) do
-        if not ch.result then
-          local ok, piece = pcall(ch.stream)
-          if not ok then
-            for _, c in ipairs(job.choices) do close_choice(c) end
-            self:remove(job)
-            local msg = "generation failed: " .. tostring(piece)
-            if job.stream then
-              job.req:write(job.fmt.stream_error(job, 500, msg)); job.req:finish()
-            else
-              self:reply_error(job.req, job.fmt, 500, msg)
-            end
-            break
-          end
-          if piece then
-            ch.text[#ch.text + 1] = piece
-            local lp = ch.scorer and self:score(job, ch, false) or nil
-            if job.stream then job.req:write(job.fmt.piece(job, ch.index, piece, lp)) end
-          else
-            if ch.scorer then
-              local lp = self:score(job, ch, true)
-              if #lp > 0 and #ch.lp > 0 then -- tokens after the last piece (held back, then cut)
-                -- they belong to no released text; OpenAI reports only text tokens
-                for _ = 1, #lp do table.remove(ch.lp) end
-              end
-            end
-            ch.result = ch.stream:result()
-            -- a generation cancelled while its client is still there was stopped by Ctrl-C (the
-            -- binding consumed the interrupt to end it cleanly): the server stops too
-            if ch.result.stop_reason == "cancelled" then self.interrupted = true end
-            ch.stream = nil
-            job.live = job.live - 1
-            self.n_running = self.n_running - 1
-            if job.stream then job.req:write(job.fmt.finish(job, ch.index, ch.result)) end
-          end
-        end
-      end
-      if job.live == 0 and self.running[j] == job then
-        job.live = nil
-        self:complete(job)
+    end
+  end
+  local rows = self.batch:active()
+  if rows == 0 then return end
+  local s = self.stats
+  s.steps = s.steps + 1
+  if rows > s.peak_batch then s.peak_batch = rows end -- the most rows one forward pass carried
+  local ok, evs = pcall(self.batch.step, self.batch)
+  if not ok then -- the step itself failed: every running job ends with the error
+    local msg = "generation failed: " .. tostring(evs)
+    for j = #self.running, 1, -1 do self:fail_job(self.running[j], msg) end
+    return
+  end
+  for _, ev in ipairs(evs) do
+    local row = self.rows[ev.id]
+    if row and row.job.live and row.job.live > 0 then
+      if ev.error then
+        self.rows[ev.id] = nil
+        row.ch.id = nil
+        self:fail_job(row.job, "generation failed: " .. tostring(ev.error))
+      else
+        self:on_event(row.job, row.ch, ev)
       end
     end
   end
@@ -417,7 +454,7 @@ function Server:handle(req)
   if req.method == "GET" and (path == "/" or path == "/health") then
     local s = self.stats
     return json_reply(req, 200, { status = "ok", model = self.name, requests = s.requests, completed = s.completed,
-      cancelled = s.cancelled, rejected = s.rejected, running = #self.running, queued = #self.queue,
+      cancelled = s.cancelled, rejected = s.rejected, running = #self.running, peak_batch = s.peak_batch, steps = s.steps, queued = #self.queue,
       connections = self.httpd:connections() })
   end
   if not self:authorized(req, family) then

@@ -138,6 +138,35 @@ try {
     eq(par.map((x) => x.text), seq, "concurrent texts");
   });
 
+  await test("a seeded request alone and among 8 concurrent mixed ones gives the same text, in shared steps", async () => {
+    const target = { model: MODEL, messages: msgs, max_tokens: 24, seed: 77, temperature: 0.9, top_p: 0.95,
+      stop: ["\n\n"], stream_options: { include_usage: true } };
+    const alone = await streamText(target);
+    const others = [
+      { model: MODEL, messages: msgs, max_tokens: 20, temperature: 0, stream_options: { include_usage: true } },
+      { model: MODEL, messages: [{ role: "user", content: "Ticket: the export button" }], max_tokens: 16, seed: 3,
+        temperature: 1.2, top_k: 20, stream_options: { include_usage: true } },
+      { model: MODEL, messages: msgs, max_tokens: 12, seed: 5, presence_penalty: 1.0, stream_options: { include_usage: true } },
+      { model: MODEL, messages: msgs, max_tokens: 30, seed: 9, frequency_penalty: 0.5, min_p: 0.05,
+        stream_options: { include_usage: true } },
+      { model: MODEL, messages: msgs, max_tokens: 8, seed: 11, logprobs: true, top_logprobs: 2,
+        stream_options: { include_usage: true } },
+      { model: MODEL, messages: msgs, max_tokens: 24, seed: 13, response_format: { type: "json_object" },
+        stream_options: { include_usage: true } },
+      { model: MODEL, messages: msgs, max_tokens: 24, seed: 77, temperature: 0.5, stream_options: { include_usage: true } },
+    ];
+    const before = await health(srv.base);
+    const all = await Promise.all([target, ...others].map((p) => streamText(p)));
+    const after = await health(srv.base);
+    eq(all[0].text, alone.text, "the seeded request among 7 others");
+    eq(all[0].finish, alone.finish, "its finish reason");
+    const tokens = all.reduce((s, x) => s + x.usage.completion_tokens, 0);
+    const steps = after.steps - before.steps;
+    // one at a time they would need at least one step per generated token
+    assert(steps < tokens, `the 8 requests shared forward passes (${steps} steps for ${tokens} tokens)`);
+    assert(after.peak_batch >= 2, `peak batch ${after.peak_batch}`);
+  });
+
   await test("errors: unknown model 404, unknown field 400, bad value 400, too long 400", async () => {
     const cases = [
       [{ model: "gpt-nothing", messages: msgs }, 404, /does not exist/],
