@@ -398,13 +398,12 @@ static wb_status forward(const wb_model *m, const wb_seq_rows *seqs, int n_seqs,
         r += seqs[s].n;
         it += (qb ? (seqs[s].n + qb - 1) / qb : 1) * NH;
     }
-    const float *wte = g->wte.w;
     for (int s = 0; s < n_seqs; s++)
         for (int t = 0; t < seqs[s].n; t++) {
-            const float *te = wte + (size_t)seqs[s].ids[t] * C;
             const float *pe = g->wpe + (size_t)(seqs[s].pos + t) * C;
             float *xr = x + (size_t)(row0[s] + t) * C;
-            for (int i = 0; i < C; i++) xr[i] = te[i] + pe[i];
+            wb_mat_row(&g->wte, seqs[s].ids[t], xr); /* F32, or quantized rows */
+            for (int i = 0; i < C; i++) xr[i] += pe[i];
         }
     att_job aj = {seqs, row0, item0, n_seqs, n_items, qb, qkv, att, sc, sc_per_thread, 0, C, NH};
     fwd_job fj = {m, g, seqs, n_seqs, n, row0, x, xn, qkv, att, h, &aj, NULL, 0,
@@ -493,9 +492,9 @@ static wb_status decode(const wb_model *m, const wb_seq_rows *one, float *logits
     float *b[6];
     wb_status st = wb_scratch_take(scratch, 6, sz, b, err);
     if (st) return st;
-    const float *te = (const float *)g->wte.w + (size_t)one->ids[0] * C,
-                *pe = g->wpe + (size_t)one->pos * C;
-    for (int i = 0; i < C; i++) b[0][i] = te[i] + pe[i];
+    const float *pe = g->wpe + (size_t)one->pos * C;
+    wb_mat_row(&g->wte, one->ids[0], b[0]); /* F32, or quantized rows */
+    for (int i = 0; i < C; i++) b[0][i] += pe[i];
     decode_job job = {m, one, b[0], b[1], b[2], b[3], b[4], b[5], logits, NULL};
     if (nt <= 1) {
         decode_worker(&job, 0, 1); /* no pool, no atomics: the 1-thread path pays nothing */

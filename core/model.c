@@ -173,6 +173,8 @@ wb_status wb_model_load_ex(const char *dir, const wb_model_params *params, wb_mo
     if (prm.n_ctx < 0)
         return wb_err_set(err, WB_ERR_ARG, "wb_model_load: params.n_ctx = %d is negative",
                           prm.n_ctx);
+    if (prm.weights < WB_WEIGHTS_AS_STORED || prm.weights > WB_WEIGHTS_Q4_0)
+        return wb_err_set(err, WB_ERR_ARG, "wb_model_load: params.weights = %d is not one of the WB_WEIGHTS_ values", prm.weights);
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return wb_err_set(err, WB_ERR_IO, "%s: model directory does not exist or is not a directory",
@@ -212,7 +214,9 @@ wb_status wb_model_load_ex(const char *dir, const wb_model_params *params, wb_mo
                        cpath, m->cfg.vocab_size);
         goto done;
     }
-    if ((s = wb_weights_open(dir, &w, err)) || (s = m->family->load(m, w, &prm, err)) ||
+    if ((s = wb_weights_open(dir, &w, err))) goto done;
+    wb_weights_set_quant(w, prm.weights);
+    if ((s = m->family->load(m, w, &prm, err)) ||
         (s = load_generation_config(m, dir, err)))
         goto done;
 done:

@@ -65,7 +65,8 @@ wb_status wb_scratch_take(wb_scratch *s, int n, const size_t *sizes, float **buf
 /* ------------------------------------------------------------------------------ matrices */
 
 /* How a matrix's elements are stored. helper kernels: kernels.c (F32), kernels_bf16.c (BF16). */
-typedef enum wb_mat_dtype { WB_MAT_F32 = 0, WB_MAT_BF16 = 1 } wb_mat_dtype;
+/* Q8_0 and Q4_0: blocks of 32 values in the GGUF layouts (quant.h, quant.c). */
+typedef enum wb_mat_dtype { WB_MAT_F32 = 0, WB_MAT_BF16 = 1, WB_MAT_Q8_0 = 2, WB_MAT_Q4_0 = 3 } wb_mat_dtype;
 
 /* A matrix [rows, cols] row-major, [out, in] (HF nn.Linear's layout; GPT-2's Conv1D [in, out]
  * is transposed at load). F32 ones are owned by the weight store (64-byte aligned); BF16 ones
@@ -98,6 +99,9 @@ void wb_mat_row(const wb_mat *m, int r, float *dst);
 typedef struct wb_weights wb_weights;
 
 wb_status wb_weights_open(const char *dir, wb_weights **out, wb_err *err);
+/* Quantize every matrix wb_weights_load loads whose rows are a multiple of 32 values to
+ * WB_WEIGHTS_Q8_0 or WB_WEIGHTS_Q4_0 (wb_model_params.weights); 0 keeps them as loaded. */
+void wb_weights_set_quant(wb_weights *w, int weights);
 void wb_weights_free(wb_weights *w);
 /* 1 when the checkpoint holds a tensor of that name. */
 int wb_weights_has(const wb_weights *w, const char *name);
@@ -120,6 +124,9 @@ typedef struct wb_weight_store {
     uint16_t *bf16_copy;        /* BF16 tensors whose file offset was odd, copied aligned */
     size_t mapped_bf16_bytes;   /* BF16 matrices used straight from the mapping */
     wb_safetensors **shards;    /* kept mapped when a BF16 matrix points into them */
+    uint8_t *quant;             /* matrices quantized at load (wb_weights_set_quant) */
+    size_t quant_bytes;
+    size_t unread_f32_bytes;    /* F32 copies of matrices since quantized (kept allocated, not read) */
     int n_shards;
 } wb_weight_store;
 

@@ -110,7 +110,13 @@ typedef struct wb_model_params {
     /* The context sessions and generation get when they ask for n_ctx <= 0, and so the KV cache
      * size (default 4096, capped at wb_model_max_ctx). */
     int32_t n_ctx;
+    /* WB_WEIGHTS_AS_STORED (default), or every matrix whose rows are a multiple of 32 values
+     * quantized at load to Q8_0 or Q4_0 (GGUF block layouts; docs/performance.md): a quarter or
+     * an eighth of the F32 bytes, integer dot products in decode. */
+    int weights;
 } wb_model_params;
+
+enum { WB_WEIGHTS_AS_STORED = 0, WB_WEIGHTS_Q8_0 = 1, WB_WEIGHTS_Q4_0 = 2 };
 
 wb_model_params wb_model_default_params(void);
 

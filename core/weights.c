@@ -15,6 +15,7 @@
 #include "fileio.h"
 #include "json_strict.h"
 #include "llama_internal.h"
+#include "quant.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +44,10 @@ struct wb_weights {
     char **shard_paths;      /* [n_shards] */
     wb_safetensors **shards; /* [n_shards]; entries moved to a store are NULL */
     int n_shards;
+    int quant; /* wb_weights_set_quant */
 };
+
+void wb_weights_set_quant(wb_weights *w, int weights) { w->quant = weights; }
 
 void wb_weights_free(wb_weights *w) {
     if (!w) return;
@@ -274,6 +278,49 @@ static int keeps_bf16(const wb_want *t, const wb_tensor_view *v, int keep_bf16) 
     return keep_bf16 && t->mat && !t->transpose && v->dtype == WB_BF16;
 }
 
+/* Matrices to Q8_0 / Q4_0 after loading (wb_weights_set_quant): each row quantized from its F32
+ * or BF16 values into one block owned by the store; matrices with rows not a multiple of 32
+ * stay as they are. (A tied head is a copy of the embedding's wb_mat made after loading, so it
+ * shares the quantized rows.) */
+static wb_status quantize_mats(const wb_want *wants, int n, int weights, wb_weight_store *out,
+                               wb_err *err) {
+    const wb_qtype qt = weights == WB_WEIGHTS_Q4_0 ? WB_QT_Q4_0 : WB_QT_Q8_0;
+    const wb_mat_dtype dt = weights == WB_WEIGHTS_Q4_0 ? WB_MAT_Q4_0 : WB_MAT_Q8_0;
+    size_t total = 0, widest = 0;
+    for (int i = 0; i < n; i++) {
+        const wb_mat *m = wants[i].mat;
+        if (!m || m->cols % 32) continue;
+        total += wb_quant_row_bytes(qt, m->cols) * (size_t)m->rows;
+        if ((size_t)m->cols > widest) widest = (size_t)m->cols;
+    }
+    if (!total) return WB_OK;
+    uint8_t *q = malloc(total);
+    float *row = malloc(widest * sizeof *row);
+    if (!q || !row) {
+        free(q), free(row);
+        return wb_err_set(err, WB_ERR_NOMEM, "quantizing weights: out of memory for %zu bytes", total);
+    }
+    uint8_t *p = q;
+    for (int i = 0; i < n; i++) {
+        wb_mat *m = wants[i].mat;
+        if (!m || m->cols % 32) continue;
+        /* the source rows are no longer read: weight_bytes counts what the forward pass reads */
+        if (m->dtype == WB_MAT_BF16) out->mapped_bf16_bytes -= (size_t)m->rows * m->cols * 2;
+        else out->unread_f32_bytes += (size_t)m->rows * m->cols * 4;
+        const size_t rb = wb_quant_row_bytes(qt, m->cols);
+        for (int r = 0; r < m->rows; r++) {
+            wb_mat_row(m, r, row);
+            wb_quantize_row(qt, p + rb * (size_t)r, row, m->cols);
+        }
+        *m = (wb_mat){p, dt, m->rows, m->cols};
+        p += rb * (size_t)m->rows;
+    }
+    free(row);
+    out->quant = q;
+    out->quant_bytes = total;
+    return WB_OK;
+}
+
 wb_status wb_weights_load(wb_weights *w, const wb_want *wants, int n, int keep_bf16,
                           wb_weight_store *out, int64_t *n_params, wb_err *err) {
     memset(out, 0, sizeof *out);
@@ -360,6 +407,7 @@ wb_status wb_weights_load(wb_weights *w, const wb_want *wants, int n, int keep_b
         out->n_shards = w->n_shards;
         w->shards = NULL;
     }
+    if (w->quant && (s = quantize_mats(wants, n, w->quant, out, err))) goto done;
     if (n_params) *n_params = np;
 done:
     free(tmp);
@@ -375,20 +423,30 @@ void wb_weight_store_free(wb_weight_store *s) {
     free(s->shards);
     free(s->block);
     free(s->bf16_copy);
+    free(s->quant);
     memset(s, 0, sizeof *s);
 }
 
 size_t wb_weight_store_bytes(const wb_weight_store *s) {
-    return s ? s->block_floats * sizeof(float) + s->mapped_bf16_bytes : 0;
+    return s ? s->block_floats * sizeof(float) - s->unread_f32_bytes + s->mapped_bf16_bytes +
+                   s->quant_bytes
+             : 0;
 }
 
 /* ----------------------------------------------------------------------------- matrices */
 
-static size_t elem_bytes(wb_mat_dtype d) { return d == WB_MAT_BF16 ? 2 : 4; }
+static size_t row_bytes(const wb_mat *m) {
+    switch (m->dtype) {
+    case WB_MAT_BF16: return (size_t)m->cols * 2;
+    case WB_MAT_Q8_0: return wb_quant_row_bytes(WB_QT_Q8_0, m->cols);
+    case WB_MAT_Q4_0: return wb_quant_row_bytes(WB_QT_Q4_0, m->cols);
+    default: return (size_t)m->cols * 4;
+    }
+}
 
 wb_mat wb_mat_rows(const wb_mat *m, int r0, int r1) {
     wb_mat v = *m;
-    v.w = (const char *)m->w + (size_t)r0 * (size_t)m->cols * elem_bytes(m->dtype);
+    v.w = (const char *)m->w + (size_t)r0 * row_bytes(m);
     v.rows = r1 - r0;
     return v;
 }
@@ -397,6 +455,11 @@ void wb_mat_mul(float *Y, const float *X, int n, const wb_mat *W, const float *b
                 int accumulate) {
     const int out = W->rows, in = W->cols, w = r1 - r0;
     if (w <= 0) return;
+    if (W->dtype == WB_MAT_Q8_0 || W->dtype == WB_MAT_Q4_0) { /* integer dots up to 48 inputs */
+        wb_gemm_q(W->dtype == WB_MAT_Q8_0 ? WB_QT_Q8_0 : WB_QT_Q4_0, Y, (size_t)out, X, (size_t)in, n,
+                  W->w, b, in, r0, r1, accumulate, NULL);
+        return;
+    }
     if (W->dtype == WB_MAT_BF16) {
         wb_gemv_bf16_forward(Y, (size_t)out, X, (size_t)in, n, W->w, b, in, r0, r1, accumulate);
         return;
@@ -422,6 +485,10 @@ void wb_mat_mul(float *Y, const float *X, int n, const wb_mat *W, const float *b
 
 void wb_mat_row(const wb_mat *m, int r, float *dst) {
     const size_t C = (size_t)m->cols;
-    if (m->dtype == WB_MAT_BF16) wb_bf16_to_f32_forward(dst, (const uint16_t *)m->w + (size_t)r * C, C);
+    if (m->dtype == WB_MAT_Q8_0 || m->dtype == WB_MAT_Q4_0)
+        wb_dequantize_row(m->dtype == WB_MAT_Q8_0 ? WB_QT_Q8_0 : WB_QT_Q4_0, dst,
+                          (const uint8_t *)m->w + row_bytes(m) * (size_t)r, (int)C);
+    else if (m->dtype == WB_MAT_BF16)
+        wb_bf16_to_f32_forward(dst, (const uint16_t *)m->w + (size_t)r * C, C);
     else memcpy(dst, (const float *)m->w + (size_t)r * C, C * sizeof *dst);
 }

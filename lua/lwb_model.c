@@ -44,15 +44,27 @@ static int l_load(lua_State *L) {
     m->native = 0;
     luaL_setmetatable(L, MODEL);
     int mi = lua_gettop(L);
-    /* wb.load(dir, {compute_f32 = true, n_ctx = N}): wb_model_params (wb_model.h) */
+    /* wb.load(dir, {compute_f32 = true, n_ctx = N, weights = "q8_0"|"q4_0"}): wb_model_params */
     wb_model_params prm = wb_model_default_params();
     if (lua_istable(L, 2)) {
-        lwb_check_options(L, 2, (const char *const[]){"compute_f32", "n_ctx", NULL});
+        lwb_check_options(L, 2, (const char *const[]){"compute_f32", "n_ctx", "weights", NULL});
         lua_getfield(L, 2, "compute_f32");
         prm.compute_f32 = lua_toboolean(L, -1);
         lua_getfield(L, 2, "n_ctx");
         if (!lua_isnil(L, -1)) prm.n_ctx = (int32_t)luaL_checkinteger(L, -1);
         lua_pop(L, 2);
+        lua_getfield(L, 2, "weights");
+        if (!lua_isnil(L, -1)) {
+            static const char *const kinds[] = {"as_stored", "q8_0", "q4_0", NULL};
+            const char *s = lua_tostring(L, -1);
+            int k = -1;
+            for (int i = 0; s && kinds[i]; i++)
+                if (!strcmp(s, kinds[i])) k = i;
+            if (k < 0)
+                return luaL_argerror(L, 2, "weights must be \"q8_0\", \"q4_0\" or \"as_stored\"");
+            prm.weights = k; /* the order of WB_WEIGHTS_AS_STORED, _Q8_0, _Q4_0 */
+        }
+        lua_pop(L, 1);
     }
     wb_err err = {0};
     if (wb_model_load_ex(dir, &prm, &m->m, &err) != WB_OK) return lwb_raise(L, &err);
