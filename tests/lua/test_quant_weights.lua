@@ -49,4 +49,77 @@ local s1 <close> = q8:session()
 local s2 <close> = q8:session()
 local x, y = s1:prefill({ 1, 2, 3 }), s2:prefill({ 1, 2, 3 })
 assert(x:argmax() == y:argmax())
+
+
+-- The Llama family (a tiny random Qwen2 checkpoint in BF16, rows of 64 and 128 values): Q8_0
+-- logits close to BF16's on a teacher-forced path.
+local root = os.getenv("WB_SOURCE_DIR") or "."
+local dir = os.tmpname()
+os.remove(dir)
+assert(os.execute("mkdir -p '" .. dir .. "'"))
+local function slurp(path)
+  local f = assert(io.open(path, "rb")); local s = f:read("a"); f:close(); return s
+end
+local function spit(path, s)
+  local f = assert(io.open(path, "wb")); f:write(s); f:close()
+end
+local V, C, F, L, NH, NKV = 640, 64, 128, 2, 4, 2
+local HD = C // NH
+local seed = 4242
+local function rand()
+  seed = seed ~ (seed << 13) & 0xffffffff; seed = seed ~ (seed >> 17); seed = seed ~ (seed << 5) & 0xffffffff
+  return (seed % 2000) / 1000 - 1
+end
+local tensors = {}
+local function add(name, shape, scale)
+  local n = 1
+  for _, d in ipairs(shape) do n = n * d end
+  local v = wb.vec(n)
+  for i = 0, n - 1 do v:set(i, scale and rand() * scale or 1 + 0.1 * rand()) end
+  tensors[#tensors + 1] = { name = name, shape = shape, data = v, dtype = "BF16" }
+end
+add("model.embed_tokens.weight", { V, C }, 0.5)
+for l = 0, L - 1 do
+  local p = "model.layers." .. l .. "."
+  add(p .. "input_layernorm.weight", { C })
+  add(p .. "self_attn.q_proj.weight", { NH * HD, C }, 0.3)
+  add(p .. "self_attn.k_proj.weight", { NKV * HD, C }, 0.3)
+  add(p .. "self_attn.v_proj.weight", { NKV * HD, C }, 0.3)
+  add(p .. "self_attn.q_proj.bias", { NH * HD }, 0.2)
+  add(p .. "self_attn.k_proj.bias", { NKV * HD }, 0.2)
+  add(p .. "self_attn.v_proj.bias", { NKV * HD }, 0.2)
+  add(p .. "self_attn.o_proj.weight", { C, NH * HD }, 0.2)
+  add(p .. "post_attention_layernorm.weight", { C })
+  add(p .. "mlp.gate_proj.weight", { F, C }, 0.3)
+  add(p .. "mlp.up_proj.weight", { F, C }, 0.3)
+  add(p .. "mlp.down_proj.weight", { C, F }, 0.2)
+end
+add("model.norm.weight", { C })
+wb.safetensors_write(dir .. "/model.safetensors", tensors, { format = "pt" })
+spit(dir .. "/tokenizer.json", slurp(root .. "/tests/vectors/family_qwen2_tokenizer.json"))
+spit(dir .. "/config.json", wb.json.encode({
+  model_type = "qwen2", architectures = { "Qwen2ForCausalLM" }, vocab_size = V, hidden_size = C,
+  intermediate_size = F, num_hidden_layers = L, num_attention_heads = NH,
+  num_key_value_heads = NKV, max_position_embeddings = 512, rms_norm_eps = 1e-6,
+  rope_theta = 1000000.0, tie_word_embeddings = true, hidden_act = "silu",
+  torch_dtype = "bfloat16", use_sliding_window = false,
+}))
+local bf = wb.load(dir)
+local qq = wb.load(dir, { weights = "q8_0" })
+assert(qq:info().weight_bytes < bf:info().weight_bytes * 0.6, "q8_0 reads about half of BF16's bytes")
+do
+  local a <close> = bf:session()
+  local b <close> = qq:session()
+  local ids = { 5, 17, 99, 300, 2 }
+  local la, lb = a:prefill(ids), b:prefill(ids)
+  local worst = 0
+  for _ = 1, 12 do
+    worst = math.max(worst, kl(la:log_softmax(), lb:log_softmax()))
+    local id = la:argmax()
+    la, lb = a:decode(id), b:decode(id)
+  end
+  print(string.format("qwen2 fixture q8_0: worst KL %.6f over 12 steps", worst))
+  assert(worst < 0.01, "q8_0 KL " .. worst)
+end
+os.execute("rm -rf '" .. dir .. "'")
 print("ok")
