@@ -20,7 +20,7 @@
 #define CONFIG_MAX_BYTES (16u << 20)
 
 /* Every family the core knows; the first is the default for configs without model_type. */
-static const wb_family *const families[] = {&wb_family_gpt2, &wb_family_llama};
+static const wb_family *const families[] = {&wb_family_gpt2, &wb_family_llama, &wb_family_phi3};
 #define N_FAMILIES (sizeof families / sizeof families[0])
 
 /* The family and the model_type for a parsed config.json. */

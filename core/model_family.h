@@ -187,7 +187,7 @@ typedef struct wb_family {
     size_t (*weight_bytes)(const wb_model *m);
 } wb_family;
 
-extern const wb_family wb_family_gpt2, wb_family_llama;
+extern const wb_family wb_family_gpt2, wb_family_llama, wb_family_phi3;
 
 /* ------------------------------------------------------------------------------- model */
 
