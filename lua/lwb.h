@@ -32,6 +32,7 @@ void lwb_open_batch(lua_State *L);       /* wb.Batch, model:batch, model:generat
                                             lwb_open_model)                                     */
 void lwb_open_http(lua_State *L);       /* wb.http: HTTP client over libcurl (lwb_http.c)      */
 void lwb_open_httpd(lua_State *L);      /* wb.httpd: HTTP server over libmicrohttpd            */
+void lwb_open_hash(lua_State *L);       /* wb.sha256: streaming SHA-256 over libcrypto (lwb_hash.c) */
 
 /* The module entry point (lwb_module.c); the host preloads it as package.loaded.wb. */
 int luaopen_wb(lua_State *L);

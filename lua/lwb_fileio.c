@@ -7,6 +7,10 @@
 #include "fileio.h"
 
 #include <stdlib.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
 
 /* wb.write_file(path, data) -> true; raises "<path>: ... (the file is unchanged)" on failure. */
 static int l_write_file(lua_State *L) {
@@ -45,7 +49,21 @@ static int l_remove_stale_temps(lua_State *L) {
     return 1;
 }
 
+/* wb.fsync(path): flush a file (or a directory, after a rename in it) to the disk; raises an
+ * error naming the path. For files written piece by piece (scripts/download.lua). */
+static int l_fsync(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return luaL_error(L, "%s: cannot open for fsync: %s", path, strerror(errno));
+    int rc = fsync(fd), e = errno;
+    close(fd);
+    if (rc != 0) return luaL_error(L, "%s: fsync failed: %s", path, strerror(e));
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
 static const luaL_Reg fileio_funcs[] = {
+    {"fsync", l_fsync},
     {"write_file", l_write_file},
     {"read_file", l_read_file},
     {"remove_stale_temps", l_remove_stale_temps},

@@ -21,6 +21,7 @@
 #include <curl/curl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define RESPONSE "wb.HttpResponse"
 
@@ -37,6 +38,8 @@ typedef struct Response {
     int done;              /* the transfer ended (ok or not) */
     CURLcode result;
     int too_large;
+    int follow;            /* redirects are followed: a 3xx header block is not the final one */
+    int block_location;    /* the current header block has a Location header */
     double idle_ms;        /* fail when no byte arrives for this long (0 = off) */
     double last_data;      /* clock of the last byte (or of the start) */
     int idle_expired;
@@ -109,18 +112,23 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *ud) {
     r->last_data = wb_clock_ms();
     if (n >= 5 && memcmp(data, "HTTP/", 5) == 0) {
         r->hdr_len = 0; /* a new block (after 100 Continue or a redirect) replaces the last */
+        r->block_location = 0;
         r->headers_done = 0;
         return n;
     }
     if (n <= 2 && (data[0] == '\r' || data[0] == '\n')) {
         long code = 0;
         curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &code);
-        if (code >= 200) r->headers_done = 1; /* 1xx blocks are followed by another */
+        /* 1xx blocks are followed by another, and so is a redirect that curl will follow */
+        int redirect = r->follow && (code == 301 || code == 302 || code == 303 || code == 307 || code == 308);
+        redirect = redirect && r->block_location;
+        if (code >= 200 && !redirect) r->headers_done = 1;
         return n;
     }
     const char *colon = memchr(data, ':', n);
     if (!colon) return n;
     size_t nl = (size_t)(colon - data);
+    if (nl == 8 && strncasecmp(data, "location", 8) == 0) r->block_location = 1;
     const char *v = colon + 1, *end = data + n;
     while (v < end && (*v == ' ' || *v == '\t')) v++;
     while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ')) end--;
@@ -321,6 +329,7 @@ static int l_request(lua_State *L) {
     snprintf(r->url, sizeof r->url, "%s", url);
     r->max_bytes = (size_t)max_bytes;
     r->idle_ms = (double)idle;
+    r->follow = follow;
     r->easy = curl_easy_init();
     r->multi = curl_multi_init();
     if (!r->easy || !r->multi) {

@@ -65,6 +65,7 @@ struct Req {
     struct MHD_Response *resp;   /* made by Lua, queued by the network thread */
     char *out; size_t out_len, out_off, out_cap; /* streaming: written by Lua, not yet sent */
     int out_end;
+    int out_abort;      /* abort(): close the connection once what was written is handed over */
     Req *next_ready;
     Req *prev, *next;            /* the server's list of live requests */
 };
@@ -344,6 +345,10 @@ static ssize_t read_out(void *cls, uint64_t pos, char *buf, size_t max) {
         if (r->out_off == r->out_len) r->out_off = r->out_len = 0;
         pthread_mutex_unlock(&s->mu);
         return (ssize_t)n;
+    }
+    if (r->out_abort) {
+        pthread_mutex_unlock(&s->mu);
+        return MHD_CONTENT_READER_END_WITH_ERROR; /* no last chunk: the client sees a cut */
     }
     if (r->out_end) {
         pthread_mutex_unlock(&s->mu);
@@ -718,6 +723,19 @@ static int req_finish(lua_State *L) {
     return 0;
 }
 
+/* req:abort(): end a streamed response by closing the connection without its last chunk, once
+ * what was written is handed over: the client sees a dropped connection (tests use this). */
+static int req_abort(lua_State *L) {
+    Req *r = check_req(L, 1);
+    Server *s = r->srv;
+    pthread_mutex_lock(&s->mu);
+    r->out_abort = 1;
+    r->out_end = 1;
+    if (r->state == R_SENDING) wake_locked(r);
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
 /* req:closed() -> true when the client has gone away (or the response was fully sent). */
 static int req_closed(lua_State *L) {
     Req *r = check_req(L, 1);
@@ -806,6 +824,7 @@ static const luaL_Reg req_methods[] = {
     {"start", req_start},
     {"write", req_write},
     {"finish", req_finish},
+    {"abort", req_abort},
     {"closed", req_closed},
     {"release", req_release},
     {NULL, NULL},

@@ -17,5 +17,6 @@ int luaopen_wb(lua_State *L) {
     lwb_open_batch(L);
     lwb_open_http(L);
     lwb_open_httpd(L);
+    lwb_open_hash(L);
     return 1;
 }
