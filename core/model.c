@@ -8,6 +8,7 @@
 #include "fileio.h"
 #include "json_strict.h"
 #include "model_family.h"
+#include "wb_generation_config.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -119,45 +120,32 @@ wb_model_params wb_model_default_params(void) {
 }
 
 
-/* generation_config.json's eos_token_id (an integer or a list), when the file exists. */
+/* generation_config.json's eos_token_id (an integer or a list), when the file exists: parsed by
+ * core/generation_config.c (the one reader of that file, linear in its length); the model adds
+ * the check that every id is inside its vocabulary. */
 static wb_status load_generation_config(wb_model *m, const char *dir, wb_err *err) {
-    char *path = wb_path_join(dir, "generation_config.json"), *text = NULL;
-    if (!path) return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", dir);
-    struct stat sb;
-    wb_status s = WB_OK;
-    size_t len;
-    cJSON *root = NULL;
-    if (stat(path, &sb) != 0) goto done; /* optional */
-    if ((s = wb_read_file(path, CONFIG_MAX_BYTES, &text, &len, err))) goto done;
-    root = cJSON_ParseWithLength(text, len);
-    if (!root || !cJSON_IsObject(root)) {
-        s = wb_err_set(err, WB_ERR_FORMAT, "%s: not a JSON object", path);
-        goto done;
-    }
-    if ((s = wb_json_check_unique_keys(root, path, err))) goto done;
-    const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id");
-    if (!e || cJSON_IsNull(e)) goto done;
-    int n = cJSON_IsArray(e) ? cJSON_GetArraySize(e) : 1;
-    if (!(m->eos_ids = malloc((size_t)(n ? n : 1) * sizeof *m->eos_ids))) {
-        s = wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", path);
-        goto done;
-    }
-    for (int i = 0; i < n; i++) {
-        const cJSON *v = cJSON_IsArray(e) ? cJSON_GetArrayItem(e, i) : e;
-        if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 ||
-            v->valuedouble >= m->cfg.vocab_size) {
+    wb_generation_config *g = NULL;
+    wb_status s = wb_generation_config_load(dir, &g, err);
+    if (s || !g) return s; /* optional */
+    const wb_generation_defaults *d = wb_generation_config_defaults(g);
+    for (size_t i = 0; i < d->n_eos; i++)
+        if (d->eos_ids[i] < 0 || d->eos_ids[i] >= m->cfg.vocab_size) {
             s = wb_err_set(err, WB_ERR_FORMAT,
                            "%s: key \"eos_token_id\" must be a token id in [0, %d) or a list of "
-                           "them", path, m->cfg.vocab_size);
+                           "them (element %zu is %d)", wb_generation_config_name(g),
+                           m->cfg.vocab_size, i, (int)d->eos_ids[i]);
             goto done;
         }
-        m->eos_ids[i] = (int32_t)v->valuedouble;
+    if (d->n_eos) {
+        if (!(m->eos_ids = malloc(d->n_eos * sizeof *m->eos_ids))) {
+            s = wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", wb_generation_config_name(g));
+            goto done;
+        }
+        memcpy(m->eos_ids, d->eos_ids, d->n_eos * sizeof *m->eos_ids);
+        m->n_eos = d->n_eos;
     }
-    m->n_eos = (size_t)n;
 done:
-    cJSON_Delete(root);
-    free(text);
-    free(path);
+    wb_generation_config_free(g);
     return s;
 }
 

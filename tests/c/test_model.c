@@ -998,8 +998,52 @@ static void missing_directory_and_files_are_io_errors(void) {
     wb_model_free(NULL);
 }
 
+/* generation_config.json goes through core/generation_config.c's linear reader: 100 000 eos ids
+ * load (a per-element cJSON_GetArrayItem walk would be quadratic: a ctest timeout, no clock
+ * here), in order; an id outside the vocabulary is an error naming the file, key and element. */
+static void generation_config_with_100k_eos_ids_loads(void) {
+    char *dir = new_dir();
+    char cmd[700], path[512];
+    snprintf(cmd, sizeof cmd,
+             "cp models/tinylm-base/config.json models/tinylm-base/model.safetensors "
+             "models/tinylm-base/tokenizer.json '%s'/", dir);
+    CHECK(system(cmd) == 0);
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    enum { N = 100000, VOCAB = 2048 }; /* tinylm-base's vocab_size */
+    for (int bad = 0; bad <= 1; bad++) {
+        FILE *f = fopen(path, "wb");
+        fprintf(f, "{\"eos_token_id\":[");
+        for (int i = 0; i < N; i++)
+            fprintf(f, "%s%d", i ? "," : "", bad && i == N - 2 ? VOCAB : (i * 7) % VOCAB);
+        fprintf(f, "]}");
+        CHECK(fclose(f) == 0);
+        wb_model *m = NULL;
+        wb_err err = {0};
+        wb_status s = wb_model_load(dir, &m, &err);
+        if (!bad) {
+            CHECK_MSG(s == WB_OK, "%s", err.msg);
+            size_t n = 0;
+            const int32_t *ids = wb_model_eos_ids(m, &n);
+            CHECK(n == N);
+            int in_order = ids != NULL;
+            for (size_t i = 0; ids && i < n; i++) in_order &= ids[i] == (int32_t)((i * 7) % VOCAB);
+            CHECK(in_order);
+            CHECK(wb_model_is_eos(m, 7) && wb_model_is_eos(m, 0));
+        } else {
+            CHECK(s == WB_ERR_FORMAT && m == NULL);
+            CHECK_MSG(strstr(err.msg, "generation_config.json") && strstr(err.msg, "eos_token_id") &&
+                          strstr(err.msg, "element 99998"),
+                      "%s", err.msg);
+        }
+        wb_model_free(m);
+    }
+    unlink(path);
+    rm_dir(dir);
+}
+
 int main(void) {
     RUN(tinylm_sized_model_counts_1071872_parameters);
+    RUN(generation_config_with_100k_eos_ids_loads);
     RUN(forward_matches_the_plain_loop_reference_on_every_position);
     RUN(cached_uncached_and_reference_agree_over_20_greedy_steps);
     RUN(gemm_prefill_matches_token_by_token_decode_on_all_positions);
