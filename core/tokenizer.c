@@ -310,20 +310,13 @@ int tk_cp_to_byte(uint32_t cp) {
 
 /* ---- GPT-2 regex ------------------------------------------------------------------------- */
 
-/* HF matches this with Oniguruma, whose Unicode \s also covers U+0085 (NEL); PCRE2's UCP \s does
- * not, so the class is spelled out. \p{L}/\p{N} agree between the two engines. */
+/* HF's ByteLevel pattern. Its classes are rewritten to Hugging Face's tables
+ * (unicode_classes.h) before compiling, as for every tokenizer.json regex. */
 static const char GPT2_PATTERN[] =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\x{85}\\p{L}\\p{N}]+"
-    "|[\\s\\x{85}]+(?![^\\s\\x{85}])|[\\s\\x{85}]+";
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
 wb_status tk_regex_init(tk_regex *re, wb_err *err) {
-    int ec;
-    PCRE2_SIZE eo;
-    re->code = pcre2_compile((PCRE2_SPTR)GPT2_PATTERN, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP,
-                             &ec, &eo, NULL);
-    if (!re->code) return wb_err_set(err, WB_ERR_FORMAT, "tokenizer: cannot compile GPT-2 regex");
-    re->jit = pcre2_jit_compile(re->code, PCRE2_JIT_COMPLETE) == 0;
-    return WB_OK;
+    return tk_regex_compile(re, GPT2_PATTERN, "tokenizer", "ByteLevel", err);
 }
 
 void tk_regex_free(tk_regex *re) {

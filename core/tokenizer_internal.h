@@ -78,8 +78,9 @@ wb_status tk_regex_split(const tk_regex *re, const char *s, size_t n, tk_piece_f
 
 /* ---- the tokenizer ----------------------------------------------------------------------- */
 
-/* General regexes from tokenizer.json (Split, Replace): written for Oniguruma, compiled with PCRE2
- * after rewriting \s and \S so that they also cover U+0085 as Oniguruma's do. */
+/* General regexes from tokenizer.json (Split, Replace, Digits, ByteLevel's own): written for
+ * Oniguruma, compiled with PCRE2 after their class escapes are rewritten to Hugging Face's
+ * code-point tables (unicode_classes.h). */
 wb_status tk_regex_compile(tk_regex *re, const char *pattern, const char *name, const char *field,
                            wb_err *err);
 

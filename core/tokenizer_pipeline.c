@@ -4,6 +4,7 @@
  * Metaspace, Sequence), following Hugging Face tokenizers 0.22. The encoding loop that runs the
  * pre-tokenizers lives in tokenizer.c next to the model. */
 #include "tokenizer_internal.h"
+#include "unicode_classes.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -13,50 +14,10 @@
 
 /* ---- regexes ------------------------------------------------------------------------------- */
 
-/* HF runs these patterns with Oniguruma, whose Unicode \s includes U+0085 (NEL); PCRE2's does
- * not. Rewriting the escapes keeps both engines splitting "a\u0085b" the same way. */
-static char *translate_pattern(const char *p) {
-    size_t n = strlen(p);
-    char *o = malloc(n * 12 + 1);
-    if (!o) return NULL;
-    size_t k = 0;
-    int in_class = 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = p[i];
-        if (c == '\\' && i + 1 < n) {
-            char e = p[i + 1];
-            if (e == 's') {
-                const char *r = in_class ? "\\s\\x{85}" : "[\\s\\x{85}]";
-                memcpy(o + k, r, strlen(r));
-                k += strlen(r);
-            } else if (e == 'S' && !in_class) {
-                memcpy(o + k, "[^\\s\\x{85}]", 11);
-                k += 11;
-            } else {
-                o[k++] = c;
-                o[k++] = e;
-            }
-            i++;
-            continue;
-        }
-        if (!in_class && c == '[') {
-            in_class = 1;
-            o[k++] = c;
-            /* a ']' right after '[' or '[^' is a literal, not the end of the class */
-            if (i + 1 < n && p[i + 1] == '^') o[k++] = p[++i];
-            if (i + 1 < n && p[i + 1] == ']') o[k++] = p[++i];
-            continue;
-        }
-        if (in_class && c == ']') in_class = 0;
-        o[k++] = c;
-    }
-    o[k] = 0;
-    return o;
-}
-
 wb_status tk_regex_compile(tk_regex *re, const char *pattern, const char *name, const char *field,
                            wb_err *err) {
-    char *t = translate_pattern(pattern);
+    /* PCRE2 would use its own Unicode tables; these are Hugging Face's */
+    char *t = tk_pattern_with_hf_classes(pattern);
     if (!t) return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", name);
     int ec;
     PCRE2_SIZE eo;
