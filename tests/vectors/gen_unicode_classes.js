@@ -126,6 +126,11 @@ const INPUTS = [
   '(\u{11F43}) \u{11F44}!',                      // Kawi punctuation
   'e\u{1E4EF}\u{1E4EC}f',                        // Nag Mundari marks and sign
   '\u{2FFC}\u{31EF}\u{1F6DC}',                   // Unicode 15.1/15 symbols
+  // where a split moves a space or a digit run that the merges of the fixtures join
+  '1\u{11F50}23 12\u{11F50}3456', '\u{11F50}\u{11F51}123', '999\u{1E4F0}99 the',
+  'a  \u180e the', 'x\u180e  the', 'in \u180e\n\n the', '\u180e  \u180e  in', 'the \u180e',
+  ' \u{11F04} the', ' \u{11F04}the in', '  \u{1E4D0}  in the', 'he\u{11F36} the', 'in\u{11F00}  the',
+  '  \u{10D4A}in  \u{16D40}the', '. \u{11F50}. \u{11F50}the', 'in\u{1CCF0}12 345',
 ];
 const FILES = ['family_qwen2_tokenizer.json', 'family_llama3_tokenizer.json', 'family_smollm2_tokenizer.json',
   'small_tokenizer.json', 'fixture_tokenizer.json', 'family_splits_tokenizer.json'];
