@@ -1,0 +1,190 @@
+/* gguf_model.c - GGUF metadata -> config.json object, GGUF tensor names -> safetensors names.
+ *
+ * Building the config.json object (rather than filling wb_config here) keeps one parser per
+ * family: the keys GGUF files carry are renamed, and the family's parse_config applies the same
+ * type, range and divisibility checks a directory gets. Key names follow the public GGUF spec
+ * ("{arch}.embedding_length", "{arch}.attention.head_count", ...).
+ */
+#include "gguf_model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One metadata key renamed to one config key. */
+typedef struct key_map {
+    const char *gguf;   /* after "{arch}." */
+    const char *hf;
+    int is_float, required;
+} key_map;
+
+static const key_map GPT2_KEYS[] = {
+    {"embedding_length", "n_embd", 0, 1},
+    {"block_count", "n_layer", 0, 1},
+    {"attention.head_count", "n_head", 0, 1},
+    {"context_length", "n_positions", 0, 1},
+    {"feed_forward_length", "n_inner", 0, 0},
+    {"attention.layer_norm_epsilon", "layer_norm_epsilon", 1, 0},
+    {NULL, NULL, 0, 0}};
+
+static const key_map LLAMA_KEYS[] = {
+    {"embedding_length", "hidden_size", 0, 1},
+    {"block_count", "num_hidden_layers", 0, 1},
+    {"attention.head_count", "num_attention_heads", 0, 1},
+    {"attention.head_count_kv", "num_key_value_heads", 0, 0},
+    {"feed_forward_length", "intermediate_size", 0, 1},
+    {"context_length", "max_position_embeddings", 0, 1},
+    {"attention.layer_norm_rms_epsilon", "rms_norm_eps", 1, 1},
+    {"rope.freq_base", "rope_theta", 1, 0},
+    {"attention.key_length", "head_dim", 0, 0},
+    {NULL, NULL, 0, 0}};
+
+/* Tensor names: GGUF suffix after "blk.N." (per layer) or the whole name (global) -> the
+ * safetensors name, "%d" standing for the layer. */
+typedef struct name_map {
+    const char *gguf, *hf;
+} name_map;
+
+static const name_map GPT2_NAMES[] = {
+    {"token_embd.weight", "wte.weight"},
+    {"position_embd.weight", "wpe.weight"},
+    {"output_norm.weight", "ln_f.weight"},
+    {"output_norm.bias", "ln_f.bias"},
+    {"output.weight", "lm_head.weight"},
+    {"attn_norm.weight", "h.%d.ln_1.weight"},
+    {"attn_norm.bias", "h.%d.ln_1.bias"},
+    {"attn_qkv.weight", "h.%d.attn.c_attn.weight"},
+    {"attn_qkv.bias", "h.%d.attn.c_attn.bias"},
+    {"attn_output.weight", "h.%d.attn.c_proj.weight"},
+    {"attn_output.bias", "h.%d.attn.c_proj.bias"},
+    {"ffn_norm.weight", "h.%d.ln_2.weight"},
+    {"ffn_norm.bias", "h.%d.ln_2.bias"},
+    {"ffn_up.weight", "h.%d.mlp.c_fc.weight"},
+    {"ffn_up.bias", "h.%d.mlp.c_fc.bias"},
+    {"ffn_down.weight", "h.%d.mlp.c_proj.weight"},
+    {"ffn_down.bias", "h.%d.mlp.c_proj.bias"},
+    {NULL, NULL}};
+
+static const name_map LLAMA_NAMES[] = {
+    {"token_embd.weight", "model.embed_tokens.weight"},
+    {"output_norm.weight", "model.norm.weight"},
+    {"output.weight", "lm_head.weight"},
+    {"attn_norm.weight", "model.layers.%d.input_layernorm.weight"},
+    {"attn_q.weight", "model.layers.%d.self_attn.q_proj.weight"},
+    {"attn_q.bias", "model.layers.%d.self_attn.q_proj.bias"},
+    {"attn_k.weight", "model.layers.%d.self_attn.k_proj.weight"},
+    {"attn_k.bias", "model.layers.%d.self_attn.k_proj.bias"},
+    {"attn_v.weight", "model.layers.%d.self_attn.v_proj.weight"},
+    {"attn_v.bias", "model.layers.%d.self_attn.v_proj.bias"},
+    {"attn_output.weight", "model.layers.%d.self_attn.o_proj.weight"},
+    {"ffn_norm.weight", "model.layers.%d.post_attention_layernorm.weight"},
+    {"ffn_gate.weight", "model.layers.%d.mlp.gate_proj.weight"},
+    {"ffn_up.weight", "model.layers.%d.mlp.up_proj.weight"},
+    {"ffn_down.weight", "model.layers.%d.mlp.down_proj.weight"},
+    {NULL, NULL}};
+
+typedef struct arch_info {
+    const char *arch;
+    const key_map *keys;
+    const name_map *names;
+} arch_info;
+
+static const arch_info ARCHS[] = {
+    {"gpt2", GPT2_KEYS, GPT2_NAMES},
+    {"llama", LLAMA_KEYS, LLAMA_NAMES},
+    {"qwen2", LLAMA_KEYS, LLAMA_NAMES},
+};
+
+static const arch_info *find_arch(const char *arch, size_t len) {
+    for (size_t i = 0; i < sizeof ARCHS / sizeof ARCHS[0]; i++)
+        if (strlen(ARCHS[i].arch) == len && !memcmp(ARCHS[i].arch, arch, len)) return &ARCHS[i];
+    return NULL;
+}
+
+wb_status wb_gguf_config_json(const wb_gguf *g, const char *path, cJSON **out, wb_err *err) {
+    *out = NULL;
+    const char *arch;
+    size_t alen;
+    wb_err e = {0}; /* the reader's message, prefixed with the path below */
+    wb_status s = wb_gguf_get_str(g, "general.architecture", &arch, &alen, &e);
+    if (s) return wb_err_set(err, s, "%s: %s", path, e.msg);
+    const arch_info *ai = find_arch(arch, alen);
+    if (!ai)
+        return wb_err_set(err, WB_ERR_FORMAT,
+                          "%s: general.architecture \"%.*s\" is not one the workbench loads "
+                          "(gpt2, llama, qwen2)", path, (int)(alen < 40 ? alen : 40), arch);
+    cJSON *root = cJSON_CreateObject();
+    if (!root || !cJSON_AddStringToObject(root, "model_type", ai->arch)) goto nomem;
+    for (const key_map *k = ai->keys; k->gguf; k++) {
+        char key[128];
+        snprintf(key, sizeof key, "%s.%s", ai->arch, k->gguf);
+        double v = 0;
+        int64_t iv = 0;
+        s = k->is_float ? wb_gguf_get_float(g, key, &v, &e) : wb_gguf_get_int(g, key, &iv, &e);
+        if (s == WB_ERR_NOTFOUND && !k->required) continue;
+        if (s) {
+            cJSON_Delete(root);
+            return wb_err_set(err, s, "%s: %s%s", path,
+                              s == WB_ERR_NOTFOUND ? "missing metadata key " : "",
+                              s == WB_ERR_NOTFOUND ? key : e.msg);
+        }
+        if (!k->is_float) v = (double)iv;
+        if (!cJSON_AddNumberToObject(root, k->hf, v)) goto nomem;
+    }
+    if (!strcmp(ai->arch, "gpt2") &&
+        !cJSON_AddItemToObject(root, "n_ctx",
+                               cJSON_Duplicate(cJSON_GetObjectItem(root, "n_positions"), 1)))
+        goto nomem;
+    /* vocab_size: the tokenizer's token count, else the embedding's rows (dims[1]) */
+    const int64_t ti = wb_gguf_find(g, "tokenizer.ggml.tokens");
+    const wb_gguf_tensor *emb = wb_gguf_tensor_find(g, "token_embd.weight");
+    double vocab = 0;
+    if (ti >= 0 && wb_gguf_type(g, ti) == WB_GGUF_ARRAY) vocab = (double)wb_gguf_arr_n(g, ti);
+    else if (emb && emb->n_dims == 2) vocab = (double)emb->dims[1];
+    else {
+        cJSON_Delete(root);
+        return wb_err_set(err, WB_ERR_NOTFOUND, "%s: no tokenizer.ggml.tokens and no 2-D "
+                          "token_embd.weight to take the vocabulary size from", path);
+    }
+    if (!cJSON_AddNumberToObject(root, "vocab_size", vocab)) goto nomem;
+    /* llama: biases are announced by their tensors (qwen2 always has q/k/v biases) */
+    if (!strcmp(ai->arch, "llama") &&
+        !cJSON_AddBoolToObject(root, "attention_bias",
+                               wb_gguf_tensor_find(g, "blk.0.attn_q.bias") != NULL))
+        goto nomem;
+    /* GGUF has no tie flag: a file without output.weight ties the head to the embedding */
+    if (!cJSON_AddBoolToObject(root, "tie_word_embeddings",
+                               wb_gguf_tensor_find(g, "output.weight") == NULL))
+        goto nomem;
+    *out = root;
+    return WB_OK;
+nomem:
+    cJSON_Delete(root);
+    return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", path);
+}
+
+wb_status wb_gguf_hf_name(const char *arch, const char *gguf_name, char *out, size_t n,
+                          wb_err *err) {
+    const arch_info *ai = find_arch(arch, strlen(arch));
+    if (!ai)
+        return wb_err_set(err, WB_ERR_NOTFOUND, "GGUF architecture \"%.40s\" is not supported",
+                          arch);
+    int layer = -1, used = 0;
+    const char *rest = gguf_name;
+    if (sscanf(gguf_name, "blk.%d.%n", &layer, &used) == 1 && used > 0 && layer >= 0 &&
+        layer < 100000)
+        rest = gguf_name + used;
+    else
+        layer = -1;
+    for (const name_map *m = ai->names; m->gguf; m++) {
+        const int per_layer = strstr(m->hf, "%d") != NULL;
+        if (per_layer != (layer >= 0) || strcmp(m->gguf, rest)) continue;
+        const int w = per_layer ? snprintf(out, n, m->hf, layer) : snprintf(out, n, "%s", m->hf);
+        if (w < 0 || (size_t)w >= n)
+            return wb_err_set(err, WB_ERR_ARG, "tensor name buffer too small for '%.64s'",
+                              gguf_name);
+        return WB_OK;
+    }
+    return wb_err_set(err, WB_ERR_NOTFOUND, "GGUF tensor '%.64s' is not one a %s model has",
+                      gguf_name, ai->arch);
+}
