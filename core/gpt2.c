@@ -211,12 +211,13 @@ static size_t weight_bytes(const wb_model *m) {
 /* Thread tid's share of Y[n, out] = X[n, in] . W^T + b (b may be NULL), or Y += that when
  * residual, then gelu(Y) in place when gelu: output columns [r0, r1) in the decode path's slices
  * (blocks of 8), so bias, activation and the GEMM's writes stay in the thread's own columns. */
-static void mm_part(const gpt2 *g, float *Y, const float *X, int n, const wb_mat *W,
+static void mm_part(const wb_model *m, float *Y, const float *X, int n, const wb_mat *W,
                     const float *b, int residual, int gelu, int tid, int nt) {
+    const gpt2 *g = m->impl;
     int r0, r1;
     wb_split_rows(W->rows, tid, nt, &r0, &r1);
     if (r0 >= r1) return;
-    wb_mat_mul(Y, X, n, W, b, r0, r1, residual);
+    wb_mat_mul(Y, X, n, W, b, r0, r1, residual, wb_model_batch_variant(m));
     if (gelu)
         for (int t = 0; t < n; t++)
             wb_gelu_forward(Y + (size_t)t * W->rows + r0, (size_t)(r1 - r0), g->act);
@@ -318,7 +319,7 @@ static void fwd_worker(void *arg, int tid, int nt) {
         if (j->all_positions) {
             ln_rows(j, add, g->lnf_w, g->lnf_b, tid, nt);
             wb_pool_barrier(j->pool);
-            mm_part(g, j->logits, j->xn, n, &g->head, NULL, 0, 0, tid, nt);
+            mm_part(j->m, j->logits, j->xn, n, &g->head, NULL, 0, 0, tid, nt);
         } else {
             /* the last row of each sequence, normalised into xn rows 0..n_seqs-1 */
             if (tid == 0)
@@ -327,7 +328,7 @@ static void fwd_worker(void *arg, int tid, int nt) {
                         j->xn + (size_t)s * C, j->x + (size_t)(j->row0[s] + j->seqs[s].n - 1) * C,
                         add, g->lnf_w, g->lnf_b, C, c->layer_norm_epsilon);
             wb_pool_barrier(j->pool);
-            mm_part(g, j->logits, j->xn, j->n_seqs, &g->head, NULL, 0, 0, tid, nt);
+            mm_part(j->m, j->logits, j->xn, j->n_seqs, &g->head, NULL, 0, 0, tid, nt);
         }
         return;
     }
@@ -335,7 +336,7 @@ static void fwd_worker(void *arg, int tid, int nt) {
     ln_rows(j, j->layer ? deferred_bias(j, g->layers[j->layer - 1].mlpproj_b) : NULL, ly->ln1_w,
             ly->ln1_b, tid, nt);
     wb_pool_barrier(j->pool);
-    mm_part(g, j->qkv, j->xn, n, &ly->qkv, ly->qkv_b, 0, 0, tid, nt);
+    mm_part(j->m, j->qkv, j->xn, n, &ly->qkv, ly->qkv_b, 0, 0, tid, nt);
     wb_pool_barrier(j->pool);
     if (j->aj->qb) { /* K/V rows into the caches, by rows (whole-sequence items copy their own) */
         const int t0 = (int)((int64_t)n * tid / nt), t1 = (int)((int64_t)n * (tid + 1) / nt);
@@ -354,14 +355,14 @@ static void fwd_worker(void *arg, int tid, int nt) {
     if (j->att_threads > 1) att_worker(j->aj, tid, nt);
     else if (tid == 0) att_worker(j->aj, 0, 1);
     wb_pool_barrier(j->pool);
-    mm_part(g, j->x, j->att, n, &ly->attproj,
+    mm_part(j->m, j->x, j->att, n, &ly->attproj,
             deferred_bias(j, ly->attproj_b) ? NULL : ly->attproj_b, 1, 0, tid, nt);
     wb_pool_barrier(j->pool);
     ln_rows(j, deferred_bias(j, ly->attproj_b), ly->ln2_w, ly->ln2_b, tid, nt);
     wb_pool_barrier(j->pool);
-    mm_part(g, j->h, j->xn, n, &ly->fc, ly->fc_b, 0, 1, tid, nt);
+    mm_part(j->m, j->h, j->xn, n, &ly->fc, ly->fc_b, 0, 1, tid, nt);
     wb_pool_barrier(j->pool);
-    mm_part(g, j->x, j->h, n, &ly->mlpproj,
+    mm_part(j->m, j->x, j->h, n, &ly->mlpproj,
             deferred_bias(j, ly->mlpproj_b) ? NULL : ly->mlpproj_b, 1, 0, tid, nt);
 }
 
@@ -455,7 +456,7 @@ static void decode_worker(void *arg, int tid, int nt) {
         /* every thread normalises x itself: cheaper than a barrier */
         wb_layernorm_forward(xn, x, ly->ln1_w, ly->ln1_b, C, eps);
         wb_split_rows(3 * C, tid, nt, &r0, &r1);
-        wb_mat_mul(qkv, xn, 1, &ly->qkv, ly->qkv_b, r0, r1, 0);
+        wb_mat_mul(qkv, xn, 1, &ly->qkv, ly->qkv_b, r0, r1, 0, 0);
         wb_pool_barrier(j->pool);
         for (int hd = h0; hd < h1; hd++) {
             memcpy(kl + (size_t)pos * C + hd * hs, qkv + C + hd * hs, (size_t)hs * sizeof(float));
@@ -465,21 +466,21 @@ static void decode_worker(void *arg, int tid, int nt) {
         }
         wb_pool_barrier(j->pool);
         wb_split_rows(C, tid, nt, &r0, &r1);
-        wb_mat_mul(x, att, 1, &ly->attproj, ly->attproj_b, r0, r1, 1);
+        wb_mat_mul(x, att, 1, &ly->attproj, ly->attproj_b, r0, r1, 1, 0);
         wb_pool_barrier(j->pool);
         wb_layernorm_forward(xn, x, ly->ln2_w, ly->ln2_b, C, eps);
         wb_split_rows(c->n_inner, tid, nt, &r0, &r1);
-        wb_mat_mul(h, xn, 1, &ly->fc, ly->fc_b, r0, r1, 0);
+        wb_mat_mul(h, xn, 1, &ly->fc, ly->fc_b, r0, r1, 0, 0);
         wb_gelu_forward(h + r0, (size_t)(r1 - r0), g->act);
         wb_pool_barrier(j->pool);
         wb_split_rows(C, tid, nt, &r0, &r1);
-        wb_mat_mul(x, h, 1, &ly->mlpproj, ly->mlpproj_b, r0, r1, 1);
+        wb_mat_mul(x, h, 1, &ly->mlpproj, ly->mlpproj_b, r0, r1, 1, 0);
         wb_pool_barrier(j->pool);
     }
     if (j->logits) {
         wb_layernorm_forward(xn, x, g->lnf_w, g->lnf_b, C, eps);
         wb_split_rows(c->vocab_size, tid, nt, &r0, &r1);
-        wb_mat_mul(j->logits, xn, 1, &g->head, NULL, r0, r1, 0);
+        wb_mat_mul(j->logits, xn, 1, &g->head, NULL, r0, r1, 0, 0);
     }
 }
 

@@ -314,6 +314,7 @@ done:
 typedef struct lin_job {
     float *Y;
     const float *X, *b;
+    const wb_model *m;
     const wb_mat *W;
     int n, residual;
 } lin_job;
@@ -322,7 +323,8 @@ static void lin_worker(void *arg, int tid, int nt) {
     const lin_job *j = arg;
     int r0, r1;
     wb_split_rows(j->W->rows, tid, nt, &r0, &r1);
-    wb_mat_mul(j->Y, j->X, j->n, j->W, j->b, r0, r1, j->residual);
+    wb_mat_mul(j->Y, j->X, j->n, j->W, j->b, r0, r1, j->residual,
+               wb_model_batch_variant(j->m));
 }
 
 /* Y[n, out] = X[n, in] . W^T (+ b), or Y += that when residual: output rows split over the
@@ -331,7 +333,7 @@ static void lin_worker(void *arg, int tid, int nt) {
  * core either way) without the extra buffer. */
 static wb_status linear(const wb_model *m, int nt, float *Y, const float *X, int n,
                         const wb_mat *W, const float *b, int residual, wb_err *err) {
-    lin_job j = {Y, X, b, W, n, residual};
+    lin_job j = {Y, X, b, m, W, n, residual};
     return wb_pool_slot_run(wb_model_pool(m), nt, lin_worker, &j, err);
 }
 

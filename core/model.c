@@ -262,6 +262,11 @@ void wb_model_set_abort(wb_model *m, wb_abort_fn fn, void *user_data) {
     m->abort_data = user_data;
 }
 
+int wb_model_set_batch_variant(wb_model *m, int on) {
+    if (!m) return 0;
+    return atomic_exchange(&m->batch_variant, on ? 1 : 0);
+}
+
 wb_pool_slot *wb_model_pool(const wb_model *m) { return (wb_pool_slot *)&m->pool; }
 
 int wb_model_aborted(const wb_model *m, int layer, wb_err *err) {

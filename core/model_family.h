@@ -17,6 +17,8 @@
 #ifndef WB_MODEL_FAMILY_H
 #define WB_MODEL_FAMILY_H
 
+#include <stdatomic.h>
+
 #include "model_internal.h"
 #include "threadpool.h"
 
@@ -85,10 +87,13 @@ wb_mat wb_mat_rows(const wb_mat *m, int r0, int r1);
  *   Y[t, r] = (accumulate ? Y[t, r] : 0) + b[r] + W[r, :] . X[t, :]      (b may be NULL)
  * Up to WB_SMALL_ROWS inputs every output gets exactly the sums it gets with n = 1 (a row in a
  * batch computes what it computes alone), and the weights stream once per call whatever n is.
- * Above, F32 weights go through a single-threaded cblas_sgemm over this slice of rows. */
+ * Above, F32 weights go through a single-threaded cblas_sgemm over this slice of rows.
+ * batch_variant (wb_model_batch_variant: a lesson, never the default) sends F32 weights to the
+ * GEMM from n = 2 rows: OpenBLAS picks its kernel and blocking from the shape, so a row's sums
+ * then depend on how many rows share the call, as on most inference servers. */
 #define WB_SMALL_ROWS 48
 void wb_mat_mul(float *Y, const float *X, int n, const wb_mat *W, const float *b, int r0, int r1,
-                int accumulate);
+                int accumulate, int batch_variant);
 /* dst[cols] = row r of m widened to F32 (embedding lookups). */
 void wb_mat_row(const wb_mat *m, int r, float *dst);
 
@@ -207,12 +212,19 @@ struct wb_model {
     wb_abort_fn abort_fn;
     void *abort_data;
 
+    /* wb_model_set_batch_variant: 1 sends F32 products of more than one row to cblas_sgemm. */
+    atomic_int batch_variant;
+
     /* The compute pool follows wb_threads_get(); mutable state behind a const model (the one
      * cast is in wb_model_pool). */
     wb_pool_slot pool;
 };
 
 wb_pool_slot *wb_model_pool(const wb_model *m);
+/* The batch-variant flag to pass to wb_mat_mul (read once per matrix product). */
+static inline int wb_model_batch_variant(const wb_model *m) {
+    return atomic_load_explicit(&m->batch_variant, memory_order_relaxed);
+}
 /* 1 when the abort callback asks to stop (then err says where: "at layer l"). */
 int wb_model_aborted(const wb_model *m, int layer, wb_err *err);
 

@@ -155,6 +155,15 @@ int64_t wb_model_num_parameters(const wb_model *m);
 
 void wb_model_set_abort(wb_model *m, wb_abort_fn fn, void *user_data);
 
+/* Batch-variant mode (off by default), for showing why served models vary at temperature 0:
+ * while on, every F32 matrix product over more than one row (a prefill, a batched decode step)
+ * goes through OpenBLAS cblas_sgemm, whose kernel and blocking, and so the order of each dot
+ * product's sums, follow the number of rows, in every model family. A row's logits then differ in
+ * the last bits with the batch it shares; off, the fixed-order kernels give every row the sums it
+ * gets alone. BF16 matrices always use the fixed-order kernels. Returns the previous setting (0
+ * or 1); m NULL: returns 0. Switch it between forward calls: a pass running meanwhile may mix. */
+int wb_model_set_batch_variant(wb_model *m, int on);
+
 /* Full forward pass without a cache over n tokens (1 <= n <= wb_model_max_ctx).
  * logits: [n, V] when all_positions, else [V] for the last position. */
 wb_status wb_model_forward(const wb_model *m, const int32_t *ids, int n, float *logits,

@@ -452,7 +452,7 @@ wb_mat wb_mat_rows(const wb_mat *m, int r0, int r1) {
 }
 
 void wb_mat_mul(float *Y, const float *X, int n, const wb_mat *W, const float *b, int r0, int r1,
-                int accumulate) {
+                int accumulate, int batch_variant) {
     const int out = W->rows, in = W->cols, w = r1 - r0;
     if (w <= 0) return;
     if (W->dtype == WB_MAT_Q8_0 || W->dtype == WB_MAT_Q4_0) { /* integer dots up to 48 inputs */
@@ -464,7 +464,7 @@ void wb_mat_mul(float *Y, const float *X, int n, const wb_mat *W, const float *b
         wb_gemv_bf16_forward(Y, (size_t)out, X, (size_t)in, n, W->w, b, in, r0, r1, accumulate);
         return;
     }
-    if (n <= WB_SMALL_ROWS) {
+    if (n <= WB_SMALL_ROWS && !(batch_variant && n > 1)) {
         wb_gemv_batch_forward(Y, (size_t)out, X, (size_t)in, n, W->w, b, in, r0, r1, accumulate);
         return;
     }

@@ -114,6 +114,14 @@ static int model_num_parameters(lua_State *L) {
     return 1;
 }
 
+/* model:batch_variant(on) -> the previous setting: the batch-variant mode of core/wb_model.h. */
+static int model_batch_variant(lua_State *L) {
+    wb_model *m = checkmodel(L, 1);
+    luaL_checktype(L, 2, LUA_TBOOLEAN);
+    lua_pushboolean(L, wb_model_set_batch_variant(m, lua_toboolean(L, 2)));
+    return 1;
+}
+
 /* The shape facts scripts need, the same keys for every family (config.json's own names differ:
  * n_positions vs max_position_embeddings, n_layer vs num_hidden_layers, ...). */
 static int model_info(lua_State *L) {
@@ -375,6 +383,7 @@ static int session_tostring(lua_State *L) {
 static const luaL_Reg model_methods[] = {
     {"num_parameters", model_num_parameters},
     {"info", model_info},
+    {"batch_variant", model_batch_variant},
     {"logits", model_logits},
     {"session", model_session},
     {"close", model_close},

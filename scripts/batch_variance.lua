@@ -83,25 +83,44 @@ local function row_counts(ids)
 end
 
 -- Part 2: every prompt's greedy reply alone, then in batches of B (prompt i with the next B - 1).
-local params = { temperature = 0, max_tokens = N }
+-- Each token also carries the raw log-probabilities of its 5 best candidates (log-softmax of the
+-- logits): the batched reply's against the reply alone, up to the first token that differs, are
+-- the logit differences this batch size caused (a shift common to all logits cancels; any other
+-- change in a logit shows).
+-- Each prompt is prefilled in its own pass (separate_prefill), as alone: the batch size then
+-- changes only the decode steps, one row per reply.
+local params = { temperature = 0, max_tokens = N, top_logprobs = 5 }
+local function lp_diff(a, b, upto)
+  local d = 0
+  for k = 1, upto do
+    local ta, tb = a[k].top, b[k].top
+    for c = 1, math.min(#ta, #tb) do
+      if ta[c].id == tb[c].id then d = math.max(d, math.abs(ta[c].raw_logprob - tb[c].raw_logprob)) end
+    end
+  end
+  return d
+end
 local function replies(B, solo)
-  local changed, first = 0, {}
+  local changed, first, diff = 0, {}, 0
   for i0 = 1, #PROMPTS, B do
     local batch = {}
     for i = i0, math.min(#PROMPTS, i0 + B - 1) do batch[#batch + 1] = PROMPTS[i] end
-    local r = model:generate_batch(batch, params, { ignore_eos = true })
+    local r = model:generate_batch(batch, params, { ignore_eos = true, separate_prefill = true })
     for j, res in ipairs(r.results) do
       local want = solo[i0 + j - 1]
-      for k = 1, #want do
-        if res.token_ids[k] ~= want[k] then
+      local same = #want.token_ids
+      for k = 1, #want.token_ids do
+        if res.token_ids[k] ~= want.token_ids[k] then
           changed = changed + 1
           first[#first + 1] = k
+          same = k - 1
           break
         end
       end
+      diff = math.max(diff, lp_diff(res.logprobs, want.logprobs, same))
     end
   end
-  return changed, first
+  return changed, first, diff
 end
 
 -- Part 3: the smallest lead of the greedy token over the runner-up along a reply (solo, fixed).
@@ -129,14 +148,16 @@ for _, mode in ipairs(has_variant and { "fixed", "variant" } or { "fixed" }) do
               batches = {} }
   local solo = {}
   for i, p in ipairs(PROMPTS) do
-    solo[i] = model:generate(p, params, { ignore_eos = true }).token_ids
+    solo[i] = model:generate(p, params, { ignore_eos = true })
   end
   for _, B in ipairs(BATCHES) do
-    local changed, first = replies(B, solo)
-    m.batches[#m.batches + 1] = { batch = B, changed = changed, first = first }
+    local changed, first, diff = replies(B, solo)
+    m.batches[#m.batches + 1] = { batch = B, changed = changed, first = first, lp_diff = diff }
   end
   m.max_logit_diff = 0
   for _, r in ipairs(m.part1) do m.max_logit_diff = math.max(m.max_logit_diff, r.diff) end
+  m.max_batch_diff = 0
+  for _, b in ipairs(m.batches) do m.max_batch_diff = math.max(m.max_batch_diff, b.lp_diff) end
   rec.modes[#rec.modes + 1] = m
 end
 if has_variant then model:batch_variant(false) end
@@ -167,6 +188,13 @@ for _, m in ipairs(rec.modes) do
   end
   print(("%-10s %s"):format(m.mode, table.concat(cells, "   ")))
 end
+print(("%-10s %s"):format("mode", "max |log-prob difference| against alone, before any changed token, "
+                           .. "for B = 1, 2, 4, 8, 16"))
+for _, m in ipairs(rec.modes) do
+  local cells = {}
+  for _, b in ipairs(m.batches) do cells[#cells + 1] = ("%.2g"):format(b.lp_diff) end
+  print(("%-10s %s"):format(m.mode, table.concat(cells, "  ")))
+end
 print(("\nPart 3: the smallest lead of the greedy token over the runner-up along each reply: "
        .. "median %.3g, smallest %.3g logits\n"):format(stats.median(leads), stats.min(leads)))
 
@@ -181,22 +209,36 @@ local function total_changed(m)
   return n
 end
 rec.fixed_changed = total_changed(fixed)
-lesson.conclude(rec, "fixed_identical", fixed.max_logit_diff == 0 and rec.fixed_changed == 0,
+local function batch_cells(m)
+  local cells = {}
+  for _, b in ipairs(m.batches) do
+    if b.batch > 1 then cells[#cells + 1] = ("%.2g at B = %d"):format(b.lp_diff, b.batch) end
+  end
+  return table.concat(cells, ", ")
+end
+lesson.conclude(rec, "fixed_identical",
+  fixed.max_logit_diff == 0 and fixed.max_batch_diff == 0 and rec.fixed_changed == 0,
   "With the fixed-order kernels every position's logits were bit-identical whatever the number "
-  .. "of rows in the pass, and every batched reply equalled the reply alone.",
+  .. "of rows in the pass, every batched token's log-probabilities equalled alone's, and every "
+  .. "batched reply equalled the reply alone: each output's dot product is summed in one order "
+  .. "that does not depend on how many rows share the call, so there is no difference for even "
+  .. "the smallest lead to flip on.",
   ("With the fixed-order kernels something still depended on the batch (largest logit difference "
-   .. "%.2g, %d changed replies): the kernels are not batch-invariant."):format(
-    fixed.max_logit_diff, rec.fixed_changed))
+   .. "%.2g, log-probability difference %.2g, %d changed replies): the kernels are not "
+   .. "batch-invariant."):format(fixed.max_logit_diff, fixed.max_batch_diff, rec.fixed_changed))
 if variant then
 rec.variant_changed = total_changed(variant)
-lesson.conclude(rec, "variant_differs", variant.max_logit_diff > 0,
+local moved = math.max(variant.max_logit_diff, variant.max_batch_diff)
+rec.variant_max_diff = moved
+lesson.conclude(rec, "variant_differs", moved > 0,
   ("In the batch-variant mode the same position's logits moved by up to %.2g with the number of "
-   .. "rows: the GEMM summed in another order."):format(variant.max_logit_diff),
+   .. "rows, and batched tokens' log-probabilities by %s against alone: the GEMM summed in "
+   .. "another order."):format(variant.max_logit_diff, batch_cells(variant)),
   "In the batch-variant mode the logits did not move with the number of rows: this CPU's GEMM "
   .. "summed these shapes in the fixed kernel's order, or the model's matrices are BF16 or "
   .. "quantized, which always go through the fixed-order kernels.")
 local flips = 0
-for _, l in ipairs(leads) do if l <= variant.max_logit_diff then flips = flips + 1 end end
+for _, l in ipairs(leads) do if l <= moved then flips = flips + 1 end end
 rec.near_ties = flips
 lesson.conclude(rec, "variant_diverged", rec.variant_changed > 0,
   ("And %d batched replies in that mode differed from the same prompt alone: where a lead is as "
@@ -205,7 +247,7 @@ lesson.conclude(rec, "variant_diverged", rec.variant_changed > 0,
   ("Yet no greedy reply changed in that mode: the smallest lead along any reply was %.3g logits, "
    .. "%.0f times the largest difference (%.2g), so no token was close enough to flip; a token "
    .. "flips only where its lead is as small as the differences."):format(stats.min(leads),
-    stats.min(leads) / math.max(variant.max_logit_diff, 1e-30), variant.max_logit_diff))
+    stats.min(leads) / math.max(moved, 1e-30), moved))
 end
 lesson.print_conclusions(rec)
 lesson.print_load(rec.load)
