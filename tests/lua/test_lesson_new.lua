@@ -103,7 +103,11 @@ T.test("batch_variance.lua: logits and replies move with the batch only in the b
   local fixed, variant = rec.modes[1], rec.modes[2]
   T.eq(fixed.mode, "fixed")
   for _, r in ipairs(fixed.part1) do T.eq(r.diff, 0, ("fixed, %d rows"):format(r.rows)) end
-  for _, b in ipairs(fixed.batches) do T.eq(b.changed, 0, ("fixed, batch %d"):format(b.batch)) end
+  -- in fixed-order mode a batched token's log-probabilities are bit-identical to alone's
+  for _, b in ipairs(fixed.batches) do
+    T.eq(b.changed, 0, ("fixed, batch %d"):format(b.batch))
+    T.eq(b.lp_diff, 0, ("fixed, batch %d: log-probabilities moved"):format(b.batch))
+  end
   T.eq(conclusion(rec, "fixed_identical").holds, true)
   if not rec.has_variant then
     T.check(out:find("this build has no batch-variant mode", 1, true), out)
@@ -114,6 +118,19 @@ T.test("batch_variance.lua: logits and replies move with the batch only in the b
   local moved = false
   for _, r in ipairs(variant.part1) do if r.diff > 0 then moved = true end end
   T.check(moved, "the batch-variant mode changed no logits")
+  local batch_moved = 0
+  for _, b in ipairs(variant.batches) do
+    if b.batch == 1 then T.eq(b.lp_diff, 0, "a batch of one is the request alone") end
+    batch_moved = math.max(batch_moved, b.lp_diff)
+  end
+  T.check(batch_moved > 0, "no batch size moved a log-probability in the batch-variant mode")
+  T.eq(rec.variant_max_diff, math.max(variant.max_logit_diff, batch_moved))
+  for _, b in ipairs(variant.batches) do
+    if b.batch > 1 then
+      T.check(conclusion(rec, "variant_differs").text:find(("%.2g at B = %d"):format(b.lp_diff, b.batch), 1, true),
+              "the per-batch differences are not the measured ones")
+    end
+  end
   T.eq(conclusion(rec, "fixed_identical").holds, true)
   T.eq(conclusion(rec, "variant_differs").holds, true)
   local changed = 0
@@ -122,10 +139,15 @@ T.test("batch_variance.lua: logits and replies move with the batch only in the b
     if b.batch == 1 then T.eq(b.changed, 0, "a batch of one is the request alone") end
   end
   T.eq(conclusion(rec, "variant_diverged").holds, changed > 0)
+  if changed == 0 then
+    local text = conclusion(rec, "variant_diverged").text
+    T.check(text:find(("%.3g logits"):format(lo(rec.smallest_leads)), 1, true), text)
+    T.check(text:find(("largest difference (%.2g)"):format(rec.variant_max_diff), 1, true), text)
+  end
   -- A reply can only change where some lead is as small as the logit differences.
   local smallest = math.huge
   for _, l in ipairs(rec.smallest_leads) do smallest = math.min(smallest, l) end
-  if smallest > 10 * variant.max_logit_diff then T.eq(changed, 0, "a flip without a near-tie") end
+  if smallest > 10 * rec.variant_max_diff then T.eq(changed, 0, "a flip without a near-tie") end
 end)
 
 T.rmdir(dir)

@@ -146,6 +146,7 @@ T.test("batch_variance.lua on an F32 copy of the Qwen2 fixture: fixed-order kern
   T.eq(r.model_type, "qwen2")
   T.eq(r.fixed_changed, 0)
   for _, p in ipairs(r.modes[1].part1) do T.eq(p.diff, 0) end
+  for _, b in ipairs(r.modes[1].batches) do T.eq(b.lp_diff, 0, ("fixed, batch %d"):format(b.batch)) end
   if r.has_variant then
     T.check(r.modes[2].max_logit_diff > 0, "the variant mode moved no logits on the Qwen2 fixture")
   end

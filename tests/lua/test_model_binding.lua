@@ -67,6 +67,27 @@ T.test("model:logits gives the last position, or every position with all=true", 
   T.check(max_abs_diff(model:logits(prefix), all[3]) < 1e-4, "causal")
 end)
 
+T.test("model:batch_variant switches the F32 products of several rows to a GEMM, off by default", function()
+  T.checkerror("boolean expected", function() return model:batch_variant(1) end)
+  T.checkerror("boolean expected", function() return model:batch_variant() end)
+  local function worst(k_rows)
+    local full, m = model:logits(prompt, {all = true}), 0
+    for k = 1, k_rows do
+      m = math.max(m, max_abs_diff(model:logits({table.unpack(prompt, 1, k)}), full[k]))
+    end
+    return m
+  end
+  T.eq(model:batch_variant(false), false, "off by default")
+  T.eq(worst(#prompt), 0, "fixed order: a position's logits do not depend on the rows in the pass")
+  T.eq(model:batch_variant(true), false)
+  T.eq(model:batch_variant(true), true, "returns the previous setting")
+  local moved = worst(#prompt)
+  T.eq(model:batch_variant(false), true)
+  T.check(moved > 0, "the batch-variant mode moved no logit")
+  T.check(moved < 1e-3, ("only the last bits move, got %g"):format(moved))
+  T.eq(worst(#prompt), 0, "switched off, the fixed order is back")
+end)
+
 T.test("model:logits checks its arguments", function()
   T.checkerror("unknown option 'al'", function() return model:logits(prompt, {al = true}) end)
   T.checkerror("option 'all' must be a boolean", function() return model:logits(prompt, {all = 1}) end)
