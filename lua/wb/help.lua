@@ -186,6 +186,9 @@ M.TEXT = {
   ["Model:session"] = { "model:session([opts]) -> Session", "a KV cache over one sequence", opts = "opts: n_ctx = n",
     ex = "local s = model:session(); print(s:prefill(tok:encode('Hi')):argmax())" },
   ["Model:num_parameters"] = { "model:num_parameters() -> n", "the parameter count", ex = "print(model:num_parameters())" },
+  ["Model:batch_variant"] = { "model:batch_variant(on) -> previous",
+    "batch-variant mode (off by default): F32 products of more than one row through OpenBLAS GEMM, so batched logits differ from alone in the last bits, as on most servers (scripts/batch_variance.lua)",
+    ex = "local was = model:batch_variant(true); print(was); model:batch_variant(was)" },
   ["Model:close"] = { "model:close()", "free the weights now (also at garbage collection)", ex = "local m = wb.load(); m:close()" },
 
   ["Session:prefill"] = { "s:prefill(ids [, opts]) -> Vec", "append ids to the cache; the logits after the last",
