@@ -149,6 +149,9 @@ T.test("batch_variance.lua on an F32 copy of the Qwen2 fixture: fixed-order kern
   for _, b in ipairs(r.modes[1].batches) do T.eq(b.lp_diff, 0, ("fixed, batch %d"):format(b.batch)) end
   if r.has_variant then
     T.check(r.modes[2].max_logit_diff > 0, "the variant mode moved no logits on the Qwen2 fixture")
+    local batch_moved = 0
+    for _, b in ipairs(r.modes[2].batches) do batch_moved = math.max(batch_moved, b.lp_diff) end
+    T.check(batch_moved > 0, "no batch size moved a log-probability on the Qwen2 fixture")
   end
 end)
 
