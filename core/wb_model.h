@@ -161,7 +161,8 @@ void wb_model_set_abort(wb_model *m, wb_abort_fn fn, void *user_data);
  * product's sums, follow the number of rows, in every model family. A row's logits then differ in
  * the last bits with the batch it shares; off, the fixed-order kernels give every row the sums it
  * gets alone. BF16 and quantized matrices always use their fixed-order kernels. Returns the
- * previous setting (0 or 1); m NULL: returns 0. Switch it between forward calls: a pass running meanwhile may mix. */
+ * previous setting (0 or 1); m NULL: returns 0. Switch it between forward calls: a pass running
+ * meanwhile may mix both. */
 int wb_model_set_batch_variant(wb_model *m, int on);
 
 /* Full forward pass without a cache over n tokens (1 <= n <= wb_model_max_ctx).
