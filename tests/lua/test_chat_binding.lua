@@ -16,38 +16,7 @@ local function spit(path, s)
 end
 
 local V, C, F, L, NH, NKV = 640, 32, 64, 1, 4, 2
-local HD = C // NH
-local seed = 777
-local function rand()
-  seed = seed ~ (seed << 13) & 0xffffffff; seed = seed ~ (seed >> 17); seed = seed ~ (seed << 5) & 0xffffffff
-  return (seed % 2000) / 1000 - 1
-end
-local tensors = {}
-local function add(name, shape, scale)
-  local n = 1
-  for _, d in ipairs(shape) do n = n * d end
-  local v = wb.vec(n)
-  for i = 0, n - 1 do v:set(i, scale and rand() * scale or 1 + 0.1 * rand()) end
-  tensors[#tensors + 1] = { name = name, shape = shape, data = v, dtype = "BF16" }
-end
-add("model.embed_tokens.weight", { V, C }, 0.5)
-for l = 0, L - 1 do
-  local p = "model.layers." .. l .. "."
-  add(p .. "input_layernorm.weight", { C })
-  add(p .. "self_attn.q_proj.weight", { NH * HD, C }, 0.3)
-  add(p .. "self_attn.k_proj.weight", { NKV * HD, C }, 0.3)
-  add(p .. "self_attn.v_proj.weight", { NKV * HD, C }, 0.3)
-  add(p .. "self_attn.q_proj.bias", { NH * HD }, 0.2)
-  add(p .. "self_attn.k_proj.bias", { NKV * HD }, 0.2)
-  add(p .. "self_attn.v_proj.bias", { NKV * HD }, 0.2)
-  add(p .. "self_attn.o_proj.weight", { C, NH * HD }, 0.2)
-  add(p .. "post_attention_layernorm.weight", { C })
-  add(p .. "mlp.gate_proj.weight", { F, C }, 0.3)
-  add(p .. "mlp.up_proj.weight", { F, C }, 0.3)
-  add(p .. "mlp.down_proj.weight", { C, F }, 0.2)
-end
-add("model.norm.weight", { C })
-wb.safetensors_write(dir .. "/model.safetensors", tensors, { format = "pt" })
+T.write_qwen2_bf16(dir, { n_embd = C, n_ff = F, n_layer = L, seed = 777 })
 spit(dir .. "/tokenizer.json", slurp(root .. "/tests/vectors/family_qwen2_tokenizer.json"))
 spit(dir .. "/tokenizer_config.json", slurp(root .. "/tests/vectors/chat/qwen2.5/tokenizer_config.json"))
 local tok = wb.tokenizer_load(dir .. "/tokenizer.json")
