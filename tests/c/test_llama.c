@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fixture.h"
 #include "cpu.h"
 #include "llama_internal.h"
 #include "model_internal.h"
@@ -107,26 +108,11 @@ static void add(ref_model *r, const char *name, int64_t d0, int64_t d1, float sc
     }
 }
 
-static void write_text(const char *path, const char *text) {
-    FILE *f = fopen(path, "wb");
-    fputs(text, f);
-    fclose(f);
-}
-
-static void copy_file(const char *from, const char *to) {
-    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
-    char buf[8192];
-    size_t k;
-    while (a && (k = fread(buf, 1, sizeof buf, a)) > 0) fwrite(buf, 1, k, b);
-    if (a) fclose(a);
-    fclose(b);
-}
-
 static void write_config(const char *dir, const fx *o) {
     char path[512];
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (o->config) {
-        write_text(path, o->config);
+        fixture_write_text(path, o->config);
         return;
     }
     FILE *f = fopen(path, "wb");
@@ -253,34 +239,22 @@ static void make_model(const char *dir, const fx *o, ref_model *r) {
     char src[512];
     snprintf(src, sizeof src, "tests/vectors/family_%s_tokenizer.json",
              !strcmp(o->family, "llama") ? "llama3" : "qwen2");
-    copy_file(src, path);
+    fixture_copy_file(src, path);
     if (o->gen_config) {
         snprintf(path, sizeof path, "%s/generation_config.json", dir);
-        write_text(path, o->gen_config);
+        fixture_write_text(path, o->gen_config);
     }
 }
 
-static char *new_dir(void) {
-    char *d = strdup("/tmp/wb_llama_XXXXXX");
-    return mkdtemp(d);
-}
-
-static void rm_dir(char *dir) {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    CHECK(system(cmd) == 0);
-    free(dir);
-}
-
 static wb_model *load(const fx *o, ref_model *r, const wb_model_params *p, char **dir_out) {
-    char *dir = new_dir();
+    char *dir = fixture_new_dir("llama");
     make_model(dir, o, r);
     wb_model *m = NULL;
     wb_err err = {0};
     wb_status s = wb_model_load_ex(dir, p, &m, &err);
     CHECK_MSG(s == WB_OK, "%s", err.msg);
     if (dir_out) *dir_out = dir;
-    else rm_dir(dir);
+    else fixture_rm_dir(dir);
     return m;
 }
 
@@ -551,7 +525,7 @@ out:
     wb_model_free(m32);
     ref_free(&r);
     ref_free(&r32);
-    rm_dir(dir);
+    fixture_rm_dir(dir);
 }
 
 static void f16_checkpoints_match_the_reference(void) {
@@ -801,7 +775,7 @@ static void kv_cache_is_sized_from_the_requested_context(void) {
     if (m) CHECK(wb_model_config(m)->n_ctx == 32768);
     wb_model_free(m);
     ref_free(&r);
-    rm_dir(dir);
+    fixture_rm_dir(dir);
 }
 
 static void generation_config_eos_list_ends_generation_as_eos(void) {
@@ -844,7 +818,7 @@ static void chat_template_prompt_runs_and_ends_at_im_end(void) {
     wb_model *m = load(&o, &r, NULL, &dir);
     char path[512];
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    copy_file("tests/vectors/chat/qwen2.5/tokenizer_config.json", path);
+    fixture_copy_file("tests/vectors/chat/qwen2.5/tokenizer_config.json", path);
     wb_chat_template *t = NULL;
     wb_err err = {0};
     CHECK(wb_chat_template_load(dir, &t, &err) == WB_OK);
@@ -874,13 +848,13 @@ static void chat_template_prompt_runs_and_ends_at_im_end(void) {
     wb_chat_template_free(t);
     wb_model_free(m);
     ref_free(&r);
-    rm_dir(dir);
+    fixture_rm_dir(dir);
 }
 
 /* ====================================================================== bad inputs */
 
 static void expect_error(const fx *o, const char *n1, const char *n2) {
-    char *dir = new_dir();
+    char *dir = fixture_new_dir("llama");
     ref_model r;
     make_model(dir, o, &r);
     wb_model *m = NULL;
@@ -894,7 +868,7 @@ static void expect_error(const fx *o, const char *n1, const char *n2) {
     }
     wb_model_free(m);
     ref_free(&r);
-    rm_dir(dir);
+    fixture_rm_dir(dir);
 }
 
 static void bad_configs_fail_naming_config_json_and_the_key(void) {
@@ -987,24 +961,24 @@ static void bad_weights_fail_naming_the_file_and_tensor(void) {
         {"[1]", "model.safetensors.index.json"},
     };
     for (size_t i = 0; i < sizeof bad_index / sizeof bad_index[0]; i++) {
-        char *dir = new_dir();
+        char *dir = fixture_new_dir("llama");
         ref_model r;
         o = fx_llama();
         o.shards = 2;
         make_model(dir, &o, &r);
         char path[512];
         snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
-        write_text(path, bad_index[i][0]);
+        fixture_write_text(path, bad_index[i][0]);
         wb_model *m = NULL;
         wb_err err = {0};
         CHECK(wb_model_load(dir, &m, &err) != WB_OK);
         CHECK_ERR_MENTIONS(err.msg, bad_index[i][1]);
         ref_free(&r);
-        rm_dir(dir);
+        fixture_rm_dir(dir);
     }
     /* every tensor mapped to the first shard, which does not hold them all */
     {
-        char *dir = new_dir();
+        char *dir = fixture_new_dir("llama");
         ref_model r;
         o = fx_llama();
         o.shards = 2;
@@ -1023,11 +997,11 @@ static void bad_weights_fail_naming_the_file_and_tensor(void) {
         CHECK_ERR_MENTIONS(err.msg, "model-00001-of-00002.safetensors");
         CHECK_ERR_MENTIONS(err.msg, "index.json maps it here");
         ref_free(&r);
-        rm_dir(dir);
+        fixture_rm_dir(dir);
     }
     /* no weights at all */
     {
-        char *dir = new_dir();
+        char *dir = fixture_new_dir("llama");
         ref_model r;
         o = fx_qwen2();
         make_model(dir, &o, &r);
@@ -1039,7 +1013,7 @@ static void bad_weights_fail_naming_the_file_and_tensor(void) {
         CHECK(wb_model_load(dir, &m, &err) == WB_ERR_IO);
         CHECK_ERR_MENTIONS(err.msg, "model.safetensors");
         ref_free(&r);
-        rm_dir(dir);
+        fixture_rm_dir(dir);
     }
 }
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fixture.h"
 #include "model_internal.h"
 #include "wb_batch.h"
 #include "wb_model.h"
@@ -56,12 +57,6 @@ static void ref_free(ref_model *r) {
     for (int l = 0; l < L; l++)
         free(r->ln1[l]), free(r->qkv[l]), free(r->wo[l]), free(r->ln2[l]), free(r->gu[l]),
             free(r->wd[l]);
-}
-
-static void write_text(const char *path, const char *text) {
-    FILE *f = fopen(path, "wb");
-    fputs(text, f);
-    fclose(f);
 }
 
 static void make_model(const char *dir, const fx *o, ref_model *r) {
@@ -123,38 +118,20 @@ static void make_model(const char *dir, const fx *o, ref_model *r) {
              "\"tie_word_embeddings\":%s,\"sliding_window\":%s,\"rope_scaling\":%s}",
              V, C, F, L, NH, NKV, MAXPOS, ORIG, o->tied ? "true" : "false", win, rs);
     snprintf(path, sizeof path, "%s/config.json", dir);
-    write_text(path, cfg);
+    fixture_write_text(path, cfg);
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-    FILE *a = fopen("tests/vectors/family_qwen2_tokenizer.json", "rb"), *b = fopen(path, "wb");
-    char buf[8192];
-    size_t k;
-    while (a && (k = fread(buf, 1, sizeof buf, a)) > 0) fwrite(buf, 1, k, b);
-    CHECK(a != NULL);
-    if (a) fclose(a);
-    fclose(b);
-}
-
-static char *new_dir(void) {
-    char *d = strdup("/tmp/wb_phi3_XXXXXX");
-    return mkdtemp(d);
-}
-
-static void rm_dir(char *dir) {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    CHECK(system(cmd) == 0);
-    free(dir);
+    fixture_copy_file("tests/vectors/family_qwen2_tokenizer.json", path);
 }
 
 static wb_model *load(const fx *o, ref_model *r) {
-    char *dir = new_dir();
+    char *dir = fixture_new_dir("phi3");
     make_model(dir, o, r);
     wb_model *m = NULL;
     wb_err err = {0};
     wb_model_params p = wb_model_default_params();
     wb_status s = wb_model_load_ex(dir, &p, &m, &err);
     CHECK_MSG(s == WB_OK, "%s", err.msg);
-    rm_dir(dir);
+    fixture_rm_dir(dir);
     return m;
 }
 
@@ -382,7 +359,7 @@ static void batched_steps_equal_each_sequence_alone(void) {
 static void expect_bad(const char *rope_scaling, const char *needle) {
     fx o = {.rope_scaling = rope_scaling, .seed = 2};
     ref_model r;
-    char *dir = new_dir();
+    char *dir = fixture_new_dir("phi3");
     make_model(dir, &o, &r);
     wb_model *m = NULL;
     wb_err err = {0};
@@ -391,7 +368,7 @@ static void expect_bad(const char *rope_scaling, const char *needle) {
     CHECK_MSG(strstr(err.msg, needle) && strstr(err.msg, "config.json"),
               "want \"%s\" and config.json in: %s", needle, err.msg);
     wb_model_free(m);
-    rm_dir(dir);
+    fixture_rm_dir(dir);
     ref_free(&r);
 }
 

@@ -14,20 +14,9 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fixture.h"
 #include "model_family.h"
 #include "wb_model.h"
-
-static char *new_dir(void) {
-    char *d = strdup("/tmp/wb_weights_XXXXXX");
-    return mkdtemp(d);
-}
-
-static void rm_dir(char *dir) {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    CHECK(system(cmd) == 0);
-    free(dir);
-}
 
 enum { R = 6, K = 40 }; /* matrix [R, K]; vector [K] */
 
@@ -78,7 +67,7 @@ static wb_status load_pair(const char *dir, int keep_bf16, int transpose, wb_err
 static void nonfinite_weights_fail_naming_the_tensor_and_element(void) {
     const wb_dtype dts[3] = {WB_F32, WB_F16, WB_BF16};
     const float bads[3] = {NAN, INFINITY, -INFINITY};
-    char *dir = new_dir();
+    char *dir = fixture_new_dir("weights");
     for (int d = 0; d < 3; d++)
         for (int b = 0; b < 3; b++)
             for (int which = 0; which < 2; which++)
@@ -100,17 +89,17 @@ static void nonfinite_weights_fail_naming_the_tensor_and_element(void) {
     wb_err err = {0};
     CHECK_MSG(load_pair(dir, 1, 0, &err) == WB_OK, "%s", err.msg);
     CHECK_MSG(load_pair(dir, 0, 1, &err) == WB_OK, "%s", err.msg);
-    rm_dir(dir);
+    fixture_rm_dir(dir);
 }
 
 static void index_of_60000_shards_fails_at_the_first_missing_shard(void) {
-    char *dir = new_dir();
+    char *dir = fixture_new_dir("weights");
     char path[512];
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
     FILE *f = fopen(path, "wb");
     CHECK(f != NULL);
     if (!f) {
-        rm_dir(dir);
+        fixture_rm_dir(dir);
         return;
     }
     /* listed in reverse so the first shard by name is the last entry */
@@ -133,7 +122,7 @@ static void index_of_60000_shards_fails_at_the_first_missing_shard(void) {
     CHECK(wb_weights_open(dir, &w, &err) == WB_ERR_FORMAT && w == NULL);
     CHECK_MSG(strstr(err.msg, "../y.safetensors") && strstr(err.msg, "index.json"), "%s",
               err.msg);
-    rm_dir(dir);
+    fixture_rm_dir(dir);
 }
 
 int main(void) {
