@@ -3,6 +3,7 @@
  * JavaScript: integers print as integers, integral floats as "1.0", other floats as JavaScript's
  * shortest round-trip form; true/false print in lower case; none prints nothing. */
 #include "jinja_internal.h"
+#include "utf8.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -93,26 +94,7 @@ uint32_t ju_decode(const char *s, size_t n, size_t *len) {
 }
 
 size_t ju_encode(uint32_t cp, char out[4]) {
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
+    return (size_t)wb_utf8_encode(cp, out);
 }
 
 int ju_js_space(uint32_t cp) {

@@ -2,6 +2,7 @@
  * added tokens split off first, ByteLevel pre-tokenization (GPT-2 regex), BPE merges applied
  * lowest rank first, byte-exact decoding and a streaming UTF-8-safe decoder. */
 #include "tokenizer_internal.h"
+#include "utf8.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -263,26 +264,7 @@ char *tk_strndup(const char *s, size_t n) {
 }
 
 int tk_utf8_encode(uint32_t cp, char *out) {
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
+    return wb_utf8_encode(cp, out);
 }
 
 /* GPT-2 keeps printable Latin-1 bytes as themselves and moves the rest to U+0100.. in byte
