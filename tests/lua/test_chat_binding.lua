@@ -5,15 +5,8 @@ local T = dofile((arg[0]:match("^(.*)/") or ".") .. "/helpers.lua")
 local wb = require("wb")
 
 local root = os.getenv("WB_SOURCE_DIR") or "."
-local dir = os.tmpname()
-os.remove(dir)
-assert(os.execute("mkdir -p '" .. dir .. "'"))
-local function slurp(path)
-  local f = assert(io.open(path, "rb")); local s = f:read("a"); f:close(); return s
-end
-local function spit(path, s)
-  local f = assert(io.open(path, "wb")); f:write(s); f:close()
-end
+local dir = T.tmpdir()
+local slurp, spit = T.read_file, T.write_file
 
 local V, C, F, L, NH, NKV = 640, 32, 64, 1, 4, 2
 T.write_qwen2_bf16(dir, { n_embd = C, n_ff = F, n_layer = L, seed = 777 })

@@ -6,17 +6,8 @@ local wb = require("wb")
 
 local root = os.getenv("WB_SOURCE_DIR") or "."
 local exe = (os.getenv("WB_BUILD_DIR") or "build") .. "/workbench"
-local dir = os.tmpname()
-os.remove(dir)
-assert(os.execute("mkdir -p '" .. dir .. "'"))
-
-local function slurp(path)
-  local f = assert(io.open(path, "rb")); local s = f:read("a"); f:close(); return s
-end
-local function spit(path, s)
-  local f = assert(io.open(path, "wb")); f:write(s); f:close()
-end
-
+local dir = T.tmpdir()
+local slurp, spit = T.read_file, T.write_file
 -- ---- the checkpoint ----------------------------------------------------------------------
 local V, C, F, L, NH, NKV = 640, 48, 96, 2, 4, 2
 local HD = C // NH

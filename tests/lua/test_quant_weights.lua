@@ -54,17 +54,10 @@ assert(x:argmax() == y:argmax())
 -- The Llama family (a tiny random Qwen2 checkpoint in BF16, rows of 64 and 128 values): Q8_0
 -- logits close to BF16's on a teacher-forced path.
 local root = os.getenv("WB_SOURCE_DIR") or "."
-local dir = os.tmpname()
-os.remove(dir)
-assert(os.execute("mkdir -p '" .. dir .. "'"))
-local function slurp(path)
-  local f = assert(io.open(path, "rb")); local s = f:read("a"); f:close(); return s
-end
-local function spit(path, s)
-  local f = assert(io.open(path, "wb")); f:write(s); f:close()
-end
-local V, C, F, L, NH, NKV = 640, 64, 128, 2, 4, 2
 local T = dofile((arg[0]:match("^(.*)/") or ".") .. "/helpers.lua")
+local dir = T.tmpdir()
+local slurp, spit = T.read_file, T.write_file
+local V, C, F, L, NH, NKV = 640, 64, 128, 2, 4, 2
 T.write_qwen2_bf16(dir, { n_embd = C, n_ff = F, n_layer = L, seed = 4242 })
 spit(dir .. "/tokenizer.json", slurp(root .. "/tests/vectors/family_qwen2_tokenizer.json"))
 spit(dir .. "/config.json", wb.json.encode({
