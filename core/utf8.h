@@ -1,0 +1,33 @@
+/* utf8.h - UTF-8 encoding of one code point, the one copy that the tokenizer (tk_utf8_encode)
+ * and the Jinja engine (ju_encode) call; each had its own copy before. */
+#ifndef WB_UTF8_H
+#define WB_UTF8_H
+
+#include <stdint.h>
+
+/* Writes cp (at most 0x10FFFF; the caller has checked) to out as 1-4 bytes and returns how
+ * many; no terminating NUL. */
+static inline int wb_utf8_encode(uint32_t cp, char out[4]) {
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (char)(0xC0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (char)(0xE0 | (cp >> 12));
+        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        out[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (char)(0xF0 | (cp >> 18));
+    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    out[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+#endif
