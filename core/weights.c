@@ -435,13 +435,21 @@ size_t wb_weight_store_bytes(const wb_weight_store *s) {
 
 /* ----------------------------------------------------------------------------- matrices */
 
-static size_t row_bytes(const wb_mat *m) {
-    switch (m->dtype) {
-    case WB_MAT_BF16: return (size_t)m->cols * 2;
-    case WB_MAT_Q8_0: return wb_quant_row_bytes(WB_QT_Q8_0, m->cols);
-    case WB_MAT_Q4_0: return wb_quant_row_bytes(WB_QT_Q4_0, m->cols);
-    default: return (size_t)m->cols * 4;
+/* The block format of a quantized dtype, or -1. */
+static int mat_qtype(wb_mat_dtype d) {
+    switch (d) {
+    case WB_MAT_Q8_0: return WB_QT_Q8_0;
+    case WB_MAT_Q4_0: return WB_QT_Q4_0;
+    case WB_MAT_Q4_K: return WB_QT_Q4_K;
+    case WB_MAT_Q6_K: return WB_QT_Q6_K;
+    default: return -1;
     }
+}
+
+static size_t row_bytes(const wb_mat *m) {
+    const int qt = mat_qtype(m->dtype);
+    if (qt >= 0) return wb_quant_row_bytes((wb_qtype)qt, m->cols);
+    return (size_t)m->cols * (m->dtype == WB_MAT_BF16 ? 2 : 4);
 }
 
 wb_mat wb_mat_rows(const wb_mat *m, int r0, int r1) {
@@ -455,8 +463,9 @@ void wb_mat_mul(float *Y, const float *X, int n, const wb_mat *W, const float *b
                 int accumulate, int batch_variant) {
     const int out = W->rows, in = W->cols, w = r1 - r0;
     if (w <= 0) return;
-    if (W->dtype == WB_MAT_Q8_0 || W->dtype == WB_MAT_Q4_0) { /* integer dots up to 48 inputs */
-        wb_gemm_q(W->dtype == WB_MAT_Q8_0 ? WB_QT_Q8_0 : WB_QT_Q4_0, Y, (size_t)out, X, (size_t)in, n,
+    const int qt = mat_qtype(W->dtype);
+    if (qt >= 0) { /* integer dots up to 48 inputs */
+        wb_gemm_q((wb_qtype)qt, Y, (size_t)out, X, (size_t)in, n,
                   W->w, b, in, r0, r1, accumulate, NULL);
         return;
     }
@@ -485,8 +494,9 @@ void wb_mat_mul(float *Y, const float *X, int n, const wb_mat *W, const float *b
 
 void wb_mat_row(const wb_mat *m, int r, float *dst) {
     const size_t C = (size_t)m->cols;
-    if (m->dtype == WB_MAT_Q8_0 || m->dtype == WB_MAT_Q4_0)
-        wb_dequantize_row(m->dtype == WB_MAT_Q8_0 ? WB_QT_Q8_0 : WB_QT_Q4_0, dst,
+    const int qt = mat_qtype(m->dtype);
+    if (qt >= 0)
+        wb_dequantize_row((wb_qtype)qt, dst,
                           (const uint8_t *)m->w + row_bytes(m) * (size_t)r, (int)C);
     else if (m->dtype == WB_MAT_BF16)
         wb_bf16_to_f32_forward(dst, (const uint16_t *)m->w + (size_t)r * C, C);
