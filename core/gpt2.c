@@ -406,6 +406,7 @@ static wb_status forward(const wb_model *m, const wb_seq_rows *seqs, int n_seqs,
             wb_mat_row(&g->wte, seqs[s].ids[t], xr); /* F32, or quantized rows */
             for (int i = 0; i < C; i++) xr[i] += pe[i];
         }
+    wb_probe_layer(m, seqs, n_seqs, row0, -1, x, NULL, NULL, 0, 0);
     att_job aj = {seqs, row0, item0, n_seqs, n_items, qb, qkv, att, sc, sc_per_thread, 0, C, NH};
     fwd_job fj = {m, g, seqs, n_seqs, n, row0, x, xn, qkv, att, h, &aj, NULL, 0,
                   nt > 1 && (n >= ATT_POOL_MIN || n_seqs > 1) ? nt : 1, logits, all_positions};
@@ -424,6 +425,9 @@ static wb_status forward(const wb_model *m, const wb_seq_rows *seqs, int n_seqs,
         } else {
             fwd_worker(&fj, 0, 1);
         }
+        if (l < c->n_layer) /* q: qkv's first C of each row; mlp_proj's bias may be pending */
+            wb_probe_layer(m, seqs, n_seqs, row0, l, x, deferred_bias(&fj, g->layers[l].mlpproj_b),
+                           qkv, (size_t)3 * C, 0);
     }
     return st;
 }
@@ -507,6 +511,15 @@ static wb_status decode(const wb_model *m, const wb_seq_rows *one, float *logits
     return WB_OK;
 }
 
+static void head_rows(const wb_model *m, const float *x, int n, float *xn, float *logits) {
+    const gpt2 *g = m->impl;
+    const int C = m->cfg.n_embd;
+    for (int t = 0; t < n; t++)
+        wb_layernorm_forward(xn + (size_t)t * C, x + (size_t)t * C, g->lnf_w, g->lnf_b, C,
+                             m->cfg.layer_norm_epsilon);
+    wb_mat_mul(logits, xn, n, &g->head, NULL, 0, g->head.rows, 0, 0);
+}
+
 const wb_family wb_family_gpt2 = {
     .name = "gpt2",
     .model_types = (const char *const[]){"gpt2", NULL},
@@ -519,4 +532,5 @@ const wb_family wb_family_gpt2 = {
     .kv_width = kv_width,
     .max_ctx = max_ctx,
     .weight_bytes = weight_bytes,
+    .head = head_rows,
 };

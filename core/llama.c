@@ -458,6 +458,7 @@ wb_status wb_llama_forward(const wb_model *m, const wb_seq_rows *seqs, int n_seq
     att_job aj = {seqs, row0, item0, n_seqs, n_items, qb, att, sc, sc_per, 0, NH,
                   NH / c->n_kv_head, hd, Q, KV, ll->sliding_window};
     const int att_nt = nt > 1 && (n_items >= 2 * nt || longest >= 256) ? nt : 1;
+    wb_probe_layer(m, seqs, n_seqs, row0, -1, x, NULL, NULL, 0, 0);
     for (int l = 0; l < c->n_layer; l++) {
         if (wb_model_aborted(m, l, err)) {
             st = WB_ERR_CANCELLED;
@@ -488,6 +489,7 @@ wb_status wb_llama_forward(const wb_model *m, const wb_seq_rows *seqs, int n_seq
             goto done;
         wb_swiglu_forward(g, u, nn * F);
         if ((st = linear(m, nt, x, g, n, &y->wd, y->bd, 1, err))) goto done;
+        wb_probe_layer(m, seqs, n_seqs, row0, l, x, NULL, qb, (size_t)Q, ll->sliding_window);
     }
     if (logits) {
         int rows = 0;
@@ -504,6 +506,15 @@ done:
     return st;
 }
 
+void wb_llama_head(const wb_model *m, const float *x, int n, float *xn, float *logits) {
+    const wb_llama *ll = m->impl;
+    const int C = m->cfg.n_embd;
+    for (int t = 0; t < n; t++)
+        wb_rmsnorm_forward(xn + (size_t)t * C, x + (size_t)t * C, ll->norm, C,
+                           m->cfg.layer_norm_epsilon);
+    wb_mat_mul(logits, xn, n, &ll->head, NULL, 0, ll->head.rows, 0, 0);
+}
+
 const wb_family wb_family_llama = {
     .name = "llama",
     .model_types = (const char *const[]){"llama", "qwen2", "mistral", NULL},
@@ -517,4 +528,5 @@ const wb_family wb_family_llama = {
     .kv_width = wb_llama_kv_width,
     .max_ctx = wb_llama_max_ctx,
     .weight_bytes = wb_llama_weight_bytes,
+    .head = wb_llama_head,
 };

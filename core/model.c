@@ -321,13 +321,14 @@ wb_status wb_forward_seqs(const wb_model *m, const wb_seq_rows *seqs, int n_seqs
 wb_status wb_forward_tokens(const wb_model *m, float *kcache, float *vcache, int cache_ctx,
                             int pos, const int32_t *ids, int n, float *logits, int all_positions,
                             wb_scratch *scratch, wb_err *err) {
-    const wb_seq_rows one = {kcache, vcache, cache_ctx, pos, ids, n};
+    const wb_seq_rows one = {kcache, vcache, cache_ctx, pos, ids, n, NULL};
     return wb_forward_seqs(m, &one, 1, logits, all_positions, scratch, err);
 }
 
 wb_status wb_forward_decode(const wb_model *m, const wb_seq_rows *one, float *logits,
                             wb_scratch *scratch, wb_err *err) {
-    if (!m->family->decode) return wb_forward_seqs(m, one, 1, logits, 0, scratch, err);
+    /* a probed step runs the forward, whose layers the probe sees (the decode path has no hooks) */
+    if (!m->family->decode || one->probe) return wb_forward_seqs(m, one, 1, logits, 0, scratch, err);
     wb_scratch local = {0};
     wb_status st = m->family->decode(m, one, logits, scratch ? scratch : &local, err);
     free(local.p);
@@ -337,6 +338,11 @@ wb_status wb_forward_decode(const wb_model *m, const wb_seq_rows *one, float *lo
 /* The "cache off" path: the whole sequence from scratch with a throwaway K/V of n rows. */
 wb_status wb_model_forward(const wb_model *m, const int32_t *ids, int n, float *logits,
                            int all_positions, wb_err *err) {
+    return wb_model_forward_inspect(m, ids, n, logits, all_positions, NULL, err);
+}
+
+wb_status wb_model_forward_inspect(const wb_model *m, const int32_t *ids, int n, float *logits,
+                                   int all_positions, wb_probe *probe, wb_err *err) {
     if (!m || (!ids && n > 0))
         return wb_err_set(err, WB_ERR_ARG, "wb_model_forward: NULL model or ids");
     if (n < 1 || n > wb_model_max_ctx(m))
@@ -348,7 +354,10 @@ wb_status wb_model_forward(const wb_model *m, const int32_t *ids, int n, float *
     size_t kv = (size_t)m->cfg.n_layer * (size_t)n * wb_model_kv_width(m);
     float *k = malloc(kv * sizeof *k), *v = malloc(kv * sizeof *v);
     if (!k || !v) s = wb_err_set(err, WB_ERR_NOMEM, "wb_model_forward: out of memory");
-    else s = wb_forward_tokens(m, k, v, n, 0, ids, n, logits, all_positions, NULL, err);
+    else if (!(s = wb_probe_check(m, probe, 0, n, err))) {
+        const wb_seq_rows one = {k, v, n, 0, ids, n, probe};
+        s = wb_forward_seqs(m, &one, 1, logits, all_positions, NULL, err);
+    }
     free(k);
     free(v);
     return s;

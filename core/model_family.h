@@ -165,7 +165,22 @@ typedef struct wb_seq_rows {
     int pos;
     const int32_t *ids;
     int n;
+    wb_probe *probe;  /* NULL (every normal path), or what to record (wb_probe_layer) */
 } wb_seq_rows;
+
+/* The one probe call a family's forward makes per layer (core/inspect.c), for the sequences
+ * whose probe is not NULL (returns at once when none has one): after the embeddings
+ * (layer = -1, q NULL) and after each layer l, with x [rows, C] the residual stream of the
+ * stacked rows (row0[s] the first row of sequence s) plus pending [C] when a bias is still to
+ * be added to it (NULL otherwise), q the layer's post-RoPE queries (NH heads of head_dim per
+ * row, ldq floats apart), and layer l's K rows already in each sequence's cache. window: 0, or
+ * the sliding window (query p sees keys p - window + 1 .. p). */
+/* Check a probe against a call of n tokens at position pos (NULL passes): WB_ERR_ARG naming
+ * the field (a position outside the call, a missing buffer). */
+wb_status wb_probe_check(const wb_model *m, const wb_probe *p, int pos, int n, wb_err *err);
+void wb_probe_layer(const wb_model *m, const wb_seq_rows *seqs, int n_seqs, const int *row0,
+                    int layer, const float *x, const float *pending, const float *q, size_t ldq,
+                    int window);
 
 /* ------------------------------------------------------------------------------ family */
 
@@ -199,6 +214,9 @@ typedef struct wb_family {
     int32_t (*max_ctx)(const wb_config *c);
     /* Bytes of weights held in memory, mapped BF16 matrices included. */
     size_t (*weight_bytes)(const wb_model *m);
+    /* logits [n, V] = head(final_norm(x[n, C])), single-threaded (wb_model_head, the logit
+     * lens); x is not modified. */
+    void (*head)(const wb_model *m, const float *x, int n, float *xn, float *logits);
 } wb_family;
 
 extern const wb_family wb_family_gpt2, wb_family_llama, wb_family_phi3;

@@ -200,4 +200,5 @@ const wb_family wb_family_phi3 = {
     .kv_width = wb_llama_kv_width,
     .max_ctx = wb_llama_max_ctx,
     .weight_bytes = wb_llama_weight_bytes,
+    .head = wb_llama_head,
 };

@@ -102,7 +102,7 @@ wb_status wb_session_rows(wb_session *s, const int32_t *ids, int n, wb_seq_rows 
                           n, s->pos, s->n_ctx);
     wb_status st = wb_check_ids(s->m, ids, n, err);
     if (st) return st;
-    *out = (wb_seq_rows){s->k, s->v, s->n_ctx, s->pos, ids, n};
+    *out = (wb_seq_rows){s->k, s->v, s->n_ctx, s->pos, ids, n, NULL};
     return WB_OK;
 }
 
@@ -113,6 +113,11 @@ void wb_session_commit(wb_session *s, const int32_t *ids, int n) {
 
 wb_status wb_session_prefill(wb_session *s, const int32_t *ids, int n, float *logits,
                              int all_positions, wb_err *err) {
+    return wb_session_prefill_inspect(s, ids, n, logits, all_positions, NULL, err);
+}
+
+wb_status wb_session_prefill_inspect(wb_session *s, const int32_t *ids, int n, float *logits,
+                                     int all_positions, wb_probe *probe, wb_err *err) {
     if (!s || (!ids && n > 0)) return wb_err_set(err, WB_ERR_ARG, "wb_session_prefill: NULL argument");
     if (n < 1) return wb_err_set(err, WB_ERR_ARG, "wb_session_prefill: n = %d, need at least 1", n);
     if (n > s->n_ctx - s->pos)
@@ -121,9 +126,23 @@ wb_status wb_session_prefill(wb_session *s, const int32_t *ids, int n, float *lo
                           "tokens (n_ctx)", n, s->pos, s->n_ctx);
     wb_seq_rows rows;
     wb_status st = wb_session_rows(s, ids, n, &rows, err);
+    if (!st) st = wb_probe_check(s->m, probe, s->pos, n, err);
+    rows.probe = probe;
     if (!st) st = wb_forward_seqs(s->m, &rows, 1, logits, all_positions, &s->scratch, err);
     if (st) return st; /* pos unchanged: rows written past it are dead */
     wb_session_commit(s, ids, n);
+    return WB_OK;
+}
+
+wb_status wb_session_kv(const wb_session *s, int layer, wb_kv_view *out, wb_err *err) {
+    if (!s || !out) return wb_err_set(err, WB_ERR_ARG, "wb_session_kv: NULL argument");
+    const wb_config *c = &s->m->cfg;
+    if (layer < 0 || layer >= c->n_layer)
+        return wb_err_set(err, WB_ERR_RANGE, "wb_session_kv: layer %d is outside [0, %d)", layer,
+                          (int)c->n_layer);
+    const size_t w = wb_model_kv_width(s->m), lo = (size_t)layer * (size_t)s->n_ctx * w;
+    /* GPT-2 caches all n_head heads of C / n_head; the rotary families n_kv_head of head_dim */
+    *out = (wb_kv_view){s->k + lo, s->v + lo, s->pos, c->n_kv_head, c->head_dim, w};
     return WB_OK;
 }
 

@@ -200,6 +200,50 @@ wb_status wb_session_truncate(wb_session *s, int n, wb_err *err);
 /* A new session with a copy of s's cache (only the first pos rows copied). */
 wb_status wb_session_fork(const wb_session *s, wb_session **out, wb_err *err);
 
+
+/* ====================================== looking inside ===================================== */
+
+/* What a forward pass records besides its logits (core/inspect.c; docs/design.md, "Looking
+ * inside the model"). Zero it, then point at caller-owned buffers for what you want; a forward
+ * without a probe (every normal path) runs exactly as before. For a call of n tokens at
+ * positions pos..pos+n-1, C = n_embd, L = n_layer, NH = n_head, T = pos + n:
+ *   hidden     NULL, or [L + 1, n, C]: hidden[l][t] is the residual stream entering layer l at
+ *              the call's t-th token (l = 0: the embeddings; l = L: after the last layer,
+ *              before the final norm, which wb_model_head applies).
+ *   att_pos    n_att absolute positions in [pos, pos + n) whose attention to record
+ *   attention  NULL when n_att = 0, else [L, n_att, NH, T]: for query head h at position p,
+ *              softmax(q_h . k_j / sqrt(head_dim)) over the keys j the model attends to (0..p,
+ *              or the sliding window), k_j the cached key of kv head h / (NH / NKV); 0 for the
+ *              other j. Recomputed in double from the layer's post-RoPE queries and the cache. */
+typedef struct wb_probe {
+    float *hidden;
+    const int32_t *att_pos;
+    int n_att;
+    float *attention;
+} wb_probe;
+
+/* wb_model_forward with a probe (NULL: wb_model_forward). */
+wb_status wb_model_forward_inspect(const wb_model *m, const int32_t *ids, int n, float *logits,
+                                   int all_positions, wb_probe *probe, wb_err *err);
+/* wb_session_prefill with a probe (NULL: wb_session_prefill); n = 1 is a probed decode step. */
+wb_status wb_session_prefill_inspect(wb_session *s, const int32_t *ids, int n, float *logits,
+                                     int all_positions, wb_probe *probe, wb_err *err);
+
+/* logits [n, V] = head(final_norm(x)) for n rows x [n, C] of the residual stream (the logit
+ * lens: what an intermediate hidden state would predict). */
+wb_status wb_model_head(const wb_model *m, const float *x, int n, float *logits, wb_err *err);
+
+/* A read-only view of one layer of a session's cache: rows t < n_tokens of K and V at
+ * k + t * row_stride (and v + ...), each n_kv_head heads of head_dim floats (post-RoPE keys for
+ * the rotary families). Valid until the session is truncated, reset, or freed. */
+typedef struct wb_kv_view {
+    const float *k, *v;
+    int n_tokens, n_kv_head, head_dim;
+    size_t row_stride;
+} wb_kv_view;
+
+wb_status wb_session_kv(const wb_session *s, int layer, wb_kv_view *out, wb_err *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -22,6 +22,7 @@ void lwb_open_core(lua_State *L);        /* clock_ms, threads, version, json, bl
 void lwb_open_vec(lua_State *L);         /* wb.Vec                                              */
 void lwb_open_tokenizer(lua_State *L);   /* wb.Tokenizer, wb.tokenizer_load, wb.bpe_train       */
 void lwb_open_model(lua_State *L);       /* wb.Model, wb.Session, wb.load                       */
+void lwb_open_tensor(lua_State *L);      /* wb.Tensor (lwb_tensor.c)                            */
 void lwb_open_safetensors(lua_State *L); /* wb.safetensors_read, wb.safetensors_write           */
 void lwb_open_sampling(lua_State *L);    /* wb.sampling, model:generate, model:stream (after
                                             lwb_open_model: it extends the wb.Model methods)    */
@@ -97,6 +98,38 @@ typedef struct lwb_Constraint {
                          generation that uses it sets this to its own thread first */
     int fn_ref;       /* the Lua function (wb.constraint.fn), LUA_NOREF otherwise */
 } lwb_Constraint;
+
+/* wb.Session (lwb_model.c): a KV cache over one sequence. */
+#define LWB_SESSION "wb.Session"
+typedef struct lwb_Session {
+    wb_session *s;     /* NULL once closed */
+    lwb_Model *owner;  /* kept alive by the session's user value */
+    size_t native;     /* cache bytes reported to lwb_native_alloc */
+    unsigned epoch;    /* moves when cache rows may change under a view: truncate, reset, close */
+} lwb_Session;
+
+/* wb.Tensor (lwb_tensor.c): floats with a shape (up to LWB_TENSOR_MAXDIM axes, 0-based
+ * indices), owned (the floats follow the header in the same userdata) or a read-only view.
+ * A view of a Session's cache (session != NULL) is valid while session->s is open and
+ * session->epoch equals epoch; the view's user value keeps the Session (or the parent Tensor)
+ * alive. */
+#define LWB_TENSOR "wb.Tensor"
+#define LWB_TENSOR_MAXDIM 4
+typedef struct lwb_Tensor {
+    const float *data;
+    int ndim;
+    int64_t shape[LWB_TENSOR_MAXDIM], stride[LWB_TENSOR_MAXDIM]; /* strides in floats */
+    const lwb_Session *session;
+    unsigned epoch;
+} lwb_Tensor;
+
+/* Push an owned, contiguous Tensor of that shape (contents uninitialised); returns its floats. */
+float *lwb_push_tensor(lua_State *L, int ndim, const int64_t *shape);
+/* Push a read-only view of the cache of the Session at session_idx (stride NULL: contiguous). */
+void lwb_push_tensor_view(lua_State *L, const float *data, int ndim, const int64_t *shape,
+                          const int64_t *stride, int session_idx);
+/* The Tensor at idx; raises on a view whose Session rows are gone. */
+const lwb_Tensor *lwb_check_tensor(lua_State *L, int idx);
 
 /* Typed accessors. The *_ud forms accept a closed object; the others raise on one. */
 lwb_Model *lwb_check_model_ud(lua_State *L, int idx);

@@ -1,21 +1,18 @@
-/* lwb_model.c - wb.Model (wb.load) and wb.Session (a KV cache over one sequence). */
+/* lwb_model.c - wb.Model (wb.load) and wb.Session (a KV cache over one sequence), with what a
+ * forward pass shows of its insides (hidden states, attention, the cache) as wb.Tensor. */
 #include "lwb.h"
 
 #include <string.h>
 
 #define MODEL LWB_MODEL
-#define SESSION "wb.Session"
+#define SESSION LWB_SESSION
 
 /* User values of a Model userdata. */
 enum { MODEL_UV_TOKENIZER = 1, MODEL_UV_CONFIG = 2, MODEL_NUV = 2 };
 
 typedef lwb_Model Model; /* the layout is published in lwb.h */
 
-typedef struct Session {
-    wb_session *s; /* NULL once closed */
-    Model *owner;  /* kept alive by the session's user value */
-    size_t native; /* cache bytes reported to lwb_native_alloc */
-} Session;
+typedef lwb_Session Session; /* the layout is published in lwb.h (Tensor views read it) */
 
 /* ---- model ---------------------------------------------------------------------------------- */
 
@@ -185,6 +182,156 @@ static int model_logits(lua_State *L) {
     return 1;
 }
 
+/* ---- looking inside: hidden states, attention, the logit lens ------------------------------- */
+
+/* The options that ask a forward call for its insides (core/wb_model.h, wb_probe). */
+#define INSPECT_KEYS "hidden_states", "attentions", "positions"
+
+/* Attention weights one call may return, in floats (a longer call names its positions). */
+#define MAX_ATTENTION_FLOATS ((size_t)1 << 26)
+
+typedef struct inspect_req {
+    int hidden;    /* hidden_states = true */
+    int n_att;     /* positions whose attention to record (0: none) */
+    int32_t *pos;  /* [n_att] absolute positions, in a userdata on the stack */
+} inspect_req;
+
+/* Read hidden_states / attentions / positions from the options table at idx for a call of n
+ * tokens at positions pos0..pos0+n-1. positions: absolute positions, or negative ones counted
+ * from the end of the call (-1 = its last token); given alone it implies attentions = true;
+ * attentions = true alone means every position of the call. Pushes one userdata (the positions
+ * buffer). Returns 1 when anything is asked. */
+static int check_inspect(lua_State *L, int idx, const wb_config *c, int pos0, int n,
+                         inspect_req *r) {
+    r->hidden = lwb_opt_bool(L, idx, "hidden_states", 0);
+    int att = lwb_opt_bool(L, idx, "attentions", 0);
+    int given = 0;
+    if (lua_istable(L, idx)) {
+        lua_getfield(L, idx, "positions");
+        given = !lua_isnil(L, -1);
+        if (given && !lua_istable(L, -1))
+            luaL_argerror(L, idx, "option 'positions' must be a list of positions");
+        lua_pop(L, 1);
+    }
+    if (given) att = 1;
+    r->n_att = 0;
+    if (given) {
+        lua_getfield(L, idx, "positions");
+        r->n_att = (int)luaL_len(L, -1);
+        lua_pop(L, 1);
+        if (r->n_att < 1) luaL_argerror(L, idx, "option 'positions' is an empty list");
+    } else if (att) {
+        r->n_att = n;
+    }
+    if (r->n_att > n) luaL_argerror(L, idx, "option 'positions' lists more positions than tokens");
+    r->pos = lua_newuserdatauv(L, (size_t)(r->n_att ? r->n_att : 1) * sizeof(int32_t), 0);
+    for (int i = 0; i < r->n_att; i++) {
+        if (!given) {
+            r->pos[i] = pos0 + i;
+            continue;
+        }
+        lua_getfield(L, idx, "positions");
+        lua_rawgeti(L, -1, i + 1);
+        int ok;
+        lua_Integer p = lua_tointegerx(L, -1, &ok);
+        lua_pop(L, 2);
+        if (!ok) luaL_argerror(L, idx, lua_pushfstring(L, "positions[%d] is not an integer", i + 1));
+        if (p < 0) p += pos0 + n;
+        if (p < pos0 || p >= pos0 + n)
+            luaL_argerror(L, idx, lua_pushfstring(L, "positions[%d] = %I is not a position of "
+                                                  "this call [%d, %d)", i + 1, (LUAI_UACINT)p,
+                                                  pos0, pos0 + n));
+        r->pos[i] = (int32_t)p;
+    }
+    if (r->n_att && (size_t)c->n_layer * (size_t)r->n_att * (size_t)c->n_head *
+                            (size_t)(pos0 + n) > MAX_ATTENTION_FLOATS)
+        luaL_argerror(L, idx, lua_pushfstring(L, "attentions of %d positions over %d keys are "
+                                              "too many floats: choose fewer 'positions'",
+                                              r->n_att, pos0 + n));
+    return r->hidden || r->n_att;
+}
+
+/* Push the Tensors the probe fills (hidden [L + 1, n, C], attention [L, n_att, NH, T]) and
+ * point the probe at them; *hidx / *aidx get their stack indices (0 when not asked). */
+static void push_probe(lua_State *L, const wb_config *c, int n, int T, const inspect_req *r,
+                       wb_probe *p, int *hidx, int *aidx) {
+    memset(p, 0, sizeof *p);
+    *hidx = *aidx = 0;
+    if (r->hidden) {
+        p->hidden = lwb_push_tensor(L, 3, (const int64_t[]){c->n_layer + 1, n, c->n_embd});
+        *hidx = lua_gettop(L);
+    }
+    if (r->n_att) {
+        p->attention = lwb_push_tensor(
+            L, 4, (const int64_t[]){c->n_layer, r->n_att, c->n_head, T});
+        p->att_pos = r->pos;
+        p->n_att = r->n_att;
+        *aidx = lua_gettop(L);
+    }
+}
+
+/* Push {hidden_states =, attentions =, positions =} for a filled probe. */
+static void push_inspection(lua_State *L, const inspect_req *r, int hidx, int aidx) {
+    lua_createtable(L, 0, 3);
+    if (hidx) {
+        lua_pushvalue(L, hidx);
+        lua_setfield(L, -2, "hidden_states");
+    }
+    if (aidx) {
+        lua_pushvalue(L, aidx);
+        lua_setfield(L, -2, "attentions");
+        lwb_push_ids(L, r->pos, (size_t)r->n_att);
+        lua_setfield(L, -2, "positions");
+    }
+}
+
+/* model:forward(ids [, {all =, hidden_states =, attentions =, positions =}]) -> {logits =,
+ * hidden_states =, attentions =, positions =}: one uncached forward pass and its insides. */
+static int model_forward(lua_State *L) {
+    wb_model *m = checkmodel(L, 1);
+    const wb_config *cfg = wb_model_config(m);
+    lwb_check_options(L, 3, (const char *const[]){"all", INSPECT_KEYS, NULL});
+    int all = lwb_opt_bool(L, 3, "all", 0);
+    size_t n;
+    int32_t *ids = lwb_check_ids(L, 2, cfg->vocab_size, &n);
+    luaL_argcheck(L, n >= 1, 2, "need at least one token id");
+    if (n > (size_t)cfg->n_ctx)
+        luaL_argerror(L, 2, lua_pushfstring(L, "%d ids exceed the context of %d", (int)n,
+                                            (int)cfg->n_ctx));
+    inspect_req r;
+    int want = check_inspect(L, 3, cfg, 0, (int)n, &r);
+    wb_probe p;
+    int hidx, aidx;
+    push_probe(L, cfg, (int)n, (int)n, &r, &p, &hidx, &aidx);
+    const size_t V = (size_t)cfg->vocab_size;
+    float *out = all ? lua_newuserdatauv(L, n * V * sizeof(float), 0) : lwb_push_vec(L, V);
+    const int oidx = lua_gettop(L);
+    wb_err err = {0};
+    if (wb_model_forward_inspect(m, ids, (int)n, out, all, want ? &p : NULL, &err) != WB_OK)
+        return lwb_raise(L, &err);
+    push_inspection(L, &r, hidx, aidx);
+    if (all) push_rows(L, out, (int)n, cfg->vocab_size);
+    else lua_pushvalue(L, oidx);
+    lua_setfield(L, -2, "logits");
+    return 1;
+}
+
+/* model:head(x) -> logits Vec: the final norm and the output head applied to a Vec of n_embd
+ * floats of the residual stream (the logit lens over hidden_states). */
+static int model_head(lua_State *L) {
+    wb_model *m = checkmodel(L, 1);
+    const wb_config *cfg = wb_model_config(m);
+    size_t n;
+    const float *x = lwb_check_vec(L, 2, &n);
+    if (n != (size_t)cfg->n_embd)
+        luaL_argerror(L, 2, lua_pushfstring(L, "a Vec of n_embd = %d floats expected, got %d",
+                                            (int)cfg->n_embd, (int)n));
+    float *out = lwb_push_vec(L, (size_t)cfg->vocab_size);
+    wb_err err = {0};
+    if (wb_model_head(m, x, 1, out, &err) != WB_OK) return lwb_raise(L, &err);
+    return 1;
+}
+
 static int model_session(lua_State *L) {
     Model *mu = checkmodelud(L, 1);
     wb_model *m = checkmodel(L, 1);
@@ -195,6 +342,7 @@ static int model_session(lua_State *L) {
     s->s = NULL;
     s->owner = NULL;
     s->native = 0;
+    s->epoch = 0;
     luaL_setmetatable(L, SESSION);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, 1);
@@ -255,6 +403,7 @@ static int session_gc(lua_State *L) {
     if (s->s) {
         wb_session_free(s->s);
         s->s = NULL;
+        s->epoch++; /* Tensor views of the cache now refuse to read */
         lwb_native_free(s->native);
         s->native = 0;
         if (s->owner) s->owner->users--;
@@ -267,9 +416,11 @@ static int32_t session_vocab(wb_session *s) {
     return wb_model_config(wb_session_model(s))->vocab_size;
 }
 
+/* s:prefill(ids [, {all =, hidden_states =, attentions =, positions =}]) -> logits [, insides] */
 static int session_prefill(lua_State *L) {
     wb_session *s = checksession(L, 1);
-    lwb_check_options(L, 3, (const char *const[]){"all", NULL});
+    const wb_config *cfg = wb_model_config(wb_session_model(s));
+    lwb_check_options(L, 3, (const char *const[]){"all", INSPECT_KEYS, NULL});
     int all = lwb_opt_bool(L, 3, "all", 0);
     int32_t V = session_vocab(s);
     size_t n;
@@ -279,18 +430,24 @@ static int session_prefill(lua_State *L) {
     if (n > (size_t)room)
         luaL_argerror(L, 2, lua_pushfstring(L, "%d ids do not fit: position %d of %d", (int)n,
                                             wb_session_pos(s), wb_session_n_ctx(s)));
+    const int pos0 = wb_session_pos(s);
+    inspect_req r;
+    int want = check_inspect(L, 3, cfg, pos0, (int)n, &r);
+    wb_probe p;
+    int hidx, aidx;
+    push_probe(L, cfg, (int)n, pos0 + (int)n, &r, &p, &hidx, &aidx);
     wb_err err = {0};
-    if (!all) {
-        float *out = lwb_push_vec(L, (size_t)V);
-        if (wb_session_prefill(s, ids, (int)n, out, 0, &err) != WB_OK) return lwb_raise(L, &err);
-        return 1;
-    }
-    float *buf = lua_newuserdatauv(L, n * (size_t)V * sizeof(float), 0);
-    if (wb_session_prefill(s, ids, (int)n, buf, 1, &err) != WB_OK) return lwb_raise(L, &err);
-    push_rows(L, buf, (int)n, V);
-    return 1;
+    float *out = all ? lua_newuserdatauv(L, n * (size_t)V * sizeof(float), 0)
+                     : lwb_push_vec(L, (size_t)V);
+    if (wb_session_prefill_inspect(s, ids, (int)n, out, all, want ? &p : NULL, &err) != WB_OK)
+        return lwb_raise(L, &err);
+    if (all) push_rows(L, out, (int)n, V);
+    if (!want) return 1;
+    push_inspection(L, &r, hidx, aidx);
+    return 2;
 }
 
+/* s:decode(id [, {hidden_states =, attentions =}]) -> logits [, insides] */
 static int session_decode(lua_State *L) {
     wb_session *s = checksession(L, 1);
     int32_t V = session_vocab(s);
@@ -300,10 +457,44 @@ static int session_decode(lua_State *L) {
                                             (LUAI_UACINT)id, (int)V));
     if (wb_session_pos(s) >= wb_session_n_ctx(s))
         return luaL_error(L, "Session is full (%d tokens)", wb_session_n_ctx(s));
+    lwb_check_options(L, 3, (const char *const[]){INSPECT_KEYS, NULL});
+    const wb_config *cfg = wb_model_config(wb_session_model(s));
+    const int pos0 = wb_session_pos(s);
+    inspect_req r;
+    int want = check_inspect(L, 3, cfg, pos0, 1, &r);
+    wb_probe p;
+    int hidx, aidx;
+    push_probe(L, cfg, 1, pos0 + 1, &r, &p, &hidx, &aidx);
     float *out = lwb_push_vec(L, (size_t)V);
     wb_err err = {0};
-    if (wb_session_decode(s, (int32_t)id, out, &err) != WB_OK) return lwb_raise(L, &err);
-    return 1;
+    const int32_t one = (int32_t)id;
+    if (!want) {
+        if (wb_session_decode(s, one, out, &err) != WB_OK) return lwb_raise(L, &err);
+        return 1;
+    }
+    if (wb_session_prefill_inspect(s, &one, 1, out, 0, &p, &err) != WB_OK)
+        return lwb_raise(L, &err);
+    push_inspection(L, &r, hidx, aidx);
+    return 2;
+}
+
+/* s:kv(layer) -> keys, values: read-only Tensor views [pos, n_kv_head, head_dim] of layer
+ * `layer` (0-based) of the cache, valid until the session is truncated, reset or closed. */
+static int session_kv(lua_State *L) {
+    wb_session *s = checksession(L, 1);
+    const int nl = wb_model_config(wb_session_model(s))->n_layer;
+    lua_Integer layer = luaL_checkinteger(L, 2);
+    if (layer < 0 || layer >= nl)
+        luaL_argerror(L, 2, lua_pushfstring(L, "layer %I out of range [0, %d)",
+                                            (LUAI_UACINT)layer, nl));
+    wb_kv_view kv;
+    wb_err err = {0};
+    if (wb_session_kv(s, (int)layer, &kv, &err) != WB_OK) return lwb_raise(L, &err);
+    const int64_t shape[3] = {kv.n_tokens, kv.n_kv_head, kv.head_dim};
+    const int64_t stride[3] = {(int64_t)kv.row_stride, kv.head_dim, 1};
+    lwb_push_tensor_view(L, kv.k, 3, shape, stride, 1);
+    lwb_push_tensor_view(L, kv.v, 3, shape, stride, 1);
+    return 2;
 }
 
 static int session_pos(lua_State *L) {
@@ -318,6 +509,7 @@ static int session_n_ctx(lua_State *L) {
 
 static int session_reset(lua_State *L) {
     wb_session_reset(checksession(L, 1));
+    checksessionud(L, 1)->epoch++;
     lua_settop(L, 1);
     return 1;
 }
@@ -330,6 +522,7 @@ static int session_truncate(lua_State *L) {
                                             wb_session_pos(s)));
     wb_err err = {0};
     if (wb_session_truncate(s, (int)n, &err) != WB_OK) return lwb_raise(L, &err);
+    checksessionud(L, 1)->epoch++;
     lua_settop(L, 1);
     return 1;
 }
@@ -341,6 +534,7 @@ static int session_fork(lua_State *L) {
     f->s = NULL;
     f->owner = NULL;
     f->native = 0;
+    f->epoch = 0;
     luaL_setmetatable(L, SESSION);
     lua_getiuservalue(L, 1, 1);
     lua_setiuservalue(L, -2, 1);
@@ -385,6 +579,8 @@ static const luaL_Reg model_methods[] = {
     {"info", model_info},
     {"batch_variant", model_batch_variant},
     {"logits", model_logits},
+    {"forward", model_forward},
+    {"head", model_head},
     {"session", model_session},
     {"close", model_close},
     {NULL, NULL},
@@ -409,6 +605,7 @@ static const luaL_Reg session_methods[] = {
     {"tokens", session_tokens},
     {"cache_bytes", session_cache_bytes},
     {"model", session_model},
+    {"kv", session_kv},
     {"close", session_gc},
     {NULL, NULL},
 };

@@ -9,6 +9,7 @@ int luaopen_wb(lua_State *L) {
     lwb_open_vec(L);
     lwb_open_tokenizer(L);
     lwb_open_model(L);
+    lwb_open_tensor(L);
     lwb_open_sampling(L);
     lwb_open_constraint(L);
     lwb_open_safetensors(L);
