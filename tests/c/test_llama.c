@@ -300,8 +300,16 @@ static void ref_rope(double *v, const fx *o, int pos) {
     memcpy(v, tmp, (size_t)hd * sizeof *v);
 }
 
+/* What the reference records besides logits (each NULL or): hid [L + 1, n, C] the residual
+ * entering each layer (the last after every layer, before the norm), att [L, n, NH, n] the
+ * softmax rows, kc / vc [L, n, KV] the post-RoPE keys and the values. */
+typedef struct ref_probe {
+    double *hid, *att, *kc, *vc;
+} ref_probe;
+
 /* logits [n, V] for every position, recomputing the whole prefix: no cache at all */
-static void ref_forward(const ref_model *r, const int32_t *ids, int n, float *logits) {
+static void ref_forward_probe(const ref_model *r, const int32_t *ids, int n, float *logits,
+                              const ref_probe *pr) {
     const fx *o = &r->o;
     const int C = o->C, F = o->F, HD = hd_of(o), Q = o->NH * HD, KV = o->NKV * HD, V = o->V;
     double *x = calloc((size_t)n * C, sizeof *x), *h = malloc((size_t)C * sizeof *h);
@@ -313,6 +321,7 @@ static void ref_forward(const ref_model *r, const int32_t *ids, int n, float *lo
     const float *E = R(r, "model.embed_tokens.weight");
     for (int t = 0; t < n; t++)
         for (int i = 0; i < C; i++) x[(size_t)t * C + i] = E[(size_t)ids[t] * C + i];
+    if (pr && pr->hid) memcpy(pr->hid, x, (size_t)n * C * sizeof *x);
     for (int l = 0; l < o->L; l++) {
 #define P(s) (snprintf(nm, sizeof nm, "model.layers.%d.%s", l, s), R(r, nm))
         for (int t = 0; t < n; t++) {
@@ -336,6 +345,9 @@ static void ref_forward(const ref_model *r, const int32_t *ids, int n, float *lo
                     if (sc[s] > mx) mx = sc[s];
                 }
                 for (int s = 0; s <= t; s++) sum += (sc[s] = exp(sc[s] - mx));
+                if (pr && pr->att)
+                    for (int s = 0; s <= t; s++)
+                        pr->att[(((size_t)l * n + t) * o->NH + hh) * n + s] = sc[s] / sum;
                 for (int i = 0; i < HD; i++) {
                     double acc = 0;
                     for (int s = 0; s <= t; s++) acc += sc[s] / sum * v[(size_t)s * KV + kh * HD + i];
@@ -353,6 +365,9 @@ static void ref_forward(const ref_model *r, const int32_t *ids, int n, float *lo
             ref_lin(tmp, g, P("mlp.down_proj.weight"), P("mlp.down_proj.bias"), C, F);
             for (int i = 0; i < C; i++) xt[i] += tmp[i];
         }
+        if (pr && pr->hid) memcpy(pr->hid + (size_t)(l + 1) * n * C, x, (size_t)n * C * sizeof *x);
+        if (pr && pr->kc) memcpy(pr->kc + (size_t)l * n * KV, k, (size_t)n * KV * sizeof *k);
+        if (pr && pr->vc) memcpy(pr->vc + (size_t)l * n * KV, v, (size_t)n * KV * sizeof *v);
 #undef P
     }
     const float *head = o->tied ? E : R(r, "lm_head.weight");
@@ -364,6 +379,10 @@ static void ref_forward(const ref_model *r, const int32_t *ids, int n, float *lo
     }
     free(lg);
     free(x), free(h), free(q), free(k), free(v), free(a), free(g), free(u), free(tmp), free(sc);
+}
+
+static void ref_forward(const ref_model *r, const int32_t *ids, int n, float *logits) {
+    ref_forward_probe(r, ids, n, logits, NULL);
 }
 
 static double max_abs_diff(const float *a, const float *b, size_t n) {
@@ -1059,12 +1078,140 @@ static void bf16_gemv_matches_double_sums_on_odd_shapes(void) {
     CHECK_MSG(worst < 1e-5, "max |kernel - double| = %.3g", worst);
 }
 
+/* ============================================================ looking inside (wb_probe) */
+
+static double max_rel_diff_d(const float *got, const double *want, size_t n) {
+    double m = 0, scale = 1;
+    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(want[i]));
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]);
+        if (!(d <= m)) m = d;
+    }
+    return m / scale;
+}
+
+/* Hidden states, attention rows and the cache's keys and values of an uncached forward and of
+ * a session prefilled in two calls agree with the reference; rows sum to 1 and are causal; the
+ * probed logits are bit for bit the unprobed ones; the last hidden state through wb_model_head
+ * gives the logits. */
+static void check_probe(fx o, int n, int split, const char *what) {
+    ref_model r;
+    wb_model_params prm = wb_model_default_params();
+    prm.compute_f32 = 1;
+    wb_model *m = load(&o, &r, &prm, NULL);
+    if (!m) {
+        ref_free(&r);
+        return;
+    }
+    const int C = o.C, L = o.L, NH = o.NH, HD = hd_of(&o), KV = o.NKV * HD, V = o.V;
+    int32_t ids[64];
+    ids_for(ids, n, V, o.seed + 5);
+    ref_probe rp = {calloc((size_t)(L + 1) * n * C, sizeof(double)),
+                    calloc((size_t)L * n * NH * n, sizeof(double)),
+                    calloc((size_t)L * n * KV, sizeof(double)),
+                    calloc((size_t)L * n * KV, sizeof(double))};
+    float *want = malloc((size_t)n * V * sizeof *want);
+    ref_forward_probe(&r, ids, n, want, &rp);
+
+    /* uncached, every position */
+    int32_t pos[64];
+    for (int t = 0; t < n; t++) pos[t] = t;
+    float *hid = malloc((size_t)(L + 1) * n * C * sizeof *hid);
+    float *att = malloc((size_t)L * n * NH * n * sizeof *att);
+    float *lg = malloc((size_t)n * V * sizeof *lg), *plain = malloc((size_t)n * V * sizeof *plain);
+    wb_probe p = {hid, pos, n, att};
+    wb_err err = {0};
+    CHECK(wb_model_forward_inspect(m, ids, n, lg, 1, &p, &err) == WB_OK);
+    CHECK(wb_model_forward(m, ids, n, plain, 1, &err) == WB_OK);
+    CHECK_MSG(!memcmp(lg, plain, (size_t)n * V * sizeof *lg), "%s: a probe changed the logits", what);
+    double dh = max_rel_diff_d(hid, rp.hid, (size_t)(L + 1) * n * C);
+    double da = max_rel_diff_d(att, rp.att, (size_t)L * n * NH * n);
+    CHECK_MSG(dh < 1e-4, "%s: hidden states differ from the reference by %.3g", what, dh);
+    CHECK_MSG(da < 1e-5, "%s: attention differs from the reference by %.3g", what, da);
+    double worst_sum = 0;
+    int acausal = 0;
+    for (int l = 0; l < L; l++)
+        for (int t = 0; t < n; t++)
+            for (int h = 0; h < NH; h++) {
+                const float *w = att + (((size_t)l * n + t) * NH + h) * n;
+                double s = 0;
+                for (int j = 0; j < n; j++) {
+                    s += w[j];
+                    if (j > t && w[j] != 0.0f) acausal++;
+                }
+                worst_sum = fmax(worst_sum, fabs(s - 1));
+            }
+    CHECK_MSG(worst_sum < 1e-5, "%s: an attention row sums to 1 +- %.3g", what, worst_sum);
+    CHECK_MSG(acausal == 0, "%s: %d weights on later positions", what, acausal);
+    float *head = malloc((size_t)V * sizeof *head);
+    CHECK(wb_model_head(m, hid + ((size_t)L * n + n - 1) * C, 1, head, &err) == WB_OK);
+    CHECK_MSG(max_abs_diff(head, lg + (size_t)(n - 1) * V, (size_t)V) < 1e-5,
+              "%s: the last hidden state through the head is not the logits", what);
+
+    /* a session: `split` tokens, then the rest with two chosen positions; then the cache */
+    wb_session *s = NULL;
+    CHECK(wb_session_new(m, n + 4, &s, &err) == WB_OK);
+    CHECK(wb_session_prefill(s, ids, split, NULL, 0, &err) == WB_OK);
+    const int32_t chosen[2] = {split, n - 1};
+    float *att2 = malloc((size_t)L * 2 * NH * n * sizeof *att2);
+    float *hid2 = malloc((size_t)(L + 1) * (n - split) * C * sizeof *hid2);
+    wb_probe p2 = {hid2, chosen, 2, att2};
+    CHECK(wb_session_prefill_inspect(s, ids + split, n - split, lg, 0, &p2, &err) == WB_OK);
+    double d2 = 0, dh2 = 0;
+    for (int l = 0; l < L; l++)
+        for (int a = 0; a < 2; a++)
+            for (int h = 0; h < NH; h++)
+                d2 = fmax(d2, max_rel_diff_d(att2 + (((size_t)l * 2 + a) * NH + h) * n,
+                                             rp.att + (((size_t)l * n + chosen[a]) * NH + h) * n,
+                                             (size_t)n));
+    for (int l = 0; l <= L; l++)
+        dh2 = fmax(dh2, max_rel_diff_d(hid2 + (size_t)l * (n - split) * C,
+                                       rp.hid + ((size_t)l * n + split) * C,
+                                       (size_t)(n - split) * C));
+    CHECK_MSG(d2 < 1e-5, "%s: session attention at chosen positions differs by %.3g", what, d2);
+    CHECK_MSG(dh2 < 1e-4, "%s: session hidden states differ by %.3g", what, dh2);
+    double dk = 0, dv = 0;
+    for (int l = 0; l < L; l++) {
+        wb_kv_view kv;
+        CHECK(wb_session_kv(s, l, &kv, &err) == WB_OK);
+        CHECK(kv.n_tokens == n && kv.n_kv_head == o.NKV && kv.head_dim == HD);
+        for (int t = 0; t < n; t++)
+            for (int i = 0; i < KV; i++) {
+                dk = fmax(dk, fabs(kv.k[(size_t)t * kv.row_stride + i] - rp.kc[((size_t)l * n + t) * KV + i]));
+                dv = fmax(dv, fabs(kv.v[(size_t)t * kv.row_stride + i] - rp.vc[((size_t)l * n + t) * KV + i]));
+            }
+    }
+    CHECK_MSG(dk < 1e-4 && dv < 1e-4, "%s: cache views differ from the reference: K %.3g V %.3g",
+              what, dk, dv);
+    wb_kv_view bad;
+    CHECK(wb_session_kv(s, L, &bad, &err) == WB_ERR_RANGE);
+    const int32_t outside = 0; /* position 0 is not in a call that starts at n */
+    wb_probe p3 = {NULL, &outside, 1, att2};
+    int32_t one = ids[0];
+    CHECK(wb_session_prefill_inspect(s, &one, 1, NULL, 0, &p3, &err) == WB_ERR_ARG);
+    CHECK_ERR_MENTIONS(err.msg, "att_pos[0]");
+    CHECK(wb_session_pos(s) == n);
+    wb_session_free(s);
+    free(rp.hid), free(rp.att), free(rp.kc), free(rp.vc);
+    free(want), free(hid), free(att), free(lg), free(plain), free(head), free(att2), free(hid2);
+    wb_model_free(m);
+    ref_free(&r);
+}
+
+static void hidden_states_attention_and_cache_views_match_the_reference(void) {
+    check_probe(fx_qwen2(), 20, 7, "qwen2 (GQA 6:2)");
+    check_probe(fx_llama(), 20, 1, "llama (llama3 rope, biases)");
+    check_probe(fx_mistral(), 18, 9, "mistral (GQA 4:1, head_dim 12)");
+    check_probe(fx_qwen2(), 60, 50, "qwen2, 60 tokens (GEMM and blocked attention)");
+}
+
 int main(void) {
     RUN(bf16_gemv_matches_double_sums_on_odd_shapes);
     RUN(each_family_matches_the_plain_loop_reference);
     RUN(gemm_prefill_of_many_tokens_matches_the_reference);
     RUN(scalar_kernels_match_the_reference);
     RUN(cached_decode_matches_uncached_forward);
+    RUN(hidden_states_attention_and_cache_views_match_the_reference);
     RUN(bf16_weights_stay_bf16_and_agree_with_f32);
     RUN(f16_checkpoints_match_the_reference);
     RUN(sharded_checkpoints_equal_the_single_file);

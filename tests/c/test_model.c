@@ -301,6 +301,11 @@ static void ref_ln(double *out, const double *x, const double *w, const double *
     for (int i = 0; i < C; i++) out[i] = (x[i] - mean) / sqrt(var + 1e-5) * w[i] + b[i];
 }
 
+/* When set, the reference also records (NH = 4): ref_hid [L + 1, n, C] the residual entering
+ * each layer (the last after every layer, before ln_f), ref_att [L, n, NH, n] the softmax rows,
+ * ref_kc / ref_vc [L, n, C] the keys and values. */
+static double *ref_hid, *ref_att, *ref_kc, *ref_vc;
+
 /* logits [n, V] for every position, triple loops over Conv1D [in, out] weights. */
 static void ref_forward(const char *dir, const int32_t *ids, int n, float *logits) {
     char path[512];
@@ -331,6 +336,7 @@ static void ref_forward(const char *dir, const int32_t *ids, int n, float *logit
     double *wte = get(&r, "wte.weight", (size_t)V * C), *wpe = get(&r, "wpe.weight", (size_t)n * C);
     for (int t = 0; t < n; t++)
         for (int i = 0; i < C; i++) x[t * C + i] = wte[(size_t)ids[t] * C + i] + wpe[t * C + i];
+    if (ref_hid) memcpy(ref_hid, x, (size_t)n * C * sizeof *x);
     for (int l = 0; l < L; l++) {
         char b[96];
 #define G(var, suffix, count) snprintf(b, sizeof b, "h.%d.%s", l, suffix); double *var = get(&r, b, count)
@@ -359,6 +365,9 @@ static void ref_forward(const char *dir, const int32_t *ids, int n, float *logit
                     if (sc[u] > mx) mx = sc[u];
                 }
                 for (int u = 0; u <= t; u++) sum += (sc[u] = exp(sc[u] - mx));
+                if (ref_att)
+                    for (int u = 0; u <= t; u++)
+                        ref_att[(((size_t)l * n + t) * NH + hd) * n + u] = sc[u] / sum;
                 for (int i = 0; i < hs; i++) {
                     double o = 0;
                     for (int u = 0; u <= t; u++) o += sc[u] / sum * qkv[u * 3 * C + 2 * C + hd * hs + i];
@@ -384,6 +393,12 @@ static void ref_forward(const char *dir, const int32_t *ids, int n, float *logit
                 double s = mb[j];
                 for (int i = 0; i < F; i++) s += h[t * F + i] * mw[(size_t)i * C + j];
                 x[t * C + j] += s;
+            }
+        if (ref_hid) memcpy(ref_hid + (size_t)(l + 1) * n * C, x, (size_t)n * C * sizeof *x);
+        for (int t = 0; t < n && ref_kc; t++)
+            for (int i = 0; i < C; i++) {
+                ref_kc[((size_t)l * n + t) * C + i] = qkv[t * 3 * C + C + i];
+                ref_vc[((size_t)l * n + t) * C + i] = qkv[t * 3 * C + 2 * C + i];
             }
         free(l1w); free(l1b); free(aw); free(ab); free(pw); free(pb);
         free(l2w); free(l2b); free(fw); free(fb); free(mw); free(mb);
@@ -1041,10 +1056,127 @@ static void generation_config_with_100k_eos_ids_loads(void) {
     rm_dir(dir);
 }
 
+/* ============================================================ looking inside (wb_probe) */
+
+static double rel_diff_d(const float *got, const double *want, size_t n) {
+    double m = 0, scale = 1;
+    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(want[i]));
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]);
+        if (!(d <= m)) m = d;
+    }
+    return m / scale;
+}
+
+/* n tokens uncached with a probe on every position, then a session (split tokens, the rest
+ * probed at two positions, then one probed decode step): hidden states, attention and the
+ * cache agree with the reference; rows sum to 1 and are causal; probed logits are bit for bit
+ * the unprobed ones. n > 48 runs the GEMM prefill, whose residual bias waits for the next
+ * LayerNorm (the probe adds it). */
+static void check_gpt2_probe(int n, int split) {
+    fx_opts o = fx_default();
+    o.T = 80;
+    char *dir;
+    wb_model *m = load_fixture(&o, &dir);
+    if (!m) return;
+    const int V = o.V, C = o.C, L = o.L, NH = o.NH;
+    int32_t ids[80];
+    for (int i = 0; i < n; i++) ids[i] = (int32_t)((i * 37 + 11) % V);
+    ref_hid = calloc((size_t)(L + 1) * n * C, sizeof(double));
+    ref_att = calloc((size_t)L * n * NH * n, sizeof(double));
+    ref_kc = calloc((size_t)L * n * C, sizeof(double));
+    ref_vc = calloc((size_t)L * n * C, sizeof(double));
+    float *want = malloc((size_t)n * V * sizeof *want);
+    ref_forward(dir, ids, n, want);
+    int32_t pos[80];
+    for (int t = 0; t < n; t++) pos[t] = t;
+    float *hid = malloc((size_t)(L + 1) * n * C * sizeof *hid);
+    float *att = malloc((size_t)L * n * NH * n * sizeof *att);
+    float *lg = malloc((size_t)n * V * sizeof *lg), *plain = malloc((size_t)n * V * sizeof *plain);
+    wb_probe p = {hid, pos, n, att};
+    wb_err err = {0};
+    CHECK(wb_model_forward_inspect(m, ids, n, lg, 1, &p, &err) == WB_OK);
+    CHECK(wb_model_forward(m, ids, n, plain, 1, &err) == WB_OK);
+    CHECK_MSG(!memcmp(lg, plain, (size_t)n * V * sizeof *lg), "n=%d: a probe changed the logits", n);
+    double dh = rel_diff_d(hid, ref_hid, (size_t)(L + 1) * n * C);
+    double da = rel_diff_d(att, ref_att, (size_t)L * n * NH * n);
+    CHECK_MSG(dh < 1e-4, "n=%d: hidden states differ from the reference by %.3g", n, dh);
+    CHECK_MSG(da < 1e-5, "n=%d: attention differs from the reference by %.3g", n, da);
+    double worst = 0;
+    int acausal = 0;
+    for (int r = 0; r < L * n * NH; r++) {
+        const int t = (r / NH) % n;
+        double s = 0;
+        for (int j = 0; j < n; j++) {
+            s += att[(size_t)r * n + j];
+            if (j > t && att[(size_t)r * n + j] != 0.0f) acausal++;
+        }
+        worst = fmax(worst, fabs(s - 1));
+    }
+    CHECK_MSG(worst < 1e-5 && acausal == 0, "n=%d: rows sum to 1 +- %.3g, %d acausal weights", n,
+              worst, acausal);
+    float *head = malloc((size_t)V * sizeof *head);
+    CHECK(wb_model_head(m, hid + ((size_t)L * n + n - 1) * C, 1, head, &err) == WB_OK);
+    CHECK_NEAR(max_abs_diff(head, lg + (size_t)(n - 1) * V, (size_t)V), 0, 1e-5);
+
+    wb_session *s = NULL;
+    CHECK(wb_session_new(m, 0, &s, &err) == WB_OK);
+    CHECK(wb_session_prefill(s, ids, split, NULL, 0, &err) == WB_OK);
+    const int32_t chosen[2] = {n - 2, split};
+    float *att2 = malloc((size_t)L * 2 * NH * n * sizeof *att2);
+    wb_probe p2 = {NULL, chosen, 2, att2};
+    CHECK(wb_session_prefill_inspect(s, ids + split, n - 1 - split, NULL, 0, &p2, &err) == WB_OK);
+    /* keys T = n - 1 in this call's rows */
+    double d2 = 0;
+    for (int l = 0; l < L; l++)
+        for (int a = 0; a < 2; a++)
+            for (int h = 0; h < NH; h++)
+                d2 = fmax(d2, rel_diff_d(att2 + (((size_t)l * 2 + a) * NH + h) * (n - 1),
+                                         ref_att + (((size_t)l * n + chosen[a]) * NH + h) * n,
+                                         (size_t)(n - 1)));
+    /* one probed decode step: the last position, through the forward instead of the GEMV path */
+    float *hid3 = malloc((size_t)(L + 1) * C * sizeof *hid3), *att3 = malloc((size_t)L * NH * n * sizeof *att3);
+    const int32_t last = n - 1;
+    wb_probe p3 = {hid3, &last, 1, att3};
+    CHECK(wb_session_prefill_inspect(s, ids + n - 1, 1, lg, 0, &p3, &err) == WB_OK);
+    CHECK_NEAR(max_abs_diff(lg, want + (size_t)(n - 1) * V, (size_t)V), 0, 1e-4);
+    for (int l = 0; l < L; l++) {
+        for (int h = 0; h < NH; h++)
+            d2 = fmax(d2, rel_diff_d(att3 + ((size_t)l * NH + h) * n,
+                                     ref_att + (((size_t)l * n + n - 1) * NH + h) * n, (size_t)n));
+        CHECK(rel_diff_d(hid3 + (size_t)l * C, ref_hid + ((size_t)l * n + n - 1) * C, (size_t)C) < 1e-4);
+    }
+    CHECK_MSG(d2 < 1e-5, "n=%d: session attention differs from the reference by %.3g", n, d2);
+    double dk = 0;
+    for (int l = 0; l < L; l++) {
+        wb_kv_view kv;
+        CHECK(wb_session_kv(s, l, &kv, &err) == WB_OK);
+        CHECK(kv.n_tokens == n && kv.n_kv_head == NH && kv.head_dim == C / NH);
+        for (int t = 0; t < n; t++)
+            for (int i = 0; i < C; i++) {
+                dk = fmax(dk, fabs(kv.k[(size_t)t * kv.row_stride + i] - ref_kc[((size_t)l * n + t) * C + i]));
+                dk = fmax(dk, fabs(kv.v[(size_t)t * kv.row_stride + i] - ref_vc[((size_t)l * n + t) * C + i]));
+            }
+    }
+    CHECK_MSG(dk < 1e-4, "n=%d: cache views differ from the reference by %.3g", n, dk);
+    wb_session_free(s);
+    free(ref_hid), free(ref_att), free(ref_kc), free(ref_vc);
+    ref_hid = ref_att = ref_kc = ref_vc = NULL;
+    free(want), free(hid), free(att), free(lg), free(plain), free(head), free(att2), free(hid3), free(att3);
+    wb_model_free(m);
+    rm_dir(dir);
+}
+
+static void hidden_states_attention_and_cache_views_match_the_reference(void) {
+    check_gpt2_probe(20, 5);
+    check_gpt2_probe(64, 3); /* GEMM prefill (> 48 rows): deferred residual biases */
+}
+
 int main(void) {
     RUN(tinylm_sized_model_counts_1071872_parameters);
     RUN(generation_config_with_100k_eos_ids_loads);
     RUN(forward_matches_the_plain_loop_reference_on_every_position);
+    RUN(hidden_states_attention_and_cache_views_match_the_reference);
     RUN(cached_uncached_and_reference_agree_over_20_greedy_steps);
     RUN(gemm_prefill_matches_token_by_token_decode_on_all_positions);
     RUN(fork_continues_identically_and_truncate_equals_fresh);
