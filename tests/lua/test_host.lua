@@ -298,7 +298,7 @@ T.test("every wb function and method has help text", function()
   for _, lib in ipairs({ "json", "sampling", "http", "httpd" }) do
     for k, v in pairs(wb[lib] or {}) do if type(v) == "function" then check("wb." .. lib .. "." .. k) end end
   end
-  for _, cls in ipairs({ "Vec", "Tokenizer", "Model", "Session", "Trainer" }) do
+  for _, cls in ipairs({ "Vec", "Tokenizer", "Model", "Session", "Trainer", "Tensor" }) do
     for k, v in pairs(wb[cls]) do
       if type(v) == "function" and not k:match("^__") then check(cls .. ":" .. k) end
     end
