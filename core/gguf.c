@@ -429,6 +429,7 @@ wb_status wb_gguf_open(const char *path, wb_gguf **out, wb_err *err) {
     return WB_OK;
 }
 
+const char *wb_gguf_name(const wb_gguf *g) { return g->name; }
 uint32_t wb_gguf_version(const wb_gguf *g) { return g->version; }
 size_t wb_gguf_alignment(const wb_gguf *g) { return g->align; }
 int64_t wb_gguf_n_kv(const wb_gguf *g) { return g->n_kv; }

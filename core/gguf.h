@@ -53,6 +53,8 @@ wb_status wb_gguf_open_memory(const void *buf, size_t len, const char *name, wb_
                               wb_err *err);
 void wb_gguf_free(wb_gguf *g);
 
+/* The name given at open (the path), for messages. */
+const char *wb_gguf_name(const wb_gguf *g);
 uint32_t wb_gguf_version(const wb_gguf *g);
 size_t wb_gguf_alignment(const wb_gguf *g);
 
