@@ -8,6 +8,7 @@
 #include "wb_tokenizer.h"
 
 #include <cjson/cJSON.h>
+#include "fixture.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,23 +19,6 @@
 #define VECTORS "tests/vectors/tokenizer_vectors.json"
 
 static const char *const EOT[] = {"<|endoftext|>"};
-
-static char *read_file(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long l = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)l + 1);
-    if (b && fread(b, 1, (size_t)l, f) != (size_t)l) {
-        free(b);
-        b = NULL;
-    }
-    if (b) b[l] = 0;
-    fclose(f);
-    if (n) *n = (size_t)l;
-    return b;
-}
 
 /* The vectors tokenizer: 300 KB of generated text, 600 ids, <|endoftext|> last. */
 static wb_status train_small(wb_tokenizer **out, wb_err *err) {
@@ -49,13 +33,9 @@ static wb_status train_small(wb_tokenizer **out, wb_err *err) {
     return st;
 }
 
-static int hexval(char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c - 'A' + 10;
-}
-
 static void vectors_match_hugging_face(void) {
     size_t n;
-    char *json = read_file(VECTORS, &n);
+    char *json = fixture_read_file(VECTORS, &n);
     CHECK_MSG(json != NULL, "cannot read %s", VECTORS);
     if (!json) return;
     cJSON *root = cJSON_ParseWithLength(json, n);
@@ -72,13 +52,11 @@ static void vectors_match_hugging_face(void) {
         cJSON_ArrayForEach(c, cJSON_GetObjectItem(set, "cases")) {
             const char *hex = cJSON_GetObjectItem(c, "hex")->valuestring;
             const cJSON *want = cJSON_GetObjectItem(c, "ids");
-            size_t hl = strlen(hex);
-            char *bytes = malloc(hl / 2 + 1);
-            for (size_t i = 0; i < hl / 2; i++)
-                bytes[i] = (char)(hexval(hex[2 * i]) << 4 | hexval(hex[2 * i + 1]));
+            size_t bl;
+            char *bytes = fixture_unhex(hex, &bl);
             int32_t *ids = NULL;
             size_t nid = 0;
-            int ok = wb_tokenizer_encode(tok, bytes, hl / 2, &ids, &nid, &err) == WB_OK &&
+            int ok = wb_tokenizer_encode(tok, bytes, bl, &ids, &nid, &err) == WB_OK &&
                      nid == (size_t)cJSON_GetArraySize(want);
             for (size_t i = 0; ok && i < nid; i++)
                 ok = ids[i] == cJSON_GetArrayItem(want, (int)i)->valueint;
@@ -111,7 +89,7 @@ static void committed_small_tokenizer_is_reproduced_by_training(void) {
     close(fd);
     CHECK(wb_tokenizer_save(tok, path, &err) == WB_OK);
     size_t a, b;
-    char *x = read_file(path, &a), *y = read_file(SMALL_TOKENIZER, &b);
+    char *x = fixture_read_file(path, &a), *y = fixture_read_file(SMALL_TOKENIZER, &b);
     CHECK_MSG(x && y && a == b && memcmp(x, y, a) == 0,
               "training no longer reproduces %s byte for byte", SMALL_TOKENIZER);
     free(x);
@@ -435,7 +413,7 @@ static void malformed_files_name_the_field(void) {
     CHECK(t == NULL);
 
     size_t n;
-    char *base = read_file(FIXTURE_TOKENIZER, &n);
+    char *base = fixture_read_file(FIXTURE_TOKENIZER, &n);
     CHECK(base != NULL);
     if (!base) return;
     struct {

@@ -6,49 +6,13 @@
 #include "wb_tokenizer.h"
 
 #include <cjson/cJSON.h>
+#include "fixture.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #define VECTORS "tests/vectors/tokenizer_family_vectors.json"
-
-static char *read_file(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long l = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)l + 1);
-    if (b && fread(b, 1, (size_t)l, f) != (size_t)l) {
-        free(b);
-        b = NULL;
-    }
-    if (b) b[l] = 0;
-    fclose(f);
-    if (n) *n = (size_t)l;
-    return b;
-}
-
-static int hexval(char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c - 'A' + 10;
-}
-
-static char *unhex(const char *hex, size_t *n) {
-    size_t hl = strlen(hex);
-    char *b = malloc(hl / 2 + 1);
-    for (size_t i = 0; i < hl / 2; i++) b[i] = (char)(hexval(hex[2 * i]) << 4 | hexval(hex[2 * i + 1]));
-    b[hl / 2] = 0;
-    *n = hl / 2;
-    return b;
-}
-
-static int32_t *ids_of(const cJSON *arr, size_t *n) {
-    *n = (size_t)cJSON_GetArraySize(arr);
-    int32_t *ids = malloc((*n + 1) * sizeof *ids);
-    for (size_t i = 0; i < *n; i++) ids[i] = cJSON_GetArrayItem(arr, (int)i)->valueint;
-    return ids;
-}
 
 /* Maximal-subpart lossy UTF-8 (what HF's ByteLevel decoder does to the joined bytes). */
 static char *lossy(const char *s, size_t n, size_t *out_len) {
@@ -121,7 +85,7 @@ static int has_fffd(const char *s, size_t n) {
 
 static void family_vectors_match_hugging_face(void) {
     size_t n;
-    char *json = read_file(VECTORS, &n);
+    char *json = fixture_read_file(VECTORS, &n);
     CHECK_MSG(json != NULL, "cannot read %s", VECTORS);
     if (!json) return;
     cJSON *root = cJSON_ParseWithLength(json, n);
@@ -142,9 +106,9 @@ static void family_vectors_match_hugging_face(void) {
         const cJSON *c;
         cJSON_ArrayForEach(c, cJSON_GetObjectItem(set, "cases")) {
             size_t bl, wl, nid = 0, nw;
-            char *bytes = unhex(cJSON_GetObjectItem(c, "hex")->valuestring, &bl);
-            char *want_text = unhex(cJSON_GetObjectItem(c, "decoded")->valuestring, &wl);
-            int32_t *want = ids_of(cJSON_GetObjectItem(c, "ids"), &nw);
+            char *bytes = fixture_unhex(cJSON_GetObjectItem(c, "hex")->valuestring, &bl);
+            char *want_text = fixture_unhex(cJSON_GetObjectItem(c, "decoded")->valuestring, &wl);
+            int32_t *want = fixture_ids(cJSON_GetObjectItem(c, "ids"), &nw);
             int32_t *ids = NULL;
             int ok = wb_tokenizer_encode(tok, bytes, bl, &ids, &nid, &err) == WB_OK && nid == nw &&
                      (nid == 0 || memcmp(ids, want, nid * sizeof *ids) == 0);
@@ -177,8 +141,8 @@ static void family_vectors_match_hugging_face(void) {
         }
         cJSON_ArrayForEach(c, cJSON_GetObjectItem(set, "decodes")) {
             size_t nw, wl, tl = 0, ll, sl;
-            int32_t *ids = ids_of(cJSON_GetObjectItem(c, "ids"), &nw);
-            char *want = unhex(cJSON_GetObjectItem(c, "decoded")->valuestring, &wl);
+            int32_t *ids = fixture_ids(cJSON_GetObjectItem(c, "ids"), &nw);
+            char *want = fixture_unhex(cJSON_GetObjectItem(c, "decoded")->valuestring, &wl);
             char *text = NULL;
             CHECK(wb_tokenizer_decode(tok, ids, nw, &text, &tl, &err) == WB_OK);
             char *lt = lossy(text ? text : "", tl, &ll);
@@ -316,7 +280,7 @@ static void save_keeps_the_pipeline(void) {
 
 static wb_status load_patched(const char *file, const char *from, const char *to, wb_err *err) {
     size_t n;
-    char *base = read_file(file, &n);
+    char *base = fixture_read_file(file, &n);
     if (!base) return WB_OK;
     const char *at = strstr(base, from);
     if (!at) {
@@ -395,7 +359,7 @@ static void long_inputs_do_not_hang(void) {
  * 64x the input (plus 1 MiB) it is a clear WB_ERR_RANGE naming the cause (issue 12 item 8). */
 static void replace_normalizer_expansion_is_bounded(void) {
     size_t n;
-    char *base = read_file("tests/vectors/family_llama2_tokenizer.json", &n);
+    char *base = fixture_read_file("tests/vectors/family_llama2_tokenizer.json", &n);
     CHECK(base != NULL);
     if (!base) return;
     const char *from = "\"content\": \"\xe2\x96\x81\"";

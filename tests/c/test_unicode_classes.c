@@ -9,6 +9,7 @@
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <cjson/cJSON.h>
+#include "fixture.h"
 #include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,28 +180,9 @@ static void rewrite_gives_the_tables_to_pcre2(void) {
     }
 }
 
-static char *read_file(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long l = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)l + 1);
-    if (b && fread(b, 1, (size_t)l, f) != (size_t)l) {
-        free(b);
-        b = NULL;
-    }
-    if (b) b[l] = 0;
-    fclose(f);
-    *n = (size_t)l;
-    return b;
-}
-
-static int hexval(char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; }
-
 static void ids_equal_hugging_face(void) {
     size_t n;
-    char *json = read_file(VECTORS, &n);
+    char *json = fixture_read_file(VECTORS, &n);
     CHECK_MSG(json != NULL, "cannot read %s", VECTORS);
     if (!json) return;
     cJSON *root = cJSON_ParseWithLength(json, n);
@@ -216,9 +198,8 @@ static void ids_equal_hugging_face(void) {
         const cJSON *c;
         cJSON_ArrayForEach(c, cJSON_GetObjectItem(set, "cases")) {
             const char *hex = cJSON_GetObjectItem(c, "hex")->valuestring;
-            size_t bl = strlen(hex) / 2, nid = 0;
-            char *bytes = malloc(bl + 1);
-            for (size_t i = 0; i < bl; i++) bytes[i] = (char)(hexval(hex[2 * i]) << 4 | hexval(hex[2 * i + 1]));
+            size_t bl, nid = 0;
+            char *bytes = fixture_unhex(hex, &bl);
             const cJSON *want = cJSON_GetObjectItem(c, "ids");
             int32_t *ids = NULL;
             int ok = wb_tokenizer_encode(tok, bytes, bl, &ids, &nid, &err) == WB_OK &&
