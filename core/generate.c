@@ -325,6 +325,14 @@ wb_status wb_gen_new_ids(const wb_model *m, const int32_t *ids, size_t n_ids,
     return st;
 }
 
+/* A prompt is model input: tokenizer.json's truncation and padding stay off, as in transformers
+ * unless asked (a max_length would cut the prompt, pad ids would be fed to the model). */
+static wb_status encode_prompt(const wb_tokenizer *tok, const char *prompt, size_t len, int32_t **ids,
+                               size_t *n, wb_err *err) {
+    wb_tokenizer_encode_params p = {.truncation = 0, .padding = 0};
+    return wb_tokenizer_encode_with(tok, prompt ? prompt : "", len, &p, ids, n, NULL, err);
+}
+
 wb_status wb_gen_new(const wb_model *m, const char *prompt, size_t prompt_len,
                      const wb_sampling_params *sp, const wb_gen_params *gp, wb_gen **out,
                      wb_err *err) {
@@ -335,8 +343,7 @@ wb_status wb_gen_new(const wb_model *m, const char *prompt, size_t prompt_len,
     size_t n = 0;
     if (!m) st = wb_err_set(err, WB_ERR_ARG, "generation: model is NULL");
     else if (!prompt && prompt_len) st = wb_err_set(err, WB_ERR_ARG, "generation: prompt NULL");
-    else st = wb_tokenizer_encode(wb_model_tokenizer(m), prompt ? prompt : "", prompt_len, &ids,
-                                  &n, err);
+    else st = encode_prompt(wb_model_tokenizer(m), prompt, prompt_len, &ids, &n, err);
     if (st == WB_OK) g->res.tokenization_ms = wb_clock_ms() - g->t0;
     if (st == WB_OK) st = gen_new_model_ids(m, ids, n, sp, gp, g, err);
     if (st != WB_OK) {
@@ -361,7 +368,7 @@ wb_status wb_gen_new_custom(wb_logits_fn fn, void *user_data, int32_t vocab_size
                                              (int)vocab_size);
     else if (n_ctx < 2) st = wb_err_set(err, WB_ERR_ARG, "n_ctx = %d must be >= 2", (int)n_ctx);
     else if (!prompt && prompt_len) st = wb_err_set(err, WB_ERR_ARG, "generation: prompt NULL");
-    else st = wb_tokenizer_encode(tok, prompt ? prompt : "", prompt_len, &ids, &n, err);
+    else st = encode_prompt(tok, prompt, prompt_len, &ids, &n, err);
     if (st == WB_OK) {
         g->fn = fn;
         g->fn_data = user_data;

@@ -918,12 +918,26 @@ static int seg_cb(void *ud, const char *p, size_t n, int32_t id, int first) {
     return pre_run(c, 0, p, n, first);
 }
 
+wb_tokenizer_encode_params wb_tokenizer_encode_default_params(void) {
+    wb_tokenizer_encode_params p = {.truncation = 1, .padding = 1};
+    return p;
+}
+
 wb_status wb_tokenizer_encode(const wb_tokenizer *tok, const char *text, size_t len,
                               int32_t **ids, size_t *n_ids, wb_err *err) {
+    return wb_tokenizer_encode_with(tok, text, len, NULL, ids, n_ids, NULL, err);
+}
+
+wb_status wb_tokenizer_encode_with(const wb_tokenizer *tok, const char *text, size_t len,
+                                   const wb_tokenizer_encode_params *params, int32_t **ids,
+                                   size_t *n_ids, uint8_t **mask, wb_err *err) {
+    if (mask) *mask = NULL;
     if (!tok || !ids || !n_ids || (!text && len))
         return wb_err_set(err, WB_ERR_ARG, "wb_tokenizer_encode: tok, ids and n_ids must be non-NULL");
     *ids = NULL;
     *n_ids = 0;
+    wb_tokenizer_encode_params dp = wb_tokenizer_encode_default_params();
+    if (!params) params = &dp;
     size_t n;
     char *owned;
     const char *s = tk_utf8_lossy(text, len, &n, &owned);
@@ -952,8 +966,14 @@ wb_status wb_tokenizer_encode(const wb_tokenizer *tok, const char *text, size_t 
                               "wb_tokenizer_encode: a normalizer regex hit PCRE2's match limit on this input");
         return wb_err_set(err, WB_ERR_NOMEM, "wb_tokenizer_encode: out of memory");
     }
+    size_t nid = c.n;
+    wb_status st = tk_post_apply(tok, params->truncation, params->padding, &c.ids, &nid, mask, err);
+    if (st != WB_OK) {
+        free(c.ids);
+        return st;
+    }
     *ids = c.ids;
-    *n_ids = c.n;
+    *n_ids = nid;
     return WB_OK;
 }
 
@@ -1208,6 +1228,9 @@ void wb_tokenizer_free(wb_tokenizer *tok) {
         for (size_t i = 0; i < tok->n_added; i++) free(tok->norm_added[i]);
     free(tok->norm_added);
     free(tok->norm_added_len);
+    tk_post_free(tok);
+    free(tok->json_truncation);
+    free(tok->json_padding);
     free(tok->json_normalizer);
     free(tok->json_pre);
     free(tok->json_post);

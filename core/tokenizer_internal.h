@@ -174,6 +174,33 @@ typedef struct tk_trie {
     int empty;
 } tk_trie;
 
+/* ---- truncation and padding (tokenizer_post.c) ---------------------------------------------- */
+
+enum { TK_TRUNC_LONGEST_FIRST, TK_TRUNC_ONLY_FIRST, TK_TRUNC_ONLY_SECOND };
+typedef struct tk_trunc {
+    int on; /* tokenizer.json has a truncation object */
+    size_t max_length, stride;
+    int strategy, left;
+} tk_trunc;
+
+/* Fixed padding lengths and multiples above this are refused at load (memory per encode). */
+#define TK_PAD_MAX ((double)(1 << 24))
+typedef struct tk_pad {
+    int on, fixed, left;
+    size_t length;   /* Fixed(length) */
+    size_t multiple; /* pad_to_multiple_of, 0 = none */
+    int32_t id;
+    char *token;
+} tk_pad;
+
+wb_status tk_parse_truncation(wb_tokenizer *tok, const struct cJSON *j, const char *name, wb_err *err);
+wb_status tk_parse_padding(wb_tokenizer *tok, const struct cJSON *j, const char *name, wb_err *err);
+void tk_post_free(wb_tokenizer *tok);
+/* Truncate then pad *ids (malloc'd, *n of them) as HF's post_process does for one sequence
+ * without special tokens; *mask (when mask is non-NULL) receives the attention mask. */
+wb_status tk_post_apply(const wb_tokenizer *tok, int truncate, int pad, int32_t **ids, size_t *n,
+                        uint8_t **mask, wb_err *err);
+
 struct wb_tokenizer {
     int32_t n_model; /* model vocab: ids 0..n_model-1 */
     int32_t n_total;
@@ -220,6 +247,9 @@ struct wb_tokenizer {
     uint32_t *norm_added_len;
     /* the file's sections, kept verbatim so that save writes them back */
     char *json_normalizer, *json_pre, *json_post, *json_decoder;
+    tk_trunc trunc;
+    tk_pad pad;
+    char *json_truncation, *json_padding; /* verbatim, NULL when absent or null */
 };
 
 /* Build everything derivable (bytes, maps, tries, byte_sym) once str/merges/added are set. */

@@ -215,6 +215,17 @@ wb_status wb_tokenizer_load_json(const char *json, size_t len, const char *name,
         goto fail;
     if ((st = tk_parse_decoder(tok, cJSON_GetObjectItemCaseSensitive(root, "decoder"), name, err)) != WB_OK)
         goto fail;
+    if ((st = tk_parse_truncation(tok, cJSON_GetObjectItemCaseSensitive(root, "truncation"), name, err)) !=
+            WB_OK ||
+        (st = tk_parse_padding(tok, cJSON_GetObjectItemCaseSensitive(root, "padding"), name, err)) != WB_OK)
+        goto fail;
+    static const char *const post_keys[] = {"truncation", "padding"};
+    char **post_dst[] = {&tok->json_truncation, &tok->json_padding};
+    for (int k = 0; k < 2; k++) {
+        const cJSON *sec = cJSON_GetObjectItemCaseSensitive(root, post_keys[k]);
+        if (sec && !cJSON_IsNull(sec) && !(*post_dst[k] = cJSON_PrintUnformatted(sec)))
+            FAIL(WB_ERR_NOMEM, "%s: out of memory", name);
+    }
     const cJSON *post = cJSON_GetObjectItemCaseSensitive(root, "post_processor");
     if (post && !cJSON_IsNull(post) && !cJSON_IsObject(post))
         FAIL(WB_ERR_FORMAT, "%s: post_processor is not an object", name);
@@ -328,8 +339,10 @@ static cJSON *build_json(const wb_tokenizer *tok) {
     cJSON *root = cJSON_CreateObject();
     if (!root) return NULL;
     cJSON_AddStringToObject(root, "version", "1.0");
-    cJSON_AddNullToObject(root, "truncation");
-    cJSON_AddNullToObject(root, "padding");
+    if (tok->json_truncation) cJSON_AddItemToObject(root, "truncation", cJSON_Parse(tok->json_truncation));
+    else cJSON_AddNullToObject(root, "truncation");
+    if (tok->json_padding) cJSON_AddItemToObject(root, "padding", cJSON_Parse(tok->json_padding));
+    else cJSON_AddNullToObject(root, "padding");
     cJSON *added = cJSON_AddArrayToObject(root, "added_tokens");
     /* HF writes added tokens ordered by id; reloading assigns new ids in that same order */
     int32_t *order = malloc((tok->n_added + 1) * sizeof *order);

@@ -29,10 +29,27 @@ void wb_tokenizer_free(wb_tokenizer *tok);
 /* Total number of ids (model vocabulary plus added tokens not in it). */
 int32_t wb_tokenizer_vocab_size(const wb_tokenizer *tok);
 
-/* Encode `len` bytes of text (any bytes, invalid UTF-8 included). On success *ids is a
- * wb_free()-able array of *n_ids ids (non-NULL even when *n_ids == 0). */
+/* Encode `len` bytes of text (any bytes, invalid UTF-8 included) as Hugging Face's
+ * `encode(text, add_special_tokens=False)`, with tokenizer.json's `truncation` and `padding`
+ * applied when the file sets them. On success *ids is a wb_free()-able array of *n_ids ids
+ * (non-NULL even when *n_ids == 0). */
 wb_status wb_tokenizer_encode(const wb_tokenizer *tok, const char *text, size_t len,
                               int32_t **ids, size_t *n_ids, wb_err *err);
+
+typedef struct wb_tokenizer_encode_params {
+    int truncation; /* apply tokenizer.json's `truncation` when it is set (default 1) */
+    int padding;    /* apply tokenizer.json's `padding` when it is set (default 1) */
+} wb_tokenizer_encode_params;
+
+wb_tokenizer_encode_params wb_tokenizer_encode_default_params(void);
+
+/* wb_tokenizer_encode with explicit params (NULL = defaults). When mask is non-NULL, *mask
+ * receives a wb_free()-able array of *n_ids bytes, HF's attention mask: 1 for a token of the
+ * text, 0 for padding. Model prompts are encoded with both off (as transformers does unless
+ * asked), so a file's max_length never cuts a prompt and pad ids never reach a model. */
+wb_status wb_tokenizer_encode_with(const wb_tokenizer *tok, const char *text, size_t len,
+                                   const wb_tokenizer_encode_params *params, int32_t **ids,
+                                   size_t *n_ids, uint8_t **mask, wb_err *err);
 
 /* Decode ids to the exact bytes they stand for (byte-exact, may be invalid UTF-8 for partial
  * sequences). *text is wb_free()-able and NUL-terminated; *len excludes the NUL.

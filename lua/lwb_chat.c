@@ -430,9 +430,16 @@ static int m_chat_prompt(lua_State *L) {
     int32_t *ids = NULL;
     size_t n = 0;
     wb_err err = {0};
-    if (wb_tokenizer_encode(wb_model_tokenizer(m), text, len, &ids, &n, &err) != WB_OK) return lwb_raise(L, &err);
-    lwb_push_ids(L, ids, n);
+    /* the prompt is model input: no truncation or padding from tokenizer.json (wb_tokenizer.h) */
+    wb_tokenizer_encode_params ep = {.truncation = 0, .padding = 0};
+    if (wb_tokenizer_encode_with(wb_model_tokenizer(m), text, len, &ep, &ids, &n, NULL, &err) != WB_OK)
+        return lwb_raise(L, &err);
+    /* building the table can raise (out of memory): copy into a GC'd buffer first */
+    int32_t *copy = lua_newuserdatauv(L, (n > 0 ? n : 1) * sizeof(int32_t), 0);
+    if (n) memcpy(copy, ids, n * sizeof(int32_t));
     wb_free(ids);
+    lwb_push_ids(L, copy, n);
+    lua_remove(L, -2);
     return 2;
 }
 

@@ -119,20 +119,39 @@ static int32_t checktokid(lua_State *L, int arg, const wb_tokenizer *tok) {
     return (int32_t)id;
 }
 
+/* tok:encode(text [, {truncation = bool, padding = bool, attention_mask = bool}]): the ids, as
+ * HF's encode(text, add_special_tokens=False) with tokenizer.json's truncation and padding (each
+ * on unless turned off); with attention_mask = true also HF's mask (1 text, 0 padding). */
 static int t_encode(lua_State *L) {
     const wb_tokenizer *tok = checktok(L, 1);
     size_t len;
     const char *text = luaL_checklstring(L, 2, &len);
+    lwb_check_options(L, 3, (const char *const[]){"truncation", "padding", "attention_mask", NULL});
+    wb_tokenizer_encode_params p = wb_tokenizer_encode_default_params();
+    p.truncation = lwb_opt_bool(L, 3, "truncation", 1);
+    p.padding = lwb_opt_bool(L, 3, "padding", 1);
+    int want_mask = lwb_opt_bool(L, 3, "attention_mask", 0);
     int32_t *ids = NULL;
+    uint8_t *mask = NULL;
     size_t n = 0;
     wb_err err = {0};
-    if (wb_tokenizer_encode(tok, text, len, &ids, &n, &err) != WB_OK) return lwb_raise(L, &err);
-    /* Building the table can raise (out of memory): copy into a GC'd buffer first. */
+    if (wb_tokenizer_encode_with(tok, text, len, &p, &ids, &n, want_mask ? &mask : NULL, &err) != WB_OK)
+        return lwb_raise(L, &err);
+    /* Building the tables can raise (out of memory): copy into GC'd buffers first. */
     int32_t *copy = lua_newuserdatauv(L, (n > 0 ? n : 1) * sizeof(int32_t), 0);
+    uint8_t *mcopy = want_mask ? lua_newuserdatauv(L, n > 0 ? n : 1, 0) : NULL;
     if (n) memcpy(copy, ids, n * sizeof(int32_t));
+    if (n && mcopy) memcpy(mcopy, mask, n);
     wb_free(ids);
+    wb_free(mask);
     lwb_push_ids(L, copy, n);
-    return 1;
+    if (!want_mask) return 1;
+    lua_createtable(L, n > INT32_MAX ? 0 : (int)n, 0);
+    for (size_t i = 0; i < n; i++) {
+        lua_pushinteger(L, mcopy[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    return 2;
 }
 
 static int t_decode(lua_State *L) {

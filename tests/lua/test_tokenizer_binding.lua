@@ -133,4 +133,62 @@ T.test("a detokenizer keeps its tokenizer alive", function()
   T.eq(d:push(120), "x")
 end)
 
+-- tokenizer.json's truncation and padding, against HF's ids and attention masks
+-- (tests/vectors/tokenizer_post_vectors.json, made by gen_tokenizer_post_vectors.js)
+local ROOT = os.getenv("WB_SOURCE_DIR") or "."
+local function unhex(h) return (h:gsub("..", function(x) return string.char(tonumber(x, 16)) end)) end
+
+T.test("tok:encode applies truncation and padding as Hugging Face does, and returns the mask when asked", function()
+  local v = wb.json.decode(T.read_file(ROOT .. "/tests/vectors/tokenizer_post_vectors.json"))
+  local dir = T.tmpdir()
+  local bases, n_cases, n_refused = {}, 0, 0
+  for k, set in ipairs(v.sets) do
+    bases[set.base] = bases[set.base] or T.read_file(ROOT .. "/tests/vectors/" .. set.base)
+    local json = bases[set.base]
+    local function put(key, val)
+      local pat = '"' .. key .. '": null'
+      T.check(json:find(pat, 1, true), set.base .. " has " .. pat)
+      local s = val == wb.json.null and "null" or wb.json.encode(val)
+      json = json:gsub(pat, function() return '"' .. key .. '": ' .. s end, 1)
+    end
+    put("truncation", set.truncation)
+    put("padding", set.padding)
+    local path = ("%s/t%d.json"):format(dir, k)
+    T.write_file(path, json)
+    if set.load_error then
+      n_refused = n_refused + 1
+      local ok, err = pcall(wb.tokenizer_load, path)
+      T.check(not ok and (err:find("truncation", 1, true) or err:find("padding", 1, true)),
+              "refused like HF (" .. set.hf_error .. "): " .. tostring(err))
+    else
+      local tok = wb.tokenizer_load(path)
+      for _, c in ipairs(set.cases) do
+        n_cases = n_cases + 1
+        local text = unhex(c.hex)
+        if c.error then
+          T.checkerror("truncation", function() return tok:encode(text) end)
+        else
+          local ids, mask = tok:encode(text, {attention_mask = true})
+          T.same_list(ids, c.ids, "ids of " .. c.hex)
+          T.same_list(mask, c.mask, "mask of " .. c.hex)
+          T.same_list(tok:encode(text), c.ids, "ids without the mask")
+          T.eq(select("#", tok:encode(text)), 1, "one result unless the mask is asked for")
+        end
+        -- both off: the ids of the text alone, all attended
+        local raw, rmask = tok:encode(text, {truncation = false, padding = false, attention_mask = true})
+        for i = 1, #rmask do T.eq(rmask[i], 1) end
+        T.eq(#raw, #rmask)
+      end
+      tok:close()
+    end
+  end
+  T.check(n_cases >= 1500 and n_refused >= 40, ("%d cases, %d refused"):format(n_cases, n_refused))
+  T.rmdir(dir)
+end)
+
+T.test("tok:encode rejects unknown options and non-boolean switches", function()
+  T.checkerror("unknown option 'truncate'", function() return tok:encode("a", {truncate = false}) end)
+  T.checkerror("truncation", function() return tok:encode("a", {truncation = 1}) end)
+end)
+
 T.done()
