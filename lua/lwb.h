@@ -167,6 +167,10 @@ size_t lwb_native_live(void);
 extern const char *const lwb_sampling_keys[];         /* NULL-terminated */
 extern const char *const lwb_generation_option_keys[];/* NULL-terminated */
 
+/* Attach the report table at report_idx ({params_used = ..., params_source = ...}) to the
+ * wb.Stream at stream_idx: stream.params_used / params_source and every stream:result() carry it. */
+void lwb_stream_set_params(lua_State *L, int stream_idx, int report_idx);
+
 typedef struct lwb_request_extra {
     int n;            /* completions (params.n, default 1)   */
     int logprobs;     /* params.logprobs                     */

@@ -4,7 +4,8 @@
  * The opener runs after lwb_open_sampling and wraps the generation methods it installed: a call
  * on a model whose directory has a generation_config.json starts from that file's sampling
  * parameters for every parameter the caller leaves unset (opts.defaults = "none" turns this off),
- * and model:generate / model:chat report params_used and params_source in the result. model:chat
+ * and model:generate / model:chat report params_used and params_source in the result (model:stream
+ * / model:stream_chat on the stream and its results, lwb_stream_set_params). model:chat
  * renders its messages with the directory's chat template, parsed once per model and cached.
  *
  * Messages, tools and documents are Lua tables (encoded with wb.json.encode: keys of a table in
@@ -359,6 +360,8 @@ static int call_original(lua_State *L, int annotate) {
     for (int i = 1; i <= 4; i++) lua_pushvalue(L, i);
     if (!annotate) {
         lua_call(L, 4, LUA_MULTRET);
+        /* the stream (first result) carries the report as fields and in its results */
+        if (lua_gettop(L) >= 6 && luaL_testudata(L, 6, "wb.Stream")) lwb_stream_set_params(L, 6, 5);
         return lua_gettop(L) - 5;
     }
     lua_call(L, 4, 1);

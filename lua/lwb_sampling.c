@@ -438,7 +438,10 @@ typedef struct Stream {
     size_t native;      /* cache bytes reported to lwb_native_alloc */
 } Stream;
 
-enum { STREAM_UV_MODEL = 1, STREAM_UV_RESULT = 2, STREAM_UV_CONSTRAINT = 3, STREAM_NUV = 3 };
+/* user value 4: the {params_used, params_source} report of the call that made the stream (set by
+ * lwb_stream_set_params from lwb_chat.c's wrappers), copied into every result table */
+enum { STREAM_UV_MODEL = 1, STREAM_UV_RESULT = 2, STREAM_UV_CONSTRAINT = 3, STREAM_UV_PARAMS = 4,
+       STREAM_NUV = 4 };
 
 static Stream *check_stream(lua_State *L, int idx) { return luaL_checkudata(L, idx, STREAM); }
 
@@ -550,11 +553,34 @@ static wb_status stream_next(lua_State *L, Stream *s, const char **piece, size_t
     return st;
 }
 
+/* Copy params_used / params_source of the stream at idx (if it has them) into the table on top. */
+static void add_params(lua_State *L, int idx) {
+    if (lua_getiuservalue(L, idx, STREAM_UV_PARAMS) == LUA_TTABLE) {
+        lua_getfield(L, -1, "params_used");
+        lua_setfield(L, -3, "params_used");
+        lua_getfield(L, -1, "params_source");
+        lua_setfield(L, -3, "params_source");
+    }
+    lua_pop(L, 1);
+}
+
+void lwb_stream_set_params(lua_State *L, int stream_idx, int report_idx) {
+    stream_idx = lua_absindex(L, stream_idx);
+    check_stream(L, stream_idx);
+    luaL_checktype(L, report_idx, LUA_TTABLE);
+    lua_pushvalue(L, report_idx);
+    lua_setiuservalue(L, stream_idx, STREAM_UV_PARAMS);
+    /* a stream that already ended (an empty completion) has its final result: annotate it too */
+    if (lua_getiuservalue(L, stream_idx, STREAM_UV_RESULT) == LUA_TTABLE) add_params(L, stream_idx);
+    lua_pop(L, 1);
+}
+
 /* Snapshot the result into user value 2 and free the generator (session, buffers). */
 static void stream_finish(lua_State *L, Stream *s, int idx) {
     if (!s->g) return;
     idx = lua_absindex(L, idx);
     lwb_push_gen_result(L, wb_gen_result_get(s->g));
+    add_params(L, idx);
     lua_setiuservalue(L, idx, STREAM_UV_RESULT);
     stream_free_gen(s);
 }
@@ -737,9 +763,24 @@ static int stream_result(lua_State *L) {
     Stream *s = check_idle_stream(L, 1);
     if (s->g) {
         lwb_push_gen_result(L, wb_gen_result_get(s->g));
+        add_params(L, 1);
         return 1;
     }
     lua_getiuservalue(L, 1, STREAM_UV_RESULT);
+    return 1;
+}
+
+/* stream.params_used / stream.params_source (the report of the call), else the methods */
+static int stream_index(lua_State *L) {
+    check_stream(L, 1);
+    const char *k = lua_tostring(L, 2);
+    if (k && (strcmp(k, "params_used") == 0 || strcmp(k, "params_source") == 0)) {
+        if (lua_getiuservalue(L, 1, STREAM_UV_PARAMS) != LUA_TTABLE) return 1; /* nil */
+        lua_getfield(L, -1, k);
+        return 1;
+    }
+    lua_pushvalue(L, 2);
+    lua_gettable(L, lua_upvalueindex(1));
     return 1;
 }
 
@@ -858,6 +899,7 @@ void lwb_open_sampling(lua_State *L) {
     luaL_newmetatable(L, STREAM);
     luaL_setfuncs(L, stream_meta, 0);
     luaL_newlib(L, stream_methods);
+    lua_pushcclosure(L, stream_index, 1);
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
 

@@ -97,10 +97,48 @@ T.test("model:chat starts from generation_config.json and reports it", function(
   T.eq(table.concat(a.token_ids, ","), table.concat(b.token_ids, ","))
   local ok, err = pcall(model.generate, model, "x", {}, { defaults = "yes" })
   T.check(not ok and tostring(err):find("defaults", 1, true), err)
-  -- streams start from the same defaults
+  -- streams start from the same defaults: the same ids as model:chat with the same seed
   local pieces = {}
-  for piece in model:stream_chat(msgs, { max_tokens = 2, seed = 3 }) do pieces[#pieces + 1] = piece end
-  T.check(#pieces >= 0)
+  for piece in model:stream_chat(msgs, { max_tokens = 4, seed = 3 }) do pieces[#pieces + 1] = piece end
+  local c = model:chat(msgs, { max_tokens = 4, seed = 3 })
+  T.eq(table.concat(pieces), c.text)
+end)
+
+T.test("streams carry params_used and params_source, on the object and in every result", function()
+  local s = model:stream_chat(msgs, { max_tokens = 3, seed = 4, top_k = 7 })
+  T.eq(s.params_used.temperature, 0.7)
+  T.eq(s.params_source.temperature, "generation_config.json")
+  T.eq(s.params_used.top_k, 7)
+  T.eq(s.params_source.top_k, "caller")
+  T.eq(s.params_source.min_p, "default")
+  T.eq(table.concat(s.params_used.eos_token_ids, ","), im_end .. ",1")
+  T.eq(type(s.result), "function", "methods are still there")
+  local before = s:result() -- a snapshot while running
+  T.eq(before.params_used.top_k, 7)
+  T.eq(before.params_source.repetition_penalty, "generation_config.json")
+  for _ in s do end
+  local r = s:result()
+  T.eq(r.params_used.top_p, 0.8)
+  T.eq(r.params_source.max_tokens, "caller")
+  T.eq(r.params_used.max_tokens, 3)
+  T.check(r.stop_reason ~= nil, "the final result")
+  T.eq(s:result(), r, "the final result is one table")
+  -- a stream of a plain prompt, the defaults turned off, and a stream cut short
+  local p = model:stream("Hello", { max_tokens = 5 }, { defaults = "none" })
+  T.eq(p.params_source.temperature, "default")
+  T.eq(p.params_used.temperature, wb.sampling.defaults().temperature)
+  for _ in p do break end
+  p:close() -- iterating the object itself has no to-be-closed value: close ends it
+  T.eq(p:result().stop_reason, "cancelled")
+  T.eq(p:result().params_source.top_p, "default")
+  -- the same report as model:generate gives for the same call
+  local g = model:generate("Hello", { max_tokens = 2, temperature = 0 })
+  local q = model:stream("Hello", { max_tokens = 2, temperature = 0 })
+  for k, v in pairs(g.params_source) do T.eq(q.params_source[k], v, k) end
+  for k, v in pairs(g.params_used) do
+    if type(v) ~= "table" then T.eq(q.params_used[k], v, k) end
+  end
+  T.eq(q.no_such_field, nil)
 end)
 
 T.test("TinyLM keeps its defaults and says in one line that it has no chat template", function()
@@ -108,6 +146,10 @@ T.test("TinyLM keeps its defaults and says in one line that it has no chat templ
   local r = tiny:generate("Hello", { max_tokens = 2 })
   T.eq(r.params_source.temperature, "default")
   T.eq(r.params_used.top_p, wb.sampling.defaults().top_p)
+  local s = tiny:stream("Hello", { max_tokens = 2 })
+  T.eq(s.params_source.temperature, "default")
+  for _ in s do end
+  T.eq(s:result().params_used.top_p, wb.sampling.defaults().top_p)
   local ok, err = pcall(tiny.chat, tiny, { { role = "user", content = "hi" } }, { max_tokens = 2 })
   T.check(not ok, "chat on TinyLM must fail")
   err = tostring(err)
