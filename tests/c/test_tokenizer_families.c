@@ -176,6 +176,109 @@ static void family_vectors_match_hugging_face(void) {
     free(json);
 }
 
+#define SHAPE_VECTORS "tests/vectors/tokenizer_shape_vectors.json"
+
+/* The real-shaped files of gen_tokenizer_shape_vectors.js (Llama-2 legacy, Mistral v0.3
+ * Metaspace, Metaspace always, the oldest Metaspace(add_prefix_space), SmolLM2): every input's
+ * ids, HF's decode of them (the input itself unless listed), streaming, and random id decodes. */
+static void real_shape_vectors_match_hugging_face(void) {
+    size_t n;
+    char *json = fixture_read_file(SHAPE_VECTORS, &n);
+    CHECK_MSG(json != NULL, "cannot read %s", SHAPE_VECTORS);
+    if (!json) return;
+    cJSON *root = cJSON_ParseWithLength(json, n);
+    free(json);
+    CHECK(root != NULL);
+    const cJSON *inputs = cJSON_GetObjectItem(root, "inputs");
+    size_t n_in = (size_t)cJSON_GetArraySize(inputs);
+    const char **hex = calloc(n_in + 1, sizeof *hex);
+    size_t k = 0;
+    for (const cJSON *e = inputs ? inputs->child : NULL; e && k < n_in; e = e->next) hex[k++] = e->valuestring;
+    int total = 0, bad_ids = 0, bad_dec = 0, bad_stream = 0, n_sets = 0, n_dec = 0;
+    const cJSON *set;
+    cJSON_ArrayForEach(set, cJSON_GetObjectItem(root, "tokenizers")) {
+        const char *file = cJSON_GetObjectItem(set, "file")->valuestring;
+        wb_tokenizer *tok = NULL;
+        wb_err err = {0};
+        CHECK_MSG(wb_tokenizer_load(file, &tok, &err) == WB_OK, "%s", err.msg);
+        if (!tok) continue;
+        n_sets++;
+        int byte_level = strstr(file, "smollm2") != NULL;
+        const cJSON *decoded = cJSON_GetObjectItem(set, "decoded");
+        size_t i = 0;
+        for (const cJSON *w = cJSON_GetObjectItem(set, "ids")->child; w && i < n_in; w = w->next, i++) {
+            size_t bl, nw, nid = 0, wl, tl = 0, sl = 0;
+            char *bytes = fixture_unhex(hex[i], &bl);
+            int32_t *want = fixture_ids(w, &nw);
+            int32_t *ids = NULL;
+            int ok = wb_tokenizer_encode(tok, bytes, bl, &ids, &nid, &err) == WB_OK && nid == nw &&
+                     (nid == 0 || memcmp(ids, want, nid * sizeof *ids) == 0);
+            total++;
+            if (!ok && bad_ids++ < 8) {
+                fprintf(stderr, "  %s: ids differ for hex %.80s\n    got:", file, hex[i]);
+                for (size_t j = 0; j < nid && j < 30; j++) fprintf(stderr, " %d", ids[j]);
+                fprintf(stderr, "\n    want:");
+                for (size_t j = 0; j < nw && j < 30; j++) fprintf(stderr, " %d", want[j]);
+                fprintf(stderr, "\n");
+            }
+            /* HF's decode(ids): listed where it is not the input read lossily (stripped
+             * spaces, <0xXX> names under a Metaspace decoder) */
+            char key[24];
+            snprintf(key, sizeof key, "%zu", i);
+            const cJSON *d = cJSON_GetObjectItem(decoded, key);
+            char *want_text = d ? fixture_unhex(d->valuestring, &wl) : lossy(bytes, bl, &wl);
+            char *text = NULL;
+            CHECK(wb_tokenizer_decode(tok, want, nw, &text, &tl, &err) == WB_OK);
+            size_t ll;
+            char *lt = lossy(text ? text : "", tl, &ll);
+            /* byte fallback of an invalid run: HF writes one U+FFFD per byte (docs/tokenizer.md) */
+            int exact = byte_level || !has_fffd(want_text, wl);
+            if (exact && !(ll == wl && memcmp(lt, want_text, wl) == 0) && bad_dec++ < 8)
+                fprintf(stderr, "  %s: decode differs for hex %.60s: got \"%.60s\" want \"%.60s\"\n", file,
+                        hex[i], lt, want_text);
+            char *st = stream(tok, want, nw, &sl);
+            if (!(st && sl == ll && memcmp(st, lt, ll) == 0) && bad_stream++ < 8)
+                fprintf(stderr, "  %s: stream differs for hex %.60s: got \"%.60s\" want \"%.60s\"\n", file,
+                        hex[i], st ? st : "", lt);
+            free(st);
+            free(lt);
+            wb_free(text);
+            free(want_text);
+            wb_free(ids);
+            free(want);
+            free(bytes);
+        }
+        CHECK_MSG(i == n_in, "%s: %zu id lists for %zu inputs", file, i, n_in);
+        const cJSON *c;
+        cJSON_ArrayForEach(c, cJSON_GetObjectItem(set, "decodes")) {
+            size_t nw, wl, tl = 0, ll;
+            int32_t *ids = fixture_ids(cJSON_GetObjectItem(c, "ids"), &nw);
+            char *want = fixture_unhex(cJSON_GetObjectItem(c, "decoded")->valuestring, &wl);
+            char *text = NULL;
+            CHECK(wb_tokenizer_decode(tok, ids, nw, &text, &tl, &err) == WB_OK);
+            char *lt = lossy(text ? text : "", tl, &ll);
+            n_dec++;
+            if ((byte_level || !has_fffd(want, wl)) && !(ll == wl && memcmp(lt, want, wl) == 0) && bad_dec++ < 8)
+                fprintf(stderr, "  %s: decode of random ids differs: got \"%.60s\" want \"%.60s\"\n", file, lt,
+                        want);
+            free(lt);
+            wb_free(text);
+            free(want);
+            free(ids);
+        }
+        wb_tokenizer_free(tok);
+    }
+    free(hex);
+    cJSON_Delete(root);
+    CHECK_MSG(bad_ids == 0, "%d of %d encodings differ from Hugging Face", bad_ids, total);
+    CHECK_MSG(bad_dec == 0, "%d decodes differ from Hugging Face", bad_dec);
+    CHECK_MSG(bad_stream == 0, "%d streams differ from the decode", bad_stream);
+    CHECK_MSG(n_sets == 5 && total >= 5 * 2000, "only %d tokenizers, %d encodings", n_sets, total);
+    if (!bad_ids && !bad_dec && !bad_stream)
+        printf("real shapes: %d tokenizers, %d encodings and %d random decodes equal Hugging Face\n", n_sets,
+               total, n_dec);
+}
+
 static int32_t *enc(const wb_tokenizer *tok, const char *s, size_t *n) {
     int32_t *ids = NULL;
     wb_err err = {0};
@@ -396,6 +499,7 @@ static void replace_normalizer_expansion_is_bounded(void) {
 
 int main(void) {
     RUN(family_vectors_match_hugging_face);
+    RUN(real_shape_vectors_match_hugging_face);
     RUN(chat_markers_are_single_special_tokens);
     RUN(sentencepiece_decoding_strips_the_first_space_only);
     RUN(save_keeps_the_pipeline);
