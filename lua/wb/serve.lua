@@ -139,7 +139,7 @@ end
 function Server:prepare(job)
   local tok = self.tok
   local text = job.prompt or self:render(job.messages)
-  local ids = tok:encode(text)
+  local ids = tok:encode(text, { truncation = false, padding = false }) -- model input (docs/tokenizer.md)
   if #ids == 0 then ids = { tok.eos_id or 0 } end
   job.ids, job.prompt_tokens = ids, #ids
   if #ids >= self.n_ctx then
