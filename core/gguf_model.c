@@ -83,6 +83,19 @@ static const name_map LLAMA_NAMES[] = {
     {"ffn_down.weight", "model.layers.%d.mlp.down_proj.weight"},
     {NULL, NULL}};
 
+/* Phi-3: fused qkv_proj and gate_up_proj (llama.cpp's attn_qkv and ffn_up hold both halves). */
+static const name_map PHI3_NAMES[] = {
+    {"token_embd.weight", "model.embed_tokens.weight"},
+    {"output_norm.weight", "model.norm.weight"},
+    {"output.weight", "lm_head.weight"},
+    {"attn_norm.weight", "model.layers.%d.input_layernorm.weight"},
+    {"attn_qkv.weight", "model.layers.%d.self_attn.qkv_proj.weight"},
+    {"attn_output.weight", "model.layers.%d.self_attn.o_proj.weight"},
+    {"ffn_norm.weight", "model.layers.%d.post_attention_layernorm.weight"},
+    {"ffn_up.weight", "model.layers.%d.mlp.gate_up_proj.weight"},
+    {"ffn_down.weight", "model.layers.%d.mlp.down_proj.weight"},
+    {NULL, NULL}};
+
 typedef struct arch_info {
     const char *arch;
     const key_map *keys;
@@ -93,6 +106,7 @@ static const arch_info ARCHS[] = {
     {"gpt2", GPT2_KEYS, GPT2_NAMES},
     {"llama", LLAMA_KEYS, LLAMA_NAMES},
     {"qwen2", LLAMA_KEYS, LLAMA_NAMES},
+    {"phi3", LLAMA_KEYS, PHI3_NAMES},
 };
 
 static const arch_info *find_arch(const char *arch, size_t len) {
@@ -187,4 +201,34 @@ wb_status wb_gguf_hf_name(const char *arch, const char *gguf_name, char *out, si
     }
     return wb_err_set(err, WB_ERR_NOTFOUND, "GGUF tensor '%.64s' is not one a %s model has",
                       gguf_name, ai->arch);
+}
+
+wb_status wb_gguf_name_from_hf(const char *arch, const char *hf_name, char *out, size_t n,
+                               wb_err *err) {
+    const arch_info *ai = find_arch(arch, strlen(arch));
+    if (!ai)
+        return wb_err_set(err, WB_ERR_NOTFOUND, "GGUF architecture \"%.40s\" is not supported",
+                          arch);
+    for (const name_map *m = ai->names; m->gguf; m++) {
+        const char *d = strstr(m->hf, "%d");
+        int w;
+        if (!d) {
+            if (strcmp(m->hf, hf_name)) continue;
+            w = snprintf(out, n, "%s", m->gguf);
+        } else {
+            /* prefix, a layer number without sign or leading zeros, suffix */
+            const size_t pre = (size_t)(d - m->hf);
+            if (strncmp(hf_name, m->hf, pre)) continue;
+            const char *p = hf_name + pre, *q = p;
+            while (*q >= '0' && *q <= '9' && q - p < 6) q++;
+            if (q == p || (*p == '0' && q - p > 1) || strcmp(q, d + 2)) continue;
+            w = snprintf(out, n, "blk.%.*s.%s", (int)(q - p), p, m->gguf);
+        }
+        if (w < 0 || (size_t)w >= n)
+            return wb_err_set(err, WB_ERR_ARG, "tensor name buffer too small for '%.64s'",
+                              hf_name);
+        return WB_OK;
+    }
+    return wb_err_set(err, WB_ERR_NOTFOUND, "tensor '%.64s' has no GGUF name for a %s model",
+                      hf_name, ai->arch);
 }

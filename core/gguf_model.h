@@ -26,4 +26,9 @@ wb_status wb_gguf_config_json(const wb_gguf *g, const char *path, cJSON **out, w
 wb_status wb_gguf_hf_name(const char *arch, const char *gguf_name, char *out, size_t n,
                           wb_err *err);
 
+/* The reverse: the GGUF name of safetensors tensor `hf_name` ("model.layers.3.mlp.up_proj.weight"
+ * -> "blk.3.ffn_up.weight") for architecture `arch`; WB_ERR_NOTFOUND when it has none. */
+wb_status wb_gguf_name_from_hf(const char *arch, const char *hf_name, char *out, size_t n,
+                               wb_err *err);
+
 #endif

@@ -205,6 +205,7 @@ static int32_t max_ctx(const wb_config *c) { return c->max_position_embeddings; 
 static size_t weight_bytes(const wb_model *m) {
     return wb_weight_store_bytes(&((const gpt2 *)m->impl)->store);
 }
+static const wb_weight_store *store_of(const wb_model *m) { return &((const gpt2 *)m->impl)->store; }
 
 /* ------------------------------------------------------------------------- GEMM forward */
 
@@ -533,4 +534,5 @@ const wb_family wb_family_gpt2 = {
     .max_ctx = max_ctx,
     .weight_bytes = weight_bytes,
     .head = head_rows,
+    .store = store_of,
 };

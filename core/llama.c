@@ -210,6 +210,9 @@ int32_t wb_llama_max_ctx(const wb_config *c) { return c->max_position_embeddings
 size_t wb_llama_weight_bytes(const wb_model *m) {
     return wb_weight_store_bytes(&((const wb_llama *)m->impl)->store);
 }
+const wb_weight_store *wb_llama_store(const wb_model *m) {
+    return &((const wb_llama *)m->impl)->store;
+}
 
 /* RoPE inverse frequencies as transformers computes them, in float32:
  * inv_freq[i] = 1 / theta^(2i/hd), then the llama3 rescaling of _compute_llama3_parameters. */
@@ -529,4 +532,5 @@ const wb_family wb_family_llama = {
     .max_ctx = wb_llama_max_ctx,
     .weight_bytes = wb_llama_weight_bytes,
     .head = wb_llama_head,
+    .store = wb_llama_store,
 };

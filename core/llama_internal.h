@@ -60,6 +60,7 @@ size_t wb_llama_kv_width(const wb_config *c);
 int32_t wb_llama_max_ctx(const wb_config *c);
 size_t wb_llama_weight_bytes(const wb_model *m);
 void wb_llama_head(const wb_model *m, const float *x, int n, float *xn, float *logits);
+const wb_weight_store *wb_llama_store(const wb_model *m);
 
 /* ---- kernels_bf16.c ---------------------------------------------------------------------- */
 

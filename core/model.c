@@ -242,6 +242,9 @@ int wb_model_is_eos(const wb_model *m, int32_t id) {
 }
 
 size_t wb_model_weight_bytes(const wb_model *m) { return m ? m->family->weight_bytes(m) : 0; }
+const wb_weight_store *wb_model_store(const wb_model *m) {
+    return m && m->impl && m->family->store ? m->family->store(m) : NULL;
+}
 size_t wb_model_kv_width(const wb_model *m) { return m->family->kv_width(&m->cfg); }
 int32_t wb_model_max_ctx(const wb_model *m) { return m ? m->family->max_ctx(&m->cfg) : 0; }
 

@@ -131,8 +131,20 @@ typedef struct wb_want {
     wb_mat *mat;
 } wb_want;
 
+/* One tensor as loaded, under its checkpoint name (what an exporter such as core/gguf_save.c
+ * walks): a matrix as the forward pass holds it ([out, in], any wb_mat dtype) or an F32 vector of
+ * d0 (x d1) values. Pointers are into the store. */
+typedef struct wb_loaded_tensor {
+    char name[112];
+    wb_mat mat;              /* mat.w NULL for a vector */
+    const float *vec;
+    int64_t d0, d1;          /* the want's shape (file order) */
+} wb_loaded_tensor;
+
 /* Where loaded weights live; wb_weight_store_free releases all of it. */
 typedef struct wb_weight_store {
+    wb_loaded_tensor *loaded;   /* every want, in the family's order, as loaded */
+    int n_loaded;
     float *block;               /* F32 weights, every tensor 64-byte aligned */
     size_t block_floats;
     uint16_t *bf16_copy;        /* BF16 tensors whose file offset was odd, copied aligned */
@@ -217,6 +229,8 @@ typedef struct wb_family {
     /* logits [n, V] = head(final_norm(x[n, C])), single-threaded (wb_model_head, the logit
      * lens); x is not modified. */
     void (*head)(const wb_model *m, const float *x, int n, float *xn, float *logits);
+    /* The store the weights were loaded into (its `loaded` list: export to GGUF). */
+    const wb_weight_store *(*store)(const wb_model *m);
 } wb_family;
 
 extern const wb_family wb_family_gpt2, wb_family_llama, wb_family_phi3;
@@ -274,6 +288,9 @@ size_t wb_model_kv_width(const wb_model *m);
 wb_status wb_session_rows(wb_session *s, const int32_t *ids, int n, wb_seq_rows *out,
                           wb_err *err);
 void wb_session_commit(wb_session *s, const int32_t *ids, int n);
+
+/* m's weights by checkpoint name (the family's store), or NULL. */
+const wb_weight_store *wb_model_store(const wb_model *m);
 
 /* Check ids against the vocabulary: WB_ERR_RANGE naming the id and index. */
 wb_status wb_check_ids(const wb_model *m, const int32_t *ids, int n, wb_err *err);

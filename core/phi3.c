@@ -201,4 +201,5 @@ const wb_family wb_family_phi3 = {
     .max_ctx = wb_llama_max_ctx,
     .weight_bytes = wb_llama_weight_bytes,
     .head = wb_llama_head,
+    .store = wb_llama_store,
 };

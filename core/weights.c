@@ -408,6 +408,19 @@ wb_status wb_weights_load(wb_weights *w, const wb_want *wants, int n, int keep_b
         w->shards = NULL;
     }
     if (w->quant && (s = quantize_mats(wants, n, w->quant, out, err))) goto done;
+    /* what was loaded, by name, for exporters (the matrices as quantized, if they were) */
+    if (!(out->loaded = calloc((size_t)(n > 0 ? n : 1), sizeof *out->loaded))) {
+        s = wb_err_set(err, WB_ERR_NOMEM, "loading weights: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        wb_loaded_tensor *lt = &out->loaded[i];
+        memcpy(lt->name, wants[i].name, sizeof lt->name);
+        lt->d0 = wants[i].d0, lt->d1 = wants[i].d1;
+        if (wants[i].mat) lt->mat = *wants[i].mat;
+        if (wants[i].vec) lt->vec = *wants[i].vec;
+    }
+    out->n_loaded = n;
     if (n_params) *n_params = np;
 done:
     free(tmp);
@@ -424,6 +437,7 @@ void wb_weight_store_free(wb_weight_store *s) {
     free(s->block);
     free(s->bf16_copy);
     free(s->quant);
+    free(s->loaded);
     memset(s, 0, sizeof *s);
 }
 

@@ -2,7 +2,10 @@
  * forward pass shows of its insides (hidden states, attention, the cache) as wb.Tensor. */
 #include "lwb.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+#include "gguf_save.h"
 
 #define MODEL LWB_MODEL
 #define SESSION LWB_SESSION
@@ -355,6 +358,53 @@ static int model_session(lua_State *L) {
     return 1;
 }
 
+/* model:save_gguf(path, {type = "f32"|"f16"|"bf16"|"q8_0"|"q4_0", name = "...",
+ *                        chat_template = text | false}): the model, its tokenizer and (unless
+ * false) its directory's chat template as one GGUF file llama.cpp loads. */
+static int model_save_gguf(lua_State *L) {
+    wb_model *m = checkmodel(L, 1);
+    const char *path = luaL_checkstring(L, 2);
+    lwb_check_options(L, 3, (const char *const[]){"type", "name", "chat_template", NULL});
+    static const char *const types[] = {"f32", "f16", "bf16", "q8_0", "q4_0", NULL};
+    static const int ggml[] = {WB_GGML_F32, WB_GGML_F16, WB_GGML_BF16, WB_GGML_Q8_0, WB_GGML_Q4_0};
+    wb_gguf_save_params p = wb_gguf_save_default_params();
+    int own_tpl = 1;
+    const char *tpl_opt = NULL;
+    if (lua_istable(L, 3)) {
+        if (lua_getfield(L, 3, "type") != LUA_TNIL) {
+            luaL_argcheck(L, lua_type(L, -1) == LUA_TSTRING, 3, "option 'type' must be a string");
+            int i = 0;
+            const char *t = lua_tostring(L, -1);
+            while (types[i] && strcmp(types[i], t)) i++;
+            if (!types[i])
+                return luaL_argerror(L, 3, lua_pushfstring(L, "option 'type' = '%s': expected "
+                                     "f32, f16, bf16, q8_0 or q4_0", t));
+            p.type = ggml[i];
+        }
+        lua_pop(L, 1);
+        if (lua_getfield(L, 3, "name") != LUA_TNIL) {
+            luaL_argcheck(L, lua_type(L, -1) == LUA_TSTRING, 3, "option 'name' must be a string");
+            p.name = lua_tostring(L, -1);
+        }
+        lua_pop(L, 1); /* the table keeps the string alive */
+        const int tt = lua_getfield(L, 3, "chat_template");
+        if (tt == LUA_TSTRING) own_tpl = 0, tpl_opt = lua_tostring(L, -1);
+        else if (tt == LUA_TBOOLEAN && !lua_toboolean(L, -1)) own_tpl = 0;
+        else if (tt != LUA_TNIL)
+            return luaL_argerror(L, 3, "option 'chat_template' must be a string or false");
+        lua_pop(L, 1);
+    }
+    wb_err err = {0};
+    char *tpl = NULL;
+    if (own_tpl && wb_model_chat_template_text(m, &tpl, &err) != WB_OK) return lwb_raise(L, &err);
+    wb_status s = wb_model_save_gguf_ex(m, wb_model_tokenizer(m), own_tpl ? tpl : tpl_opt, path,
+                                        &p, &err);
+    free(tpl);
+    if (s != WB_OK) return lwb_raise(L, &err);
+    lua_pushstring(L, path);
+    return 1;
+}
+
 static int model_index(lua_State *L) {
     Model *mu = checkmodelud(L, 1);
     if (lua_type(L, 2) == LUA_TSTRING) {
@@ -578,6 +628,7 @@ static const luaL_Reg model_methods[] = {
     {"num_parameters", model_num_parameters},
     {"info", model_info},
     {"batch_variant", model_batch_variant},
+    {"save_gguf", model_save_gguf},
     {"logits", model_logits},
     {"forward", model_forward},
     {"head", model_head},
