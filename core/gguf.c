@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "quant.h"
 #include "wb_model.h"
 
@@ -782,17 +783,6 @@ wb_status wb_gguf_add_tensor(wb_gguf_writer *w, const char *name, int n_dims, co
     return WB_OK;
 }
 
-static int write_all(int fd, const void *p, size_t n) {
-    const uint8_t *s = p;
-    while (n) {
-        ssize_t k = write(fd, s, n);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return -1;
-        s += k, n -= (size_t)k;
-    }
-    return 0;
-}
-
 wb_status wb_gguf_write(const wb_gguf_writer *w, const char *path, wb_err *err) {
     const size_t align = 32;
     buf h = {0};
@@ -818,35 +808,20 @@ wb_status wb_gguf_write(const wb_gguf_writer *w, const char *path, wb_err *err) 
         free(h.p);
         return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory building the header", path);
     }
-    size_t plen = strlen(path) + 32;
-    char *tmp = malloc(plen);
-    if (!tmp) {
-        free(h.p);
-        return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", path);
+    /* the project's one atomic writer: temp file in the same directory, every write checked,
+     * fsync, rename, directory fsync; a failure leaves the old target */
+    wb_atomic_file *f = NULL;
+    wb_status s = wb_atomic_begin(path, &f, err);
+    if (!s) s = wb_atomic_write(f, h.p, h.n, err);
+    for (int64_t i = 0; i < w->n_t && !s; i++) {
+        s = wb_atomic_write(f, w->ts[i].data, w->ts[i].bytes, err);
+        size_t pad = (align - w->ts[i].bytes % align) % align;
+        if (!s && pad && i + 1 < w->n_t) s = wb_atomic_write(f, zeros, pad, err);
     }
-    snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        wb_status s = wb_err_set(err, WB_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
-        free(tmp), free(h.p);
+    free(h.p);
+    if (s) {
+        wb_atomic_abort(f);
         return s;
     }
-    int bad = write_all(fd, h.p, h.n);
-    for (int64_t i = 0; i < w->n_t && !bad; i++) {
-        bad = write_all(fd, w->ts[i].data, w->ts[i].bytes);
-        size_t pad = (align - w->ts[i].bytes % align) % align;
-        if (!bad && pad && i + 1 < w->n_t) bad = write_all(fd, zeros, pad);
-    }
-    int e = errno;
-    if (!bad && fsync(fd) != 0) bad = 1, e = errno;
-    if (close(fd) != 0 && !bad) bad = 1, e = errno;
-    if (!bad && rename(tmp, path) != 0) bad = 1, e = errno;
-    free(h.p);
-    if (bad) {
-        unlink(tmp);
-        free(tmp);
-        return wb_err_set(err, WB_ERR_IO, "%s: write failed: %s", path, strerror(e));
-    }
-    free(tmp);
-    return WB_OK;
+    return wb_atomic_commit(f, err);
 }
