@@ -25,7 +25,8 @@ cc -O2 -o "$PROBE" bench/peer/llama_probe.c -I"$LLAMA_CPP/include" -I"$LLAMA_CPP
    -L"$LIBDIR" -lllama -lggml -lggml-base -Wl,-rpath,"$LIBDIR"
 "$WB" bench/peer/make_fixtures.lua "$WORK/fx" >/dev/null
 echo "llama.cpp $(cat "$LLAMA_CPP/COMMIT" 2>/dev/null || echo '(commit unknown)'), cache F32"
-for model in models/tinylm-base "$WORK/fx/llama" "$WORK/fx/llama3" "$WORK/fx/qwen2" "$WORK/fx/phi3"; do
+for model in models/tinylm-base "$WORK/fx/llama" "$WORK/fx/llama3" "$WORK/fx/qwen2" "$WORK/fx/phi3" \
+             "$WORK/fx/qwen2-tok" "$WORK/fx/llama3-tok"; do
   base=$(basename "$model")
   for t in f32 f16 bf16 q8_0 q4_0; do
     g=$WORK/out/$base-$t.gguf

@@ -36,6 +36,10 @@ if strings then
     for k = 1, #ours do eq = eq and ours[k] == theirs[k] end
     n = n + 1
     if eq then same = same + 1 elseif not first_bad then first_bad = i end
+    if not eq and os.getenv("VERBOSE") then
+      print(string.format("  line %d %q\n    workbench %s\n    llama.cpp %s", i, text,
+        table.concat(ours, ","), table.concat(theirs, ",")))
+    end
   end
   print(string.format("%-22s tokenize: %d/%d strings give identical ids%s", name, same, n,
     first_bad and (" (first difference: line " .. first_bad .. ")") or ""))

@@ -1,15 +1,18 @@
 -- make_fixtures.lua - small random Llama-, Llama-3-scaled-, Qwen2- and Phi-3-shaped checkpoints
 -- (F32 safetensors, TinyLM's tokenizer) for checking the GGUF writer against llama.cpp.
---   workbench bench/peer/make_fixtures.lua OUTDIR
+--   workbench bench/peer/make_fixtures.lua OUTDIR [kquant]
+-- kquant: only the one checkpoint tests/vectors/gguf/ is made from (rows of 256 so that
+-- llama-quantize can make Q4_K / Q6_K of it; Llama-3-style tokenizer of 611 ids).
 -- Weights come from a seeded xorshift, so every run writes the same files.
 local wb = require("wb")
-local out = assert(arg[1], "usage: make_fixtures.lua OUTDIR")
-local V, C, F, L, NH, NKV = 2048, 64, 128, 2, 4, 2
-local HD = C // NH
-
-local tok_json = assert(wb.read_file("models/tinylm-base/tokenizer.json"))
+local out = assert(arg[1], "usage: make_fixtures.lua OUTDIR [kquant]")
 
 local function checkpoint(name, cfg, opts)
+  local tok_path = opts.tokenizer or "models/tinylm-base/tokenizer.json"
+  local tok_json = assert(wb.read_file(tok_path))
+  local V = wb.tokenizer_load(tok_path).vocab_size
+  local C, F, L, NH, NKV = opts.C or 64, opts.F or 128, opts.L or 2, 4, 2
+  local HD = C // NH
   local dir = out .. "/" .. name
   os.execute("mkdir -p '" .. dir .. "'")
   local seed = opts.seed
@@ -57,13 +60,19 @@ local function checkpoint(name, cfg, opts)
   local base = {
     vocab_size = V, hidden_size = C, intermediate_size = F, num_hidden_layers = L,
     num_attention_heads = NH, num_key_value_heads = NKV, max_position_embeddings = 256,
-    rms_norm_eps = 1e-5, hidden_act = "silu", rope_theta = 10000.0, bos_token_id = 2047,
-    eos_token_id = 2047,
+    rms_norm_eps = 1e-5, hidden_act = "silu", rope_theta = 10000.0,
   }
   for k, v in pairs(cfg) do base[k] = v end
   wb.write_file(dir .. "/config.json", wb.json.encode(base, { indent = true }))
   wb.write_file(dir .. "/tokenizer.json", tok_json)
   print(dir)
+end
+
+if arg[2] == "kquant" then
+  checkpoint("kq-llama", { model_type = "llama", architectures = { "LlamaForCausalLM" },
+    tie_word_embeddings = true, attention_bias = false, rope_theta = 500000.0 },
+    { seed = 21, C = 256, F = 256, L = 1, tokenizer = "tests/vectors/family_llama3_tokenizer.json" })
+  return
 end
 
 checkpoint("llama", { model_type = "llama", architectures = { "LlamaForCausalLM" },
@@ -77,3 +86,10 @@ checkpoint("qwen2", { model_type = "qwen2", architectures = { "Qwen2ForCausalLM"
   use_sliding_window = false }, { seed = 13, qkv_bias = true })
 checkpoint("phi3", { model_type = "phi3", architectures = { "Phi3ForCausalLM" },
   tie_word_embeddings = false, sliding_window = 48 }, { seed = 14, fused = true })
+-- the real pre-tokenizers of Qwen2 and Llama-3 (reduced vocabularies from tests/vectors)
+checkpoint("qwen2-tok", { model_type = "qwen2", architectures = { "Qwen2ForCausalLM" },
+  tie_word_embeddings = true, rms_norm_eps = 1e-6 },
+  { seed = 15, qkv_bias = true, tokenizer = "tests/vectors/family_qwen2_tokenizer.json" })
+checkpoint("llama3-tok", { model_type = "llama", architectures = { "LlamaForCausalLM" },
+  tie_word_embeddings = true, attention_bias = false, rope_theta = 500000.0 },
+  { seed = 16, tokenizer = "tests/vectors/family_llama3_tokenizer.json" })

@@ -194,6 +194,10 @@ M.TEXT = {
   ["Model:batch_variant"] = { "model:batch_variant(on) -> previous",
     "batch-variant mode (off by default): F32 products of more than one row through OpenBLAS GEMM, so batched logits differ from alone in the last bits, as on most servers (scripts/batch_variance.lua)",
     ex = "local was = model:batch_variant(true); print(was); model:batch_variant(was)" },
+  ["Model:save_gguf"] = { "model:save_gguf(path [, opts]) -> path",
+    "write the model, its tokenizer and chat template as one GGUF file for llama.cpp or Ollama (atomic; docs/gguf.md)",
+    opts = "opts: type = 'f32'|'f16'|'bf16'|'q8_0'|'q4_0' (matrices; norms and biases stay F32), name = general.name, chat_template = text or false",
+    ex = "model:save_gguf('tinylm-q8_0.gguf', {type = 'q8_0'})" },
   ["Model:close"] = { "model:close()", "free the weights now (also at garbage collection)", ex = "local m = wb.load(); m:close()" },
 
   ["Session:prefill"] = { "s:prefill(ids [, opts]) -> Vec [, insides]", "append ids to the cache; the logits after the last",

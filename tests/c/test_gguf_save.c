@@ -352,6 +352,60 @@ static void the_chat_template_comes_from_the_model_directory(void) {
     fixture_rm_dir(dir);
 }
 
+/* tests/vectors/gguf/ (made by llama.cpp's llama-quantize, see its README): our reader opens
+ * them and sees llama-quantize's types, our tokenizer gives llama.cpp's ids for the prompt. */
+static void llama_cpp_quantized_files_open_with_their_types_and_ids(void) {
+    static const char *const files[] = {"kq-llama-q4_k_m", "kq-llama-q6_k", "kq-llama-q8_0"};
+    wb_tokenizer *tok = NULL;
+    wb_err err = {0};
+    CHECK(wb_tokenizer_load("tests/vectors/family_llama3_tokenizer.json", &tok, &err) == WB_OK);
+    for (int k = 0; k < 3; k++) {
+        char path[256];
+        snprintf(path, sizeof path, "tests/vectors/gguf/%s.gguf", files[k]);
+        wb_gguf *g = NULL;
+        CHECK_MSG(wb_gguf_open(path, &g, &err) == WB_OK, "%s", err.msg);
+        snprintf(path, sizeof path, "tests/vectors/gguf/%s.gguf.json", files[k]);
+        FILE *f = fopen(path, "rb");
+        CHECK(f != NULL);
+        char *js = calloc(1, 1 << 20);
+        const size_t n = f ? fread(js, 1, (1 << 20) - 1, f) : 0;
+        if (f) fclose(f);
+        cJSON *root = cJSON_ParseWithLength(js, n);
+        CHECK(root != NULL);
+        const cJSON *types = cJSON_GetObjectItemCaseSensitive(root, "tensor_types"), *t;
+        int seen = 0, kq = 0;
+        cJSON_ArrayForEach(t, types) {
+            const wb_gguf_tensor *gt = g ? wb_gguf_tensor_find(g, t->string) : NULL;
+            CHECK_MSG(gt != NULL, "%s", t->string);
+            if (!gt) continue;
+            char want[16];
+            snprintf(want, sizeof want, "%s", t->valuestring);
+            for (char *p = want; *p; p++) *p = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+            CHECK_MSG(!strcmp(wb_ggml_type_name(gt->type), want), "%s: %s, llama-quantize said %s",
+                      t->string, wb_ggml_type_name(gt->type), want);
+            kq += gt->type == WB_GGML_Q4_K || gt->type == WB_GGML_Q6_K;
+            seen++;
+        }
+        CHECK(seen == 11 && (k == 2 ? kq == 0 : kq == 8));
+        const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(root, "prompt"),
+                    *ids = cJSON_GetObjectItemCaseSensitive(root, "ids");
+        int32_t *ours = NULL;
+        size_t n_ours = 0;
+        CHECK(cJSON_IsString(prompt) && tok &&
+              wb_tokenizer_encode(tok, prompt->valuestring, strlen(prompt->valuestring), &ours,
+                                  &n_ours, &err) == WB_OK);
+        int same = ids && (size_t)cJSON_GetArraySize(ids) == n_ours;
+        for (size_t i = 0; same && i < n_ours; i++)
+            same = cJSON_GetArrayItem(ids, (int)i)->valueint == ours[i];
+        CHECK_MSG(same, "%s: our ids differ from llama.cpp's", files[k]);
+        wb_free(ours);
+        cJSON_Delete(root);
+        free(js);
+        wb_gguf_free(g);
+    }
+    wb_tokenizer_free(tok);
+}
+
 int main(void) {
     scratch = fixture_new_dir("gguf_save");
     RUN(tinylm_round_trips_through_our_reader_in_every_type);
@@ -359,6 +413,7 @@ int main(void) {
     RUN(llama_q_and_k_rows_are_permuted_per_head_and_qwen2_is_not);
     RUN(hostile_paths_and_arguments_get_errors_naming_them);
     RUN(the_chat_template_comes_from_the_model_directory);
+    RUN(llama_cpp_quantized_files_open_with_their_types_and_ids);
     fixture_rm_dir(scratch);
     return check_summary();
 }
