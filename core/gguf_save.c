@@ -192,11 +192,15 @@ static const char *pre_name(const wb_tokenizer *tok) {
     return "default";
 }
 
-static wb_status put_tokenizer(wb_gguf_writer *w, const wb_tokenizer *tok, int32_t eos,
-                               wb_err *err) {
+/* A model whose embedding has more rows than the tokenizer has ids (Qwen2.5: 151936 against
+ * 151665) gets "[PAD<i>]" tokens of type unused (5) up to n_vocab, as llama.cpp's converter pads
+ * them: llama.cpp takes the vocabulary size from the token list. */
+static wb_status put_tokenizer(wb_gguf_writer *w, const wb_tokenizer *tok, int32_t n_vocab,
+                               int32_t eos, wb_err *err) {
     if (!tok->byte_level || tok->byte_fallback)
         return wb_err_set(err, WB_ERR_ARG, "only byte-level BPE tokenizers are written so far");
-    const int32_t n = tok->n_total;
+    const int32_t n = n_vocab;
+    char *pads = NULL;
     const char **strs = calloc((size_t)n, sizeof *strs);
     int32_t *types = calloc((size_t)n, sizeof *types);
     char **merges = calloc(tok->n_merges ? tok->n_merges : 1, sizeof *merges);
@@ -205,7 +209,17 @@ static wb_status put_tokenizer(wb_gguf_writer *w, const wb_tokenizer *tok, int32
         s = wb_err_set(err, WB_ERR_NOMEM, "tokenizer: out of memory");
         goto done;
     }
+    if (n > tok->n_total && !(pads = malloc((size_t)(n - tok->n_total) * 20))) {
+        s = wb_err_set(err, WB_ERR_NOMEM, "tokenizer: out of memory");
+        goto done;
+    }
     for (int32_t i = 0; i < n; i++) {
+        if (i >= tok->n_total) {
+            char *p = pads + (size_t)(i - tok->n_total) * 20;
+            snprintf(p, 20, "[PAD%d]", (int)i);
+            strs[i] = p, types[i] = 5;
+            continue;
+        }
         strs[i] = tok->str[i];
         types[i] = tok->special[i] ? 3 : (i >= tok->n_model ? 4 : 1);
     }
@@ -236,7 +250,7 @@ static wb_status put_tokenizer(wb_gguf_writer *w, const wb_tokenizer *tok, int32
 done:
     if (merges)
         for (size_t i = 0; i < tok->n_merges; i++) free(merges[i]);
-    free(merges), free(strs), free(types);
+    free(merges), free(strs), free(types), free(pads);
     return s;
 }
 
@@ -271,10 +285,9 @@ wb_status wb_model_save_gguf_ex(const wb_model *m, const wb_tokenizer *tok,
     if (!st || !st->loaded)
         return wb_err_set(err, WB_ERR_ARG, "%s: this model's weights cannot be listed for export",
                           path);
-    if (tok && wb_tokenizer_vocab_size(tok) != cfg->vocab_size)
-        return wb_err_set(err, WB_ERR_ARG, "%s: the tokenizer has %d ids, the model %d: "
-                          "llama.cpp needs them equal", path, (int)wb_tokenizer_vocab_size(tok),
-                          (int)cfg->vocab_size);
+    if (tok && wb_tokenizer_vocab_size(tok) > cfg->vocab_size)
+        return wb_err_set(err, WB_ERR_ARG, "%s: the tokenizer has %d ids, more than the model's "
+                          "%d", path, (int)wb_tokenizer_vocab_size(tok), (int)cfg->vocab_size);
     cJSON *root = m->config_json ? cJSON_Parse(m->config_json) : NULL;
     if (!strcmp(arch, "phi3")) {
         const cJSON *rs = root ? cJSON_GetObjectItemCaseSensitive(root, "rope_scaling") : NULL;
@@ -342,7 +355,7 @@ wb_status wb_model_save_gguf_ex(const wb_model *m, const wb_tokenizer *tok,
     }
     if (tok) {
         int32_t eos = m->n_eos ? m->eos_ids[0] : wb_tokenizer_eos_id(tok);
-        TRY(put_tokenizer(c.w, tok, eos, E));
+        TRY(put_tokenizer(c.w, tok, cfg->vocab_size, eos, E));
     }
     if (chat_template)
         TRY(wb_gguf_set_str(c.w, "tokenizer.chat_template", chat_template, strlen(chat_template),
