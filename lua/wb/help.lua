@@ -197,7 +197,7 @@ M.TEXT = {
   ["Model:save_gguf"] = { "model:save_gguf(path [, opts]) -> path",
     "write the model, its tokenizer and chat template as one GGUF file for llama.cpp or Ollama (atomic; docs/gguf.md)",
     opts = "opts: type = 'f32'|'f16'|'bf16'|'q8_0'|'q4_0' (matrices; norms and biases stay F32), name = general.name, chat_template = text or false",
-    ex = "model:save_gguf('tinylm-q8_0.gguf', {type = 'q8_0'})" },
+    ex = "model:save_gguf('/tmp/wb-help-model.gguf', {type = 'q8_0'})" },
   ["Model:close"] = { "model:close()", "free the weights now (also at garbage collection)", ex = "local m = wb.load(); m:close()" },
 
   ["Session:prefill"] = { "s:prefill(ids [, opts]) -> Vec [, insides]", "append ids to the cache; the logits after the last",
