@@ -1,4 +1,5 @@
--- wb.plot: line plots as standalone SVG, in pure Lua (no wb module needed).
+-- wb.plot: line plots and heatmaps (plot.heatmap) as standalone SVG, in pure Lua (no wb module
+-- needed).
 --
 --   local plot = require("wb.plot")
 --   local svg = plot.lines{
@@ -157,6 +158,57 @@ function M.lines(opts)
       s.dash and (' stroke-dasharray="' .. s.dash .. '"') or "")
     add('<text x="%d" y="%d">%s</text>', lx + 34, y + 4, escape(s.name or ("series " .. k)))
   end
+  add("</svg>")
+  return table.concat(out, "\n") .. "\n"
+end
+
+--- Heatmaps as one standalone SVG, panels stacked top to bottom:
+---   plot.heatmap{ title = "...", panels = {
+---     { title = "...", rows = {"L0 H0", ...}, cols = {"tok", ...}, values = {{v, ...}, ...} } } }
+--- values[r][c] in [0, vmax] (vmax defaults to 1) shade a cell from white to blue; each cell also
+--- carries its value in a <title> tooltip and data-row / data-col / data-value attributes, so a
+--- test can read the picture back.
+function M.heatmap(opts)
+  assert(type(opts) == "table" and type(opts.panels) == "table", "plot.heatmap: opts.panels required")
+  local vmax = opts.vmax or 1
+  local cw, ch, lw, top_pad = opts.cell_width or 56, opts.cell_height or 16, 64, 64
+  local W = lw + 20
+  for _, p in ipairs(opts.panels) do W = math.max(W, lw + #p.cols * cw + 20) end
+  local out, y = {}, opts.title and 34 or 10
+  local function add(fmt, ...) out[#out + 1] = string.format(fmt, ...) end
+  local body = {}
+  for pi, p in ipairs(opts.panels) do
+    assert(#p.values == #p.rows, "plot.heatmap: panel " .. pi .. " has #values ~= #rows")
+    if p.title then
+      body[#body + 1] = string.format('<text x="%d" y="%d" font-size="14">%s</text>', 8, y + 14, escape(p.title))
+      y = y + 22
+    end
+    local y0 = y + top_pad
+    for c, name in ipairs(p.cols) do -- column labels, slanted
+      local x = lw + (c - 0.5) * cw
+      body[#body + 1] = string.format('<text x="%.1f" y="%d" transform="rotate(-35 %.1f %d)">%s</text>',
+        x, y0 - 6, x, y0 - 6, escape(name))
+    end
+    for r, name in ipairs(p.rows) do
+      local yy = y0 + (r - 1) * ch
+      body[#body + 1] = string.format('<text x="%d" y="%.1f" text-anchor="end">%s</text>', lw - 6, yy + ch - 4, escape(name))
+      for c = 1, #p.cols do
+        local v = p.values[r][c] or 0
+        local a = finite(v) and math.max(0, math.min(1, v / vmax)) or 0
+        body[#body + 1] = string.format(
+          '<rect class="cell" x="%.1f" y="%.1f" width="%d" height="%d" fill="rgb(%d,%d,%d)" stroke="#ddd" '
+          .. 'data-row="%d" data-col="%d" data-value="%.6g"><title>%s / %s: %.4f</title></rect>',
+          lw + (c - 1) * cw, yy, cw, ch, math.floor(255 - 208 * a + 0.5), math.floor(255 - 144 * a + 0.5),
+          math.floor(255 - 33 * a + 0.5), r, c, v, escape(name), escape(p.cols[c]), v)
+      end
+    end
+    y = y0 + #p.rows * ch + 24
+  end
+  add('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" '
+    .. 'font-family="sans-serif" font-size="11">', W, y, W, y)
+  add('<rect width="%d" height="%d" fill="white"/>', W, y)
+  if opts.title then add('<text x="8" y="22" font-size="15">%s</text>', escape(opts.title)) end
+  for _, b in ipairs(body) do out[#out + 1] = b end
   add("</svg>")
   return table.concat(out, "\n") .. "\n"
 end
