@@ -2,7 +2,8 @@
 --
 --   GET  /explorer/            the page (lua/wb/explorer/*.html, .js, .css: static, no build step)
 --   GET  /workbench/info       the loaded model's model:info()
---   POST /workbench/steps      {prompt, params, constraint, top} -> wb.steps.record(...) as JSON
+--   POST /workbench/steps      {prompt, params, constraint, top, attention} -> wb.steps.record(...)
+--                              as JSON (attention = true: each step's attention by layer and head)
 --
 -- The record is computed in the server's loop, between batch steps of the API requests: it is
 -- a teaching endpoint for one user, not a serving path. With --api-key the JSON endpoints need
@@ -16,7 +17,7 @@ local STATIC = {
   ["explorer.js"] = "text/javascript; charset=utf-8",
   ["explorer.css"] = "text/css; charset=utf-8",
 }
-local BODY_KEYS = {prompt = true, params = true, constraint = true, top = true}
+local BODY_KEYS = {prompt = true, params = true, constraint = true, top = true, attention = true}
 M.MAX_TOP = 50
 
 -- The folder holding the page, next to this module (source tree or install prefix alike).
@@ -71,7 +72,10 @@ function M.parse_body(wb, text)
     if not okj then error("constraint.schema: not valid JSON", 0) end
     c = {kind = "json_schema", schema = schema}
   end
-  return body.prompt, params, {top = top, constraint = c}
+  if body.attention ~= nil and type(body.attention) ~= "boolean" then
+    error("attention: expected true or false", 0)
+  end
+  return body.prompt, params, {top = top, constraint = c, attention = body.attention or nil}
 end
 
 --- Install the routes on a wb.serve server.

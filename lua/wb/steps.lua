@@ -10,13 +10,29 @@
 -- at a time: raw, penalties, logit bias, constraint mask, temperature, filters. The last stage
 -- is exactly the distribution the token was drawn from; `verify = true` checks that by
 -- redrawing each sampled step with the request's seed (tests/lua/test_steps.lua).
+--
+-- With `attention = true` each step also carries the attention of the position that produced
+-- its logits (the last prompt token for step 1, the previous generated token after that), as
+-- step.attention[layer][head][j] over positions j = 0..step.attention_position (1-based Lua
+-- lists; JSON arrays), taken from the replay's own forward passes (s:prefill / s:decode with
+-- attentions = true), so it costs nothing when not asked.
 local wb = require("wb")
 
 local steps = {}
 
 local RANK_WINDOW = 100
 
-local OPTS = {top = true, constraint = true, verify = true, n_ctx = true}
+local OPTS = {top = true, constraint = true, verify = true, n_ctx = true, attention = true}
+
+-- [layer][head][position] lists from an attentions Tensor [L, 1, NH, T] (one query).
+local function attention_lists(t)
+  local shape, out = t:shape(), {}
+  for l = 0, shape[1] - 1 do
+    out[l + 1] = {}
+    for h = 0, shape[3] - 1 do out[l + 1][h + 1] = t:vec(l, 0, h):totable() end
+  end
+  return out
+end
 
 -- The stage list and which parameters each one adds, in the order of docs/sampling.md.
 steps.STAGES = {
@@ -90,7 +106,8 @@ end
 
 --- steps.record(model, prompt, params [, opts]) -> record
 -- opts: top (candidates kept per stage, default 10), constraint (see steps.constraint),
--- verify (redraw sampled steps and raise if a token differs), n_ctx.
+-- verify (redraw sampled steps and raise if a token differs), n_ctx, attention (record each
+-- step's attention, see the top).
 function steps.record(model, prompt, params, opts)
   params, opts = params or {}, opts or {}
   if type(prompt) ~= "string" then error("bad argument #2 to 'record' (prompt must be a string)", 2) end
@@ -119,6 +136,7 @@ function steps.record(model, prompt, params, opts)
              n_layer = info.n_layer, n_head = info.n_head,
              kv_bytes_per_token = info.kv_bytes_per_token},
     prompt = prompt, prompt_ids = seen, prompt_tokens_dropped = dropped,
+    prompt_tokens = (function() local t = {} for i, id in ipairs(seen) do t[i] = tok:decode({id}) end return t end)(),
     params = params, seed = gen.seed, text = gen.text, token_ids = gen.token_ids,
     stop_reason = gen.stop_reason,
     constraint = opts.constraint and (opts.constraint.kind or "compiled") or "none",
@@ -130,7 +148,8 @@ function steps.record(model, prompt, params, opts)
   for i, s in ipairs(steps.STAGES) do rec.stages[i] = s.name end
 
   local s <close> = model:session({n_ctx = opts.n_ctx})
-  local logits = s:prefill(seen)
+  local insp = opts.attention and {attentions = true, positions = {-1}} or nil
+  local logits, inside = s:prefill(seen, insp)
   local state = c and c:start() or nil
   local vmask = vocab_mask(model, #logits)
   local said = {}
@@ -140,6 +159,10 @@ function steps.record(model, prompt, params, opts)
     local step = {index = k, id = id, text = tok:decode({id}), position = #seen + k - 1,
                   kv_tokens = #seen + k - 1, stages = {}}
     step.kv_bytes = step.kv_tokens * (info.kv_bytes_per_token or 0)
+    if inside then
+      step.attention = attention_lists(inside.attentions)
+      step.attention_position = inside.positions[1]
+    end
     local final
     for i, stage in ipairs(steps.STAGES) do
       local p = stage_params(params, i)
@@ -192,7 +215,9 @@ function steps.record(model, prompt, params, opts)
     rec.steps[k] = step
     said[#said + 1] = id
     if state then state:advance(id) end
-    if k < #gen.token_ids and s:pos() < s:n_ctx() then logits = s:decode(id) end
+    if k < #gen.token_ids and s:pos() < s:n_ctx() then
+      logits, inside = s:decode(id, insp and {attentions = true} or nil)
+    end
   end
   rec.max_entropy_step = nil
   local best = -1

@@ -46,6 +46,29 @@ T.test("record rejects unknown options and bad constraints by name", function()
   T.checkerror("temperature", steps.record, model, "x", {temperature = -1})
 end)
 
+T.test("attention = true records each step's attention as an uncached forward of its prefix gives it", function()
+  local rec = steps.record(model, "Customer (Ana): Hi, my", {temperature = 0.8, seed = 2, max_tokens = 6},
+                           {attention = true})
+  local info = model:info()
+  local ids = table.move(rec.prompt_ids, 1, #rec.prompt_ids, 1, {})
+  T.eq(#rec.prompt_tokens, #ids)
+  for k, st in ipairs(rec.steps) do
+    T.eq(st.attention_position, st.position - 1, "the position that chose the token")
+    local r = model:forward(ids, {attentions = true, positions = {-1}})
+    T.eq(#st.attention, info.n_layer)
+    for l = 1, info.n_layer do
+      T.eq(#st.attention[l], info.n_head)
+      for h = 1, info.n_head do
+        local row = st.attention[l][h]
+        T.eq(#row, st.position, "positions 0..attention_position")
+        for j = 1, #row do T.near(row[j], r.attentions:get(l - 1, 0, h - 1, j - 1), 1e-5, "weight") end
+      end
+    end
+    ids[#ids + 1] = st.id
+  end
+  T.eq(steps.record(model, "Hi", {temperature = 0, max_tokens = 2}).steps[1].attention, nil, "off by default")
+end)
+
 T.test("the record encodes as JSON", function()
   local rec = steps.record(model, "Hi,", {temperature = 0.7, seed = 3, max_tokens = 5})
   local back = wb.json.decode(wb.json.encode(rec))

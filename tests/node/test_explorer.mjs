@@ -26,7 +26,7 @@ const PARAMS_A = { temperature: 0.8, top_k: 0, top_p: 1, min_p: 0, repetition_pe
   frequency_penalty: 0, presence_penalty: 0, seed: 1, max_tokens: 40 };
 async function record(params, constraint = { kind: "none" }) {
   const r = await fetch(`${srv.base}/workbench/steps`, { method: "POST",
-    body: JSON.stringify({ prompt: PROMPT, params, constraint, top: 10 }) });
+    body: JSON.stringify({ prompt: PROMPT, params, constraint, top: 10, attention: true }) });
   assert(r.ok, `steps: ${r.status}`);
   return r.json();
 }
@@ -64,6 +64,34 @@ try {
     }
     assert((await page.textContent("#step h2")).includes(`step ${k}`), "step heading");
     await page.screenshot({ path: join(ART, "explorer-desktop.png"), fullPage: true });
+  });
+
+  await test("the attention panel draws the chosen step's attention by layer and head, as in the record", async () => {
+    const rec = await record(PARAMS_A);
+    const k = Math.min(3, rec.steps.length);
+    await page.click(`.reply[data-run="a"] .tok.gen[data-index="${k}"]`);
+    const st = rec.steps[k - 1];
+    assert(Array.isArray(st.attention), "the record carries attention");
+    eq(st.attention_position, st.position - 1, "the position whose logits chose the token");
+    const L = rec.model.n_layer, H = rec.model.n_head, T = st.attention_position + 1;
+    eq(st.attention.length, L, "layers");
+    for (const layer of st.attention) {
+      eq(layer.length, H, "heads");
+      for (const row of layer) {
+        eq(row.length, T, "positions 0..attention_position");
+        const sum = row.reduce((a, b) => a + b, 0);
+        assert(Math.abs(sum - 1) < 1e-5, `a row sums to ${sum}`);
+      }
+    }
+    const cells = await page.$$eval("#step .attention rect.att", (els) => els.map((e) =>
+      [Number(e.dataset.layer), Number(e.dataset.head), Number(e.dataset.pos), Number(e.dataset.w)]));
+    eq(cells.length, L * H * T, "one cell per layer, head and position");
+    for (const [l, h, t, w] of cells) assert(Math.abs(w - st.attention[l][h][t]) < 1e-9, `cell ${l}.${h}.${t}`);
+    let best = [-1];
+    st.attention.forEach((layer, l) => layer.forEach((row, h) => row.forEach((v, t) => { if (v > best[0]) best = [v, l, h, t]; })));
+    const said = await page.textContent("#step .attention-best");
+    assert(said.includes(`layer ${best[1]} head ${best[2]}`) && said.includes(`(position ${best[3]})`), said);
+    assert((await page.textContent("#step .attention h2")).includes(`position ${st.attention_position}`), "heading");
   });
 
   await test("the waterfall has tokenization, prefill and one bar per decode step", async () => {

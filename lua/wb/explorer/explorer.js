@@ -54,7 +54,7 @@ function constraintSpec() {
 
 async function fetchRecord(run) {
   const body = { prompt: document.getElementById('prompt').value, params: runParams(run),
-    constraint: constraintSpec(), top: 10 };
+    constraint: constraintSpec(), top: 10, attention: true };
   const res = await fetch('/workbench/steps', { method: 'POST',
     headers: headers({ 'Content-Type': 'application/json' }), body: JSON.stringify(body) });
   const data = await res.json();
@@ -156,21 +156,36 @@ function drawStep() {
     stages.append(card);
   }
   box.append(stages);
-  if (st.attention) box.append(attentionChart(st.attention));
+  if (st.attention) box.append(attentionChart(st, rec));
 }
 
-// Attention of the chosen position by layer (rows) and head (columns): each cell a strip of the
-// positions attended to. Present only when the server sends it.
-function attentionChart(att) {
+// Attention of the position whose logits chose this token (the previous token; the last prompt
+// token for step 1), by layer (rows) and head (columns): each cell a strip over the positions
+// it attends to, darker = more weight. Present when the record carries it (attention: true).
+function attentionChart(st, rec) {
+  const att = st.attention, pos = st.attention_position, P = rec.prompt_ids.length;
+  const text = (j) => (j < P ? rec.prompt_tokens[j] : rec.steps[j - P].text);
   const wrap = el('div', { class: 'attention' });
-  wrap.append(el('h2', {}, 'Attention of this position (layer x head)'));
-  const L = att.length, H = att[0].length, T = att[0][0].length, cw = 120, ch = 14;
-  const s = svg('svg', { viewBox: `0 0 ${H * cw} ${L * ch}`, width: '100%' });
-  att.forEach((layer, l) => layer.forEach((w, h) => w.forEach((v, t) => {
-    s.append(svg('rect', { x: h * cw + t * (cw - 4) / T, y: l * ch, width: (cw - 4) / T, height: ch - 2,
-      fill: `rgba(47,111,222,${v.toFixed(3)})` }));
-  })));
+  wrap.append(el('h2', {}, `Attention of position ${pos} (${JSON.stringify(text(pos))}), whose output chose this token: layer \u00d7 head`));
+  const L = att.length, H = att[0].length, T = pos + 1, cw = 120, ch = 14, lw = 26, top = 14;
+  const s = svg('svg', { viewBox: `0 0 ${lw + H * cw} ${top + L * ch}`, width: '100%', role: 'img',
+    'aria-label': 'attention by layer and head' });
+  for (let h = 0; h < H; h++) s.append(svg('text', { x: lw + h * cw, y: 10 }, `head ${h}`));
+  let best = { v: -1 };
+  att.forEach((layer, l) => {
+    s.append(svg('text', { x: 0, y: top + l * ch + 10 }, `L${l}`));
+    layer.forEach((w, h) => w.forEach((v, t) => {
+      const r = svg('rect', { class: 'att', x: lw + h * cw + (t * (cw - 4)) / T, y: top + l * ch,
+        width: (cw - 4) / T, height: ch - 2, fill: `rgba(47,111,222,${v.toFixed(3)})`,
+        'data-layer': l, 'data-head': h, 'data-pos': t, 'data-w': v });
+      r.append(svg('title', {}, `layer ${l} head ${h}: ${pct(v)} on ${JSON.stringify(text(t))} (position ${t})`));
+      s.append(r);
+      if (v > best.v) best = { v, l, h, t };
+    }));
+  });
   wrap.append(s);
+  wrap.append(el('div', { class: 'facts attention-best' },
+    `strongest: layer ${best.l} head ${best.h}, ${pct(best.v)} on ${JSON.stringify(text(best.t))} (position ${best.t})`));
   return wrap;
 }
 
