@@ -169,6 +169,10 @@ static void ref_rope(double *v, const ref_model *r, int use_long, int pos) {
     memcpy(v, tmp, sizeof tmp);
 }
 
+/* When set, the reference also records ref_att [L, n, NH, n]: each query's softmax row (0
+ * outside its window). */
+static double *ref_att;
+
 /* logits [n, V] for every position of one uncached pass; use_long picks the factor set */
 static void ref_forward(const ref_model *r, const int32_t *ids, int n, int use_long,
                         float *logits) {
@@ -201,6 +205,9 @@ static void ref_forward(const ref_model *r, const int32_t *ids, int n, int use_l
                     if (sc[s] > mx) mx = sc[s];
                 }
                 for (int s = s0; s <= t; s++) sum += (sc[s] = exp(sc[s] - mx));
+                if (ref_att)
+                    for (int s = s0; s <= t; s++)
+                        ref_att[(((size_t)l * n + t) * NH + hh) * n + s] = sc[s] / sum;
                 for (int i = 0; i < HD; i++) {
                     double acc = 0;
                     for (int s = s0; s <= t; s++) acc += sc[s] / sum * v[(size_t)s * KV + kh * HD + i];
@@ -270,6 +277,50 @@ static void forward_matches_the_plain_loop_reference(void) {
     check_forward((fx){.longrope = 1, .seed = 5}, 20, "phi3 longrope, long factors (20 > 8)");
     check_forward((fx){.window = 5, .seed = 6}, 20, "phi3 sliding_window 5");
     check_forward((fx){.longrope = 1, .window = 7, .seed = 8}, 60, "phi3 longrope + window, GEMM");
+}
+
+/* Attention through the probe with LongRoPE (long factors, attention_factor scaling) and a
+ * sliding window: the reference's rows, summing to 1, 0 outside the window and after the query;
+ * probed logits are bit for bit the unprobed ones. */
+static void attention_rows_match_the_reference_with_longrope_and_a_window(void) {
+    fx o = {.longrope = 1, .window = 5, .seed = 12};
+    ref_model r;
+    wb_model *m = load(&o, &r);
+    if (m) {
+        enum { N = 20 };
+        int32_t ids[N], pos[N];
+        ids_for(ids, N, o.seed);
+        for (int t = 0; t < N; t++) pos[t] = t;
+        ref_att = calloc((size_t)L * N * NH * N, sizeof *ref_att);
+        float *want = malloc((size_t)N * V * 4), *got = malloc((size_t)N * V * 4),
+              *plain = malloc((size_t)N * V * 4), *att = malloc((size_t)L * N * NH * N * 4);
+        ref_forward(&r, ids, N, 1, want);
+        wb_probe p = {NULL, pos, N, att};
+        wb_err err = {0};
+        CHECK_MSG(wb_model_forward_inspect(m, ids, N, got, 1, &p, &err) == WB_OK, "%s", err.msg);
+        CHECK(wb_model_forward(m, ids, N, plain, 1, &err) == WB_OK);
+        CHECK(!memcmp(got, plain, (size_t)N * V * 4));
+        double d = 0, worst_sum = 0;
+        int outside = 0;
+        for (size_t i = 0; i < (size_t)L * N * NH * N; i++) d = fmax(d, fabs(att[i] - ref_att[i]));
+        for (int row = 0; row < L * N * NH; row++) {
+            const int t = (row / NH) % N;
+            double s = 0;
+            for (int j = 0; j < N; j++) {
+                const float w = att[(size_t)row * N + j];
+                s += w;
+                if ((j > t || j < t - o.window + 1) && w != 0.0f) outside++;
+            }
+            worst_sum = fmax(worst_sum, fabs(s - 1));
+        }
+        CHECK_MSG(d < 1e-5, "attention differs from the reference by %.3g", d);
+        CHECK_MSG(worst_sum < 1e-5 && outside == 0, "rows sum to 1 +- %.3g; %d weights outside", worst_sum, outside);
+        free(ref_att);
+        ref_att = NULL;
+        free(want), free(got), free(plain), free(att);
+        wb_model_free(m);
+    }
+    ref_free(&r);
 }
 
 /* A session's factor set follows its n_ctx: n_ctx > ORIG long, else short (phi3.c's choice),
@@ -384,6 +435,7 @@ static void bad_rope_scaling_fails_naming_the_key(void) {
 
 int main(void) {
     RUN(forward_matches_the_plain_loop_reference);
+    RUN(attention_rows_match_the_reference_with_longrope_and_a_window);
     RUN(session_factor_set_follows_its_context);
     RUN(batched_steps_equal_each_sequence_alone);
     RUN(bad_rope_scaling_fails_naming_the_key);
