@@ -1203,6 +1203,10 @@ static void hidden_states_attention_and_cache_views_match_the_reference(void) {
     check_probe(fx_llama(), 20, 1, "llama (llama3 rope, biases)");
     check_probe(fx_mistral(), 18, 9, "mistral (GQA 4:1, head_dim 12)");
     check_probe(fx_qwen2(), 60, 50, "qwen2, 60 tokens (GEMM and blocked attention)");
+    const int old = wb_threads_get();
+    wb_threads_set(2);
+    check_probe(fx_mistral(), 18, 9, "mistral on 2 threads");
+    wb_threads_set(old);
 }
 
 int main(void) {

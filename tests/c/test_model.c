@@ -1170,6 +1170,11 @@ static void check_gpt2_probe(int n, int split) {
 static void hidden_states_attention_and_cache_views_match_the_reference(void) {
     check_gpt2_probe(20, 5);
     check_gpt2_probe(64, 3); /* GEMM prefill (> 48 rows): deferred residual biases */
+    const int old = wb_threads_get();
+    wb_threads_set(2); /* the pool paths: per-head items copy K/V themselves, or by rows */
+    check_gpt2_probe(20, 5);
+    check_gpt2_probe(64, 3);
+    wb_threads_set(old);
 }
 
 int main(void) {
