@@ -270,4 +270,95 @@ T.test("inspection options are checked", function()
   T.checkerror("index 4 out of range", t.get, t, 4, 0, 0, 0)
 end)
 
+-- ------------------------------------------------------ a Llama-family model: GQA and RoPE
+T.test("on a Qwen2-shaped model (GQA 4:2, RoPE) attention and keys match a Lua reference", function()
+  local root = os.getenv("WB_SOURCE_DIR") or "."
+  local dir = T.tmpdir()
+  local QC, QF, QNH, QNKV = 32, 64, 4, 2
+  local HD = QC // QNH
+  T.write_qwen2_bf16(dir, { n_embd = QC, n_ff = QF, n_layer = 1, seed = 4242 })
+  T.write_file(dir .. "/tokenizer.json", T.read_file(root .. "/tests/vectors/family_qwen2_tokenizer.json"))
+  T.write_file(dir .. "/config.json", wb.json.encode({
+    model_type = "qwen2", vocab_size = 640, hidden_size = QC, intermediate_size = QF,
+    num_hidden_layers = 1, num_attention_heads = QNH, num_key_value_heads = QNKV,
+    max_position_embeddings = 64, rms_norm_eps = 1e-6, rope_theta = 1000000.0,
+    tie_word_embeddings = true, hidden_act = "silu" }))
+  local qm = wb.load(dir)
+  local w = {}
+  for name, e in pairs(wb.safetensors_read(dir .. "/model.safetensors")) do w[name] = e.vec:totable() end
+  local qids = { 5, 77, 300, 12, 639, 41, 8 }
+  local n = #qids
+  -- q, k per position: rmsnorm(x) * g, projections with bias, rotate-half RoPE at position t
+  local function proj(W, b, x, rows)
+    local y = {}
+    for r = 1, rows do
+      local s = b[r]
+      for i = 1, QC do s = s + W[(r - 1) * QC + i] * x[i] end
+      y[r] = s
+    end
+    return y
+  end
+  local function rope(v, heads, t)
+    local h = HD // 2
+    for hh = 0, heads - 1 do
+      for i = 1, h do
+        local ang = t / (1000000.0 ^ (2 * (i - 1) / HD))
+        local a, bb = v[hh * HD + i], v[hh * HD + h + i]
+        v[hh * HD + i] = a * math.cos(ang) - bb * math.sin(ang)
+        v[hh * HD + h + i] = bb * math.cos(ang) + a * math.sin(ang)
+      end
+    end
+  end
+  local q, k = {}, {}
+  local p = "model.layers.0."
+  for t = 1, n do
+    local x, ss = {}, 0
+    for i = 1, QC do x[i] = w["model.embed_tokens.weight"][qids[t] * QC + i]; ss = ss + x[i] ^ 2 end
+    local r = 1 / math.sqrt(ss / QC + 1e-6)
+    for i = 1, QC do x[i] = x[i] * r * w[p .. "input_layernorm.weight"][i] end
+    q[t] = proj(w[p .. "self_attn.q_proj.weight"], w[p .. "self_attn.q_proj.bias"], x, QNH * HD)
+    k[t] = proj(w[p .. "self_attn.k_proj.weight"], w[p .. "self_attn.k_proj.bias"], x, QNKV * HD)
+    rope(q[t], QNH, t - 1)
+    rope(k[t], QNKV, t - 1)
+  end
+  local r = qm:forward(qids, { attentions = true })
+  T.same_list(r.attentions:shape(), { 1, n, QNH, n })
+  local worst = 0
+  for t = 1, n do
+    for h = 0, QNH - 1 do
+      local kh = h // (QNH // QNKV)
+      local sc, mx, sum = {}, -math.huge, 0
+      for j = 1, t do
+        local d = 0
+        for i = 1, HD do d = d + q[t][h * HD + i] * k[j][kh * HD + i] end
+        sc[j] = d / math.sqrt(HD)
+        mx = math.max(mx, sc[j])
+      end
+      for j = 1, t do sc[j] = math.exp(sc[j] - mx); sum = sum + sc[j] end
+      for j = 1, n do
+        worst = math.max(worst, math.abs(r.attentions:get(0, t - 1, h, j - 1) - (j <= t and sc[j] / sum or 0)))
+      end
+    end
+  end
+  T.check(worst < 1e-4, ("GQA attention differs from the reference by %.3g"):format(worst))
+  local s <close> = qm:session()
+  s:prefill(qids)
+  local keys = s:kv(0)
+  T.same_list(keys:shape(), { n, QNKV, HD }, "the cache keeps the kv heads only")
+  local dk = 0
+  for t = 1, n do
+    for hh = 0, QNKV - 1 do
+      for i = 0, HD - 1 do dk = math.max(dk, math.abs(keys:get(t - 1, hh, i) - k[t][hh * HD + i + 1])) end
+    end
+  end
+  T.check(dk < 1e-4, ("post-RoPE keys differ by %.3g"):format(dk))
+  local lens = qm:head(qm:forward(qids, { hidden_states = true }).hidden_states:vec(1, n - 1))
+  local d = 0
+  for i = 0, #lens - 1 do d = math.max(d, math.abs(lens:get(i) - r.logits:get(i))) end
+  T.check(d < 1e-4, ("the lens after the last layer is not the logits: %.3g"):format(d))
+  s:close()
+  qm:close()
+  T.rmdir(dir)
+end)
+
 T.done()
