@@ -2,6 +2,7 @@
  * added tokens split off first, ByteLevel pre-tokenization (GPT-2 regex), BPE merges applied
  * lowest rank first, byte-exact decoding and a streaming UTF-8-safe decoder. */
 #include "tokenizer_internal.h"
+#include "unicode_classes.h"
 #include "utf8.h"
 
 #include <stdio.h>
@@ -356,24 +357,12 @@ static int is_white_space(uint32_t c) {
            c == 0x205F || c == 0x3000;
 }
 
-typedef struct word_re {
-    pcre2_code *code;
-    pcre2_match_data *md;
-} word_re;
-
-/* Rust regex's Unicode \w, which HF uses for single_word boundaries. */
-static int is_word_char(word_re *w, const char *s, size_t n) {
-    if (!w->code) {
-        int ec;
-        PCRE2_SIZE eo;
-        w->code = pcre2_compile(
-            (PCRE2_SPTR) "[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]",
-            PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED, &ec, &eo, NULL);
-        if (!w->code) return 0;
-        w->md = pcre2_match_data_create_from_pattern(w->code, NULL);
-        if (!w->md) return 0;
-    }
-    return pcre2_match(w->code, (PCRE2_SPTR)s, n, 0, PCRE2_NO_UTF_CHECK, w->md, NULL) >= 0;
+/* Rust regex's Unicode \w, which HF uses for single_word boundaries: the "rust_w" table probed from
+ * HF itself (unicode_classes.c), not PCRE2's older Unicode tables. s is valid UTF-8, n > 0. */
+static int is_word_char(const char *s, size_t n) {
+    const tk_uclass *w = tk_uclass_find("rust_w", 6);
+    int cl;
+    return w && tk_uclass_has(w, tk_utf8_decode((const unsigned char *)s, n, &cl));
 }
 
 static size_t char_start_before(const char *s, size_t i) {
@@ -401,7 +390,6 @@ typedef struct split_cb {
     tk_seg_fn fn;
     void *ud;
     const wb_tokenizer *tok;
-    word_re *wre;
     const char *raw;  /* the whole input: a piece starting here is the first */
     const char *base; /* the normalized piece pass 2 is working on */
     int first;        /* base starts at offset 0 of the input */
@@ -411,7 +399,7 @@ typedef struct split_cb {
  * (single_word) or widened (lstrip/rstrip); a discarded match still consumes its bytes, as the
  * Aho-Corasick iterator has already moved past it. */
 static int find_matches(const wb_tokenizer *tok, const tk_trie *t, const char *s, size_t n,
-                        word_re *wre, int (*emit)(void *, const char *, size_t, int32_t),
+                        int (*emit)(void *, const char *, size_t, int32_t),
                         void *ud) {
     size_t start_offset = 0, pos = 0;
     if (!t->empty) {
@@ -433,9 +421,9 @@ static int find_matches(const wb_tokenizer *tok, const tk_trie *t, const char *s
                 int start_space = 1, stop_space = 1;
                 if (start > 0) {
                     size_t c = char_start_before(s, start);
-                    start_space = !is_word_char(wre, s + c, start - c);
+                    start_space = !is_word_char(s + c, start - c);
                 }
-                if (stop < n) stop_space = !is_word_char(wre, s + stop, n - stop);
+                if (stop < n) stop_space = !is_word_char(s + stop, n - stop);
                 if (!start_space || !stop_space) continue;
             }
             if (a->lstrip) {
@@ -484,7 +472,7 @@ static int split_pass1(void *ud, const char *p, size_t n, int32_t id) {
     if (!c->tok->n_norms) {
         c->base = p;
         c->first = first;
-        return find_matches(c->tok, &c->tok->trie_norm, p, n, c->wre, split_pass2, c);
+        return find_matches(c->tok, &c->tok->trie_norm, p, n, split_pass2, c);
     }
     char *norm;
     size_t nl;
@@ -492,18 +480,14 @@ static int split_pass1(void *ud, const char *p, size_t n, int32_t id) {
     if (nr) return nr; /* TK_ERR_MATCH or TK_ERR_EXPAND say why */
     c->base = norm;
     c->first = first;
-    int r = find_matches(c->tok, &c->tok->trie_norm, norm, nl, c->wre, split_pass2, c);
+    int r = find_matches(c->tok, &c->tok->trie_norm, norm, nl, split_pass2, c);
     free(norm);
     return r;
 }
 
 int tk_split_added(const wb_tokenizer *tok, const char *s, size_t n, tk_seg_fn fn, void *ud) {
-    word_re wre = {0};
-    split_cb c = {fn, ud, tok, &wre, s, NULL, 0};
-    int r = find_matches(tok, &tok->trie_raw, s, n, &wre, split_pass1, &c);
-    pcre2_match_data_free(wre.md);
-    pcre2_code_free(wre.code);
-    return r;
+    split_cb c = {fn, ud, tok, s, NULL, 0};
+    return find_matches(tok, &tok->trie_raw, s, n, split_pass1, &c);
 }
 
 /* ---- BPE ------------------------------------------------------------------------------------ */

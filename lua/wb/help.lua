@@ -140,7 +140,7 @@ M.TEXT = {
   ["Vec:copy"] = { "v:copy() -> Vec", "an independent copy", ex = "local w = wb.vec{1}:copy()" },
   ["Vec:totable"] = { "v:totable() -> {t[id+1]}", "a Lua list (1-based)", ex = "print(#wb.vec(4):totable())" },
 
-  ["Tokenizer:encode"] = { "tok:encode(text) -> {ids}", "0-based ids in a 1-based list", ex = "print(table.concat(tok:encode('Hi there'), ' '))" },
+  ["Tokenizer:encode"] = { "tok:encode(text [, opts]) -> {ids} [, mask]", "0-based ids in a 1-based list; opts: truncation = false, padding = false (tokenizer.json's, on by default), attention_mask = true (adds HF's mask as a second result)", ex = "print(table.concat(tok:encode('Hi there'), ' '))" },
   ["Tokenizer:decode"] = { "tok:decode(ids) -> bytes", "the text of a list of ids", ex = "print(tok:decode(tok:encode('Hi there')))" },
   ["Tokenizer:token"] = { "tok:token(id) -> bytes", "one token's bytes", ex = "print(('%q'):format(tok:token(tok:encode(' Hi')[1])))" },
   ["Tokenizer:str"] = { "tok:str(id) -> vocab string", "the vocabulary entry (byte-level form, e.g. 'ĠHi')", ex = "print(tok:str(tok:encode(' Hi')[1]))" },

@@ -53,6 +53,11 @@ static void tables_are_pinned(void) {
     CHECK_MSG(count("N") == 1911, "N: %zu", count("N"));
     CHECK_MSG(count("M") == 2501, "M: %zu", count("M"));
     CHECK_MSG(count("Nd") == 760 && count("d") == 760, "Nd: %zu", count("Nd"));
+    /* Rust regex's \w (single_word boundaries): Unicode 15 letters, Alphabetic symbols, ZWJ, marks */
+    CHECK_MSG(count("rust_w") == 144667, "rust_w: %zu", count("rust_w"));
+    CHECK(in("rust_w", 0x31350) && in("rust_w", 0x11F04) && in("rust_w", 0x24B6) && in("rust_w", 0x2160) &&
+          in("rust_w", 0x200D) && in("rust_w", 0x0301) && in("rust_w", '_') && in("rust_w", 0x11F50));
+    CHECK(!in("rust_w", ' ') && !in("rust_w", 0x180E) && !in("rust_w", 0x1F600) && !in("rust_w", '<'));
     /* tables are sorted, disjoint and avoid surrogates, as the rewrite and the search assume */
     const char *names[] = {"s", "d", "w", "L", "Lu", "Ll", "Lt", "Lm", "Lo", "M", "Mn", "Mc",
                            "Me", "N", "Nd", "Nl", "No", "P", "S", "Z"};
