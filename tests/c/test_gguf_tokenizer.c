@@ -77,6 +77,7 @@ static const expect k_expect[] = {
     {"tests/vectors/family_smollm2_tokenizer.json", NULL},
     {"tests/vectors/family_llama2_tokenizer.json", NULL},
     {"tests/vectors/family_tinyllama_tokenizer.json", NULL},
+    {"tests/vectors/unicode_single_word_tokenizer.json", NULL},
     /* ByteLevel(add_prefix_space) with ignore_merges: no llama.cpp pre-tokenizer does that */
     {"tests/vectors/fixture_tokenizer.json", "pre_tokenizer with ignore_merges"},
     {"tests/vectors/fixture_noregex_tokenizer.json", "not one of llama.cpp's pre-tokenizers"},
