@@ -320,7 +320,7 @@ T.test("help, help(value), help 'name' and :help print signature, options and an
   T.check(out:find("opts: compute_f32", 1, true) and out:find("example: local m = wb.load(", 1, true), out)
   T.check(out:find("Model methods", 1, true) and out:find("model:generate(prompt, params [, opts])", 1, true), out)
   T.check(out:find("params: temperature", 1, true) and out:find("opts: cache, holdback", 1, true), out)
-  T.check(out:find("tok:encode(text) -> {ids}", 1, true), out)
+  T.check(out:find("tok:encode(text [, opts]) -> {ids} [, mask]", 1, true), out)
   T.check(out:find("opts: indent = true", 1, true), out)
   T.check(out:find("no help for this function (not part of wb)", 1, true), out)
   T.check(out:find("help(x) takes a name or a wb value, got a number", 1, true), out)
