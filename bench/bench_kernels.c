@@ -22,6 +22,7 @@
 #include "cpu.h"
 #include "llama_internal.h"
 #include "quant.h"
+#include "model_family.h"
 
 enum { ROWS = 4864, IN = 896, MAXR = 31 };
 
@@ -228,6 +229,50 @@ int main(int argc, char **argv) {
                lo(db[lv], reps), hi(db[lv], reps), 100 * a / BW, c, lo(dqv[lv], reps),
                hi(dqv[lv], reps), 100 * c / BW);
     }
+
+    /* Batched decode: nb inputs through the same large matrix (weights from memory, as in a
+     * batched decode step), BF16 and F32 weights. "x nb=1" is the throughput gain: nb times the
+     * nb = 1 time over the nb time, per repeat, median. */
+    enum { NBS = 6 };
+    static const int nbs[NBS] = {1, 2, 4, 8, 16, 44};
+    float *Df = malloc(4ull * DROWS * IN), *Dyb = malloc(4ull * DROWS * 44);
+    if (!Df || !Dyb) return 1;
+    for (size_t i = 0; i < (size_t)DROWS * IN; i++) Df[i] = Wf[i % ((size_t)ROWS * IN)];
+    double bt[2][WB_ISA_COUNT][NBS][MAXR];
+    for (int k = 0; k < reps; k++)
+        for (int lv = WB_ISA_PORTABLE + 1; lv <= levels; lv++) {
+            wb_isa o = wb_isa_limit((wb_isa)lv);
+            for (int bi = 0; bi < NBS; bi++) {
+                double t0 = wb_clock_ms();
+                wb_gemv_bf16_forward(Dyb, DROWS, X, IN, nbs[bi], Db, NULL, IN, 0, DROWS, 0);
+                double t1 = wb_clock_ms();
+                wb_mat Mf = {Df, WB_MAT_F32, DROWS, IN};
+                wb_mat_mul(Dyb, X, nbs[bi], &Mf, NULL, 0, DROWS, 0, 0);
+                double t2 = wb_clock_ms();
+                bt[0][lv][bi][k] = t1 - t0;
+                bt[1][lv][bi][k] = t2 - t1;
+            }
+            wb_isa_limit(o);
+        }
+    printf("\nBatched GEMV, %d x %d from memory (BF16 %.0f MB, F32 %.0f MB), 1 thread: ms per call "
+           "median [min - max], GFLOP/s, and x nb=1 = nb * t(1) / t(nb) (median of per-repeat ratios)\n\n",
+           DROWS, IN, 2.0 * DROWS * IN / 1e6, 4.0 * DROWS * IN / 1e6);
+    printf("| level | weights | nb | ms | GFLOP/s | of FMA peak | x nb=1 |\n|---|---|---|---|---|---|---|\n");
+    for (int lv = WB_ISA_PORTABLE + 1; lv <= levels; lv++)
+        for (int d = 0; d < 2; d++)
+            for (int bi = 0; bi < NBS; bi++) {
+                double ratio[MAXR], t[MAXR];
+                for (int k = 0; k < reps; k++) {
+                    ratio[k] = nbs[bi] * bt[d][lv][0][k] / bt[d][lv][bi][k];
+                    t[k] = bt[d][lv][bi][k];
+                }
+                const double tm = med(t, reps), g = 2.0 * nbs[bi] * DROWS * IN / (tm * 1e6);
+                const double peak = lv >= WB_ISA_AVX512 ? P512 : P256;
+                printf("| %s | %s | %d | %.1f [%.1f - %.1f] | %.0f | %.0f%% | %.2f |\n", wb_isa_name(lv),
+                       d ? "F32" : "BF16", nbs[bi], tm, lo(t, reps), hi(t, reps), g, 100 * g / peak,
+                       med(ratio, reps));
+            }
+    free(Df), free(Dyb);
     free(Db), free(Dq), free(S), free(Dy);
     free(W), free(Wf), free(X), free(Y), free(Wq), free(xq);
     return 0;

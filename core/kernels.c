@@ -622,6 +622,158 @@ AVX2 static void layernorm_avx2(float *out, float *x, const float *add, const fl
 }
 #endif
 
+#ifdef WB_X86
+/* ------------------------------------------------------------------------------ AVX-512 */
+
+/* The F32 GEMV / batched GEMV at the AVX-512 level, one summation order for every nb (decode,
+ * batches, prompts up to WB_SMALL_ROWS), so a row of a batch gets the bits it gets alone:
+ *
+ *   one 16-lane accumulator per output over the columns in chunks of 16, in order (columns past
+ *   `in` are zeros); the 16 lanes added by a fixed tree (halves, then the transposing hadd tree
+ *   of the AVX2 kernels); then b[r] (when b); then the old Y (when accumulate).
+ *
+ * Blocking as the BF16 kernel's (kernels_bf16.c): R rows x G inputs of accumulators in registers
+ * (R*G + R + 1 of the 32), each weight vector loaded once per group of inputs; rows in four
+ * sequential streams a quarter of the range apart, prefetched into L2 ahead of each stream;
+ * panels of rows that stay in L2 while every group of inputs passes over them. */
+#define AVX512F __attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma")))
+#define F32_GMAX4 6
+#define F32_GMAX2 12
+#define F32_PF 2048
+
+AVX512F static inline __m128 sum4_f32_512(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+#define H(v) _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1))
+    __m256 q = _mm256_hadd_ps(_mm256_hadd_ps(H(a0), H(a1)), _mm256_hadd_ps(H(a2), H(a3)));
+#undef H
+    return _mm_add_ps(_mm256_castps256_ps128(q), _mm256_extractf128_ps(q, 1));
+}
+
+AVX512F static inline __attribute__((always_inline)) void chunk_f32_512(
+    const int R, const int G, __m512 acc[4][F32_GMAX2], const float *const *w, int i,
+    __mmask16 m, const float *x, size_t ldx) {
+    __m512 wv[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++) wv[k] = _mm512_maskz_loadu_ps(m, w[k] + i);
+#pragma GCC unroll 12
+    for (int u = 0; u < G; u++) {
+        const __m512 xv = _mm512_maskz_loadu_ps(m, x + (size_t)u * ldx + i);
+#pragma GCC unroll 4
+        for (int k = 0; k < R; k++) acc[k][u] = _mm512_fmadd_ps(wv[k], xv, acc[k][u]);
+    }
+}
+
+/* s[u * R + k] = row w[k] . input u over `in` columns; pf: prefetch offset in bytes (0: none) */
+AVX512F static inline __attribute__((always_inline)) void micro_f32_512(
+    const int R, const int G, const float *const *w, int in, const float *x, size_t ldx,
+    size_t pf, float *s) {
+    __m512 acc[4][F32_GMAX2];
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++)
+#pragma GCC unroll 12
+        for (int u = 0; u < G; u++) acc[k][u] = _mm512_setzero_ps();
+    const int in16 = in & ~15;
+    int i = 0;
+    if (pf)
+        for (; i < in16; i += 16) {
+#pragma GCC unroll 4
+            for (int k = 0; k < R; k++) _mm_prefetch((const char *)(w[k] + i) + pf, _MM_HINT_T1);
+            chunk_f32_512(R, G, acc, w, i, (__mmask16)0xffff, x, ldx);
+        }
+    else
+        for (; i < in16; i += 16) chunk_f32_512(R, G, acc, w, i, (__mmask16)0xffff, x, ldx);
+    if (i < in) chunk_f32_512(R, G, acc, w, i, (__mmask16)((1u << (in - i)) - 1), x, ldx);
+    __m512 flat[4 * F32_GMAX2 + 3];
+    int n = 0;
+#pragma GCC unroll 12
+    for (int u = 0; u < G; u++)
+#pragma GCC unroll 4
+        for (int k = 0; k < R; k++) flat[n++] = acc[k][u];
+    for (int j = n; j < ((n + 3) & ~3); j++) flat[j] = _mm512_setzero_ps();
+    float tmp[4];
+    for (int j = 0; j < n; j += 4) {
+        _mm_storeu_ps(tmp, sum4_f32_512(flat[j], flat[j + 1], flat[j + 2], flat[j + 3]));
+        for (int q = 0; q < 4 && j + q < n; q++) s[j + q] = tmp[q];
+    }
+}
+
+static inline void put_f32(float *Y, size_t ldy, int t0, int G, int R, const int *rows,
+                           const float *s, const float *b, int accumulate) {
+    for (int u = 0; u < G; u++)
+        for (int k = 0; k < R; k++) {
+            float *y = Y + (size_t)(t0 + u) * ldy + rows[k], v = s[u * R + k];
+            if (b) v += b[rows[k]];
+            if (accumulate) v += *y;
+            *y = v;
+        }
+}
+
+typedef void (*micro_f32_fn)(const float *const *w, int in, const float *x, size_t ldx,
+                             size_t pf, float *s);
+#define MK_F32(R_, G_)                                                                           \
+    AVX512F static void mk_f32_##R_##_##G_(const float *const *w, int in, const float *x,         \
+                                           size_t ldx, size_t pf, float *s) {                     \
+        micro_f32_512(R_, G_, w, in, x, ldx, pf, s);                                              \
+    }
+MK_F32(4, 1) MK_F32(4, 2) MK_F32(4, 3) MK_F32(4, 4) MK_F32(4, 5) MK_F32(4, 6)
+MK_F32(2, 1) MK_F32(2, 2) MK_F32(2, 3) MK_F32(2, 4) MK_F32(2, 5) MK_F32(2, 6)
+MK_F32(2, 7) MK_F32(2, 8) MK_F32(2, 9) MK_F32(2, 10) MK_F32(2, 11) MK_F32(2, 12)
+MK_F32(1, 1) MK_F32(1, 2) MK_F32(1, 3) MK_F32(1, 4) MK_F32(1, 5) MK_F32(1, 6)
+MK_F32(1, 7) MK_F32(1, 8) MK_F32(1, 9) MK_F32(1, 10) MK_F32(1, 11) MK_F32(1, 12)
+#undef MK_F32
+static const micro_f32_fn mk_f32_4[F32_GMAX4 + 1] = {NULL, mk_f32_4_1, mk_f32_4_2, mk_f32_4_3,
+                                                     mk_f32_4_4, mk_f32_4_5, mk_f32_4_6};
+static const micro_f32_fn mk_f32_2[F32_GMAX2 + 1] = {
+    NULL, mk_f32_2_1, mk_f32_2_2, mk_f32_2_3, mk_f32_2_4, mk_f32_2_5, mk_f32_2_6,
+    mk_f32_2_7, mk_f32_2_8, mk_f32_2_9, mk_f32_2_10, mk_f32_2_11, mk_f32_2_12};
+static const micro_f32_fn mk_f32_1[F32_GMAX2 + 1] = {
+    NULL, mk_f32_1_1, mk_f32_1_2, mk_f32_1_3, mk_f32_1_4, mk_f32_1_5, mk_f32_1_6,
+    mk_f32_1_7, mk_f32_1_8, mk_f32_1_9, mk_f32_1_10, mk_f32_1_11, mk_f32_1_12};
+
+AVX512F static void gemv_batch_avx512(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
+                                      const float *W, const float *b, int in, int r0, int r1,
+                                      int accumulate) {
+    if (r1 <= r0 || nb < 1) return;
+    /* R = 4 rows x up to 6 inputs; 7-16 inputs R = 2 x one or two groups of up to 12 */
+    const int R = nb <= F32_GMAX4 || nb > 16 ? 4 : 2, gmax = R == 4 ? F32_GMAX4 : F32_GMAX2;
+    const int ngr = (nb + gmax - 1) / gmax, gsz = (nb + ngr - 1) / ngr;
+    /* virtual row v < 4q is row r0 + (v % 4) q + v / 4 (four streams), then rows in order */
+    const int q = (r1 - r0) / 4, nv = r1 - r0;
+    int panel = (int)((192u << 10) / ((size_t)in * 4)) & ~3;
+    if (panel < 4) panel = 4;
+    float s[4 * F32_GMAX2];
+    for (int p0 = 0; p0 < nv; p0 += panel) {
+        const int p1 = nv - p0 < panel ? nv : p0 + panel;
+        for (int t0 = 0, g = 0; t0 < nb; t0 += gsz, g++) {
+            const int G = nb - t0 < gsz ? nb - t0 : gsz;
+            const float *xg = X + (size_t)t0 * ldx;
+            const size_t pfo = g == 0 ? F32_PF : g == 1 && p1 < nv ? (size_t)(panel / 4) * in * 4 : 0;
+            int v = p0;
+            for (; v + R <= p1 && v + R <= 4 * q; v += R) {
+                int rows[4];
+                const float *w[4];
+                for (int k = 0; k < R; k++) {
+                    rows[k] = r0 + ((v + k) & 3) * q + ((v + k) >> 2);
+                    w[k] = W + (size_t)rows[k] * in;
+                }
+                (R == 4 ? mk_f32_4 : mk_f32_2)[G](w, in, xg, ldx, pfo, s);
+                put_f32(Y, ldy, t0, G, R, rows, s, b, accumulate);
+            }
+            for (; v < p1; v++) {
+                const int r = v < 4 * q ? r0 + (v & 3) * q + (v >> 2) : r0 + v;
+                const float *const w[1] = {W + (size_t)r * in};
+                mk_f32_1[G](w, in, xg, ldx, pfo, s);
+                put_f32(Y, ldy, t0, G, 1, &r, s, b, accumulate);
+            }
+        }
+    }
+}
+
+AVX512F static void gemv_avx512(float *y, const float *x, const float *W, const float *b, int in,
+                                int r0, int r1, int accumulate) {
+    gemv_batch_avx512(y, 0, x, 0, 1, W, b, in, r0, r1, accumulate);
+}
+#endif
+
 /* ---------------------------------------------------------------------- portable entries */
 
 static void layernorm_portable(float *out, float *x, const float *add, const float *w,
@@ -683,9 +835,11 @@ void wb_kernels_f32_register(wb_kernel_table *t, wb_isa isa) {
         t->attention_block = attention_block_avx2;
         t->name_gemv = "avx2";
     }
-    /* AVX-512: the F32 GEMV stays AVX2. Decode streams the weights from memory, where 256-bit
-     * FMAs already keep up; and wb_gemv_batch_forward must sum exactly as wb_gemv_forward does,
-     * so both would have to change together. */
+    if (isa == WB_ISA_AVX512) { /* GEMV and batched GEMV change together: they sum alike */
+        t->gemv = gemv_avx512;
+        t->gemv_batch = gemv_batch_avx512;
+        t->name_gemv = "avx512 4-stream, batches 4x6 / 2x12 register blocks";
+    }
 #endif
 }
 

@@ -10,6 +10,8 @@
 #include "llama_internal.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -264,7 +266,7 @@ AVX512 static inline __m128 sum4_512(__m512 a0, __m512 a1, __m512 a2, __m512 a3)
  * and the 6 input rows touched per pass (6 x 4 KB) for wide matrices (down_proj's 4864), whose
  * partial sums go through Y between column blocks. */
 #define KC WB_TILE_KC
-AVX512 static inline __attribute__((always_inline)) void micro_bf16_512(
+AVX512 static inline __attribute__((always_inline)) void micro_tile_512(
     const int G, float *Y, size_t ldy, const float *X, size_t ldx, const float *tile, int kn16,
     __mmask16 tail, int rr, int r, const float *b, int first, int accumulate) {
     __m512 acc[6][4];
@@ -319,16 +321,16 @@ AVX512 static void gemm_tiled_avx512(float *Y, size_t ldy, const float *X, size_
             }
             int t = 0;
             for (; t + 6 <= nb; t += 6)
-                micro_bf16_512(6, Y + (size_t)t * ldy, ldy, X + (size_t)t * ldx + k0, ldx, tile,
+                micro_tile_512(6, Y + (size_t)t * ldy, ldy, X + (size_t)t * ldx + k0, ldx, tile,
                                kn16, tail, rr, r, b, first, accumulate);
             const float *Xt = X + (size_t)t * ldx + k0;
             float *Yt = Y + (size_t)t * ldy;
             switch (nb - t) {
-            case 5: micro_bf16_512(5, Yt, ldy, Xt, ldx, tile, kn16, tail, rr, r, b, first, accumulate); break;
-            case 4: micro_bf16_512(4, Yt, ldy, Xt, ldx, tile, kn16, tail, rr, r, b, first, accumulate); break;
-            case 3: micro_bf16_512(3, Yt, ldy, Xt, ldx, tile, kn16, tail, rr, r, b, first, accumulate); break;
-            case 2: micro_bf16_512(2, Yt, ldy, Xt, ldx, tile, kn16, tail, rr, r, b, first, accumulate); break;
-            case 1: micro_bf16_512(1, Yt, ldy, Xt, ldx, tile, kn16, tail, rr, r, b, first, accumulate); break;
+            case 5: micro_tile_512(5, Yt, ldy, Xt, ldx, tile, kn16, tail, rr, r, b, first, accumulate); break;
+            case 4: micro_tile_512(4, Yt, ldy, Xt, ldx, tile, kn16, tail, rr, r, b, first, accumulate); break;
+            case 3: micro_tile_512(3, Yt, ldy, Xt, ldx, tile, kn16, tail, rr, r, b, first, accumulate); break;
+            case 2: micro_tile_512(2, Yt, ldy, Xt, ldx, tile, kn16, tail, rr, r, b, first, accumulate); break;
+            case 1: micro_tile_512(1, Yt, ldy, Xt, ldx, tile, kn16, tail, rr, r, b, first, accumulate); break;
             default: break;
             }
         }
@@ -336,88 +338,279 @@ AVX512 static void gemm_tiled_avx512(float *Y, size_t ldy, const float *X, size_
 }
 #undef KC
 
-typedef struct bf16_rows {
-    const uint16_t *W;
-    int in;
-} bf16_rows;
+/* The register-blocked BF16 kernel: decode, batches and prefill (every nb) sum each output in
+ * one order, so a row of a batch or a prompt gets the bits it gets alone:
+ *
+ *   one 16-lane F32 accumulator per output; the columns go by in chunks of 32, in order; in
+ *   chunk c lane j adds w[32c + 2j] x[32c + 2j] and then w[32c + 2j + 1] x[32c + 2j + 1] (two
+ *   FMAs, even column first); columns past `in` are zeros; then the 16 lanes are added by the
+ *   fixed tree of red4_512, then b[r] (when b), then the old Y (when accumulate).
+ *
+ * Why even/odd: one 64-byte load holds 32 BF16 values, and as 16 dwords its even values widen
+ * with one shift (vpslld 16) and its odd ones with one AND: one uop per 16 F32 lanes, where the
+ * natural-order widening (zero-extend, then shift) costs two on the FMA ports. The input rows are
+ * rearranged to match once per call (pack_x: 16 even, then 16 odd values of each chunk).
+ *
+ * Blocking: R weight rows x G inputs of accumulators stay in registers (R*G + 2R + 2 of the 32
+ * ZMM registers): each weight vector is loaded and widened once per group of G inputs, so the
+ * FMA share of the uops is G / (G + 1) whatever R is. Rows are taken in four sequential streams
+ * a quarter of the range apart (decode and batches alike): measured on a 65536 x 896 matrix, a
+ * batch of 2 read as one stream of adjacent rows took 1.7x the time of decode, as four streams
+ * 1.1x. Decode (nb = 1) rearranges its input in registers (no buffer); batches go over panels of
+ * rows that stay in L2 while every group of inputs passes. */
+#define BF16_GMAX4 5
+#define BF16_GMAX2 12
+/* prefetch distance into L2, bytes ahead in each row stream (1-4 KB measured alike, 512 B to L1
+ * slower when a block computes longer than the stream takes to arrive) */
+#define BF16_PF 2048
+#define BF16_PFH _MM_HINT_T1
 
-AVX512 static void widen_bf16_512(const void *ctx, float *dst, int r, int k0, int kn) {
-    const bf16_rows *m = ctx;
-    const uint16_t *src = m->W + (size_t)r * m->in + k0;
-    int i = 0;
-    for (; i + 16 <= kn; i += 16) _mm512_store_ps(dst + i, ld16_bf16(src + i));
-    if (i < kn) {
-        const __mmask16 t = (__mmask16)((1u << (kn - i)) - 1);
-        _mm512_mask_storeu_ps(dst + i, t, ld16_bf16_mask(src + i, t));
+/* 16 floats each: the lanes of four accumulators added pairwise within each, as 4 floats in the
+ * order of the arguments. The result for one accumulator does not depend on the other three. */
+AVX512 static inline __m128 red4_512(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+    return sum4_512(a0, a1, a2, a3);
+}
+
+/* Indices of the even and odd values of a 32-float chunk held in two registers (a | b). */
+AVX512 static inline __m512i idx_even(void) {
+    return _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+}
+AVX512 static inline __m512i idx_odd(void) {
+    return _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+}
+
+/* Floats of one packed input row: in rounded up to 32. */
+static inline size_t pack_width(int in) { return (size_t)(in + 31) & ~(size_t)31; }
+
+/* xp[t][chunk c] = the 16 even then the 16 odd values of X[t, 32c .. 32c + 32), zeros past in. */
+AVX512 static void pack_x(float *xp, const float *X, size_t ldx, int nb, int in) {
+    const size_t w = pack_width(in);
+    const __m512i ie = idx_even(), io = idx_odd();
+    for (int t = 0; t < nb; t++) {
+        const float *x = X + (size_t)t * ldx;
+        float *d = xp + (size_t)t * w;
+        for (int i = 0; i < in; i += 32) {
+            const int n = in - i < 32 ? in - i : 32;
+            const __mmask16 ml = (__mmask16)(n >= 16 ? 0xffff : (1u << n) - 1);
+            const __mmask16 mh = (__mmask16)(n >= 32 ? 0xffff : n > 16 ? (1u << (n - 16)) - 1 : 0);
+            const __m512 a = _mm512_maskz_loadu_ps(ml, x + i), b = _mm512_maskz_loadu_ps(mh, x + i + 16);
+            _mm512_store_ps(d + i, _mm512_permutex2var_ps(a, ie, b));
+            _mm512_store_ps(d + i + 16, _mm512_permutex2var_ps(a, io, b));
+        }
     }
 }
 
-AVX512 static void gemm_bf16_avx512(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
-                                    const uint16_t *W, const float *b, int in, int r0, int r1,
-                                    int accumulate) {
-    const bf16_rows m = {W, in};
-    gemm_tiled_avx512(Y, ldy, X, ldx, nb, widen_bf16_512, &m, b, in, r0, r1, accumulate);
+/* One chunk of 32 columns for R rows x G inputs. m: the chunk's valid BF16 values (all ones but
+ * in the last chunk). Inputs: packed rows (x + u * ldx, ldx = pack_width) when PACKED, else
+ * G = 1 raw row x, rearranged here. */
+AVX512 static inline __attribute__((always_inline)) void chunk_bf16_512(
+    const int R, const int G, const int PACKED, __m512 acc[4][BF16_GMAX2],
+    const uint16_t *const *w, int i, __mmask32 m, const float *x, size_t ldx) {
+    const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
+    __m512 we[4], wo[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++) {
+        const __m512i v = _mm512_maskz_loadu_epi16(m, w[k] + i);
+        we[k] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+        wo[k] = _mm512_castsi512_ps(_mm512_and_si512(v, hi));
+    }
+#pragma GCC unroll 12
+    for (int u = 0; u < G; u++) {
+        __m512 xe, xo;
+        if (PACKED) {
+            xe = _mm512_load_ps(x + (size_t)u * ldx + i);
+            xo = _mm512_load_ps(x + (size_t)u * ldx + i + 16);
+        } else {
+            const __mmask16 ml = (__mmask16)m, mh = (__mmask16)(m >> 16);
+            /* m covers BF16 values; the floats are in two halves of 16 */
+            const __m512 a = _mm512_maskz_loadu_ps(ml, x + i), b = _mm512_maskz_loadu_ps(mh, x + i + 16);
+            xe = _mm512_permutex2var_ps(a, idx_even(), b);
+            xo = _mm512_permutex2var_ps(a, idx_odd(), b);
+        }
+#pragma GCC unroll 4
+        for (int k = 0; k < R; k++) {
+            acc[k][u] = _mm512_fmadd_ps(we[k], xe, acc[k][u]);
+            acc[k][u] = _mm512_fmadd_ps(wo[k], xo, acc[k][u]);
+        }
+    }
 }
 
-/* Decode (nb = 1): four far-apart sequential row streams, as the AVX2 kernel, 16 lanes. Each
- * output is summed exactly as the tile GEMM sums it (one 16-lane chain per row over the
- * columns in order, restarted every WB_TILE_KC columns, the same reduction, the same order of
- * adding bias and Y), so a row in a batch or a prompt gets the bits it gets alone. */
-AVX512 static inline void rows4_bf16_512(float *Y, const float *X, const uint16_t *const w[4],
-                                         const int rows[4], int nr, int in, const float *b,
-                                         int accumulate) {
-    for (int k0 = 0; k0 < in; k0 += WB_TILE_KC) {
-        const int kn = in - k0 < WB_TILE_KC ? in - k0 : WB_TILE_KC, kn16 = (kn + 15) & ~15;
-        const __mmask16 tail = (__mmask16)(kn % 16 ? (1u << (kn % 16)) - 1 : 0xffff);
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        const uint16_t *w0 = w[0] + k0, *w1 = w[1] + k0, *w2 = w[2] + k0, *w3 = w[3] + k0;
-        const float *x = X + k0;
-        for (int i = 0; i < kn16; i += 16) {
-            const __mmask16 m = i + 16 < kn16 ? (__mmask16)0xffff : tail;
-            _mm_prefetch((const char *)(w0 + i) + PF_AHEAD, _MM_HINT_T0);
-            _mm_prefetch((const char *)(w1 + i) + PF_AHEAD, _MM_HINT_T0);
-            _mm_prefetch((const char *)(w2 + i) + PF_AHEAD, _MM_HINT_T0);
-            _mm_prefetch((const char *)(w3 + i) + PF_AHEAD, _MM_HINT_T0);
-            const __m512 xv = _mm512_maskz_loadu_ps(m, x + i);
-            a0 = _mm512_fmadd_ps(ld16_bf16_mask(w0 + i, m), xv, a0);
-            a1 = _mm512_fmadd_ps(ld16_bf16_mask(w1 + i, m), xv, a1);
-            a2 = _mm512_fmadd_ps(ld16_bf16_mask(w2 + i, m), xv, a2);
-            a3 = _mm512_fmadd_ps(ld16_bf16_mask(w3 + i, m), xv, a3);
+/* Sums s[u * R + k] of rows w[k] (k < R) with inputs u < G over all `in` columns. pf: prefetch
+ * the weight rows ahead (they come from memory: the first group over a panel, and decode). */
+AVX512 static inline __attribute__((always_inline)) void micro_bf16_512(
+    const int R, const int G, const int PACKED, const uint16_t *const *w, int in,
+    const float *x, size_t ldx, size_t pf, float *s) {
+    __m512 acc[4][BF16_GMAX2];
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++)
+#pragma GCC unroll 12
+        for (int u = 0; u < G; u++) acc[k][u] = _mm512_setzero_ps();
+    const int in32 = in & ~31;
+    int i = 0;
+    if (pf)
+        for (; i < in32; i += 32) {
+#pragma GCC unroll 4
+            for (int k = 0; k < R; k++) _mm_prefetch((const char *)(w[k] + i) + pf, BF16_PFH);
+            chunk_bf16_512(R, G, PACKED, acc, w, i, (__mmask32)0xffffffffu, x, ldx);
         }
-        float s[4];
-        _mm_storeu_ps(s, sum4_512(a0, a1, a2, a3));
-        for (int k = 0; k < nr; k++) {
-            float *y = Y + rows[k], v = s[k];
-            if (k0 == 0) {
-                if (b) v += b[rows[k]];
-                if (accumulate) v += *y;
-            } else {
-                v += *y;
-            }
+    else
+        for (; i < in32; i += 32) chunk_bf16_512(R, G, PACKED, acc, w, i, (__mmask32)0xffffffffu, x, ldx);
+    if (i < in) chunk_bf16_512(R, G, PACKED, acc, w, i, (__mmask32)((1u << (in - i)) - 1), x, ldx);
+    /* reduce four accumulators at a time (the flat order u-major); each sum is its own tree */
+    __m512 flat[4 * BF16_GMAX2 + 3];
+    int n = 0;
+#pragma GCC unroll 12
+    for (int u = 0; u < G; u++)
+#pragma GCC unroll 4
+        for (int k = 0; k < R; k++) flat[n++] = acc[k][u];
+    for (int j = n; j < ((n + 3) & ~3); j++) flat[j] = _mm512_setzero_ps();
+    float tmp[4];
+    for (int j = 0; j < n; j += 4) {
+        _mm_storeu_ps(tmp, red4_512(flat[j], flat[j + 1], flat[j + 2], flat[j + 3]));
+        for (int q = 0; q < 4 && j + q < n; q++) s[j + q] = tmp[q];
+    }
+}
+
+/* Y[t, rows[k]] = s (+ b) (+ Y), as the order above says */
+static inline void put_bf16(float *Y, size_t ldy, int t0, int G, int R, const int *rows,
+                            const float *s, const float *b, int accumulate) {
+    for (int u = 0; u < G; u++)
+        for (int k = 0; k < R; k++) {
+            float *y = Y + (size_t)(t0 + u) * ldy + rows[k], v = s[u * R + k];
+            if (b) v += b[rows[k]];
+            if (accumulate) v += *y;
             *y = v;
         }
+}
+
+typedef void (*micro_bf16_fn)(const uint16_t *const *w, int in, const float *x, size_t ldx,
+                              size_t pf, float *s);
+#define MK_BF16(R_, G_)                                                                          \
+    AVX512 static void mk_bf16_##R_##_##G_(const uint16_t *const *w, int in, const float *x,      \
+                                           size_t ldx, size_t pf, float *s) {                        \
+        micro_bf16_512(R_, G_, 1, w, in, x, ldx, pf, s);                                          \
     }
+MK_BF16(4, 1) MK_BF16(4, 2) MK_BF16(4, 3) MK_BF16(4, 4) MK_BF16(4, 5)
+MK_BF16(2, 1) MK_BF16(2, 2) MK_BF16(2, 3) MK_BF16(2, 4) MK_BF16(2, 5) MK_BF16(2, 6)
+MK_BF16(2, 7) MK_BF16(2, 8) MK_BF16(2, 9) MK_BF16(2, 10) MK_BF16(2, 11) MK_BF16(2, 12)
+MK_BF16(1, 1) MK_BF16(1, 2) MK_BF16(1, 3) MK_BF16(1, 4) MK_BF16(1, 5) MK_BF16(1, 6)
+MK_BF16(1, 7) MK_BF16(1, 8) MK_BF16(1, 9) MK_BF16(1, 10) MK_BF16(1, 11) MK_BF16(1, 12)
+#undef MK_BF16
+static const micro_bf16_fn mk_bf16_4[BF16_GMAX4 + 1] = {NULL, mk_bf16_4_1, mk_bf16_4_2,
+                                                        mk_bf16_4_3, mk_bf16_4_4, mk_bf16_4_5};
+static const micro_bf16_fn mk_bf16_2[BF16_GMAX2 + 1] = {
+    NULL, mk_bf16_2_1, mk_bf16_2_2, mk_bf16_2_3, mk_bf16_2_4, mk_bf16_2_5, mk_bf16_2_6,
+    mk_bf16_2_7, mk_bf16_2_8, mk_bf16_2_9, mk_bf16_2_10, mk_bf16_2_11, mk_bf16_2_12};
+static const micro_bf16_fn mk_bf16_1[BF16_GMAX2 + 1] = {
+    NULL, mk_bf16_1_1, mk_bf16_1_2, mk_bf16_1_3, mk_bf16_1_4, mk_bf16_1_5, mk_bf16_1_6,
+    mk_bf16_1_7, mk_bf16_1_8, mk_bf16_1_9, mk_bf16_1_10, mk_bf16_1_11, mk_bf16_1_12};
+
+/* Decode: one input, rows r, r + q, r + 2q, r + 3q (q a quarter of the range), the input
+ * rearranged in registers (no buffer), weights prefetched; the last 0-3 rows one at a time. */
+AVX512 static void gemv1_bf16_512(float *Y, const float *X, const uint16_t *W, const float *b,
+                                  int in, int r0, int r1, int accumulate) {
+    const int q = (r1 - r0) / 4;
+    float s[4];
+    for (int r = r0; r < r0 + q; r++) {
+        const int rows[4] = {r, r + q, r + 2 * q, r + 3 * q};
+        const uint16_t *const w[4] = {W + (size_t)rows[0] * in, W + (size_t)rows[1] * in,
+                                      W + (size_t)rows[2] * in, W + (size_t)rows[3] * in};
+        micro_bf16_512(4, 1, 0, w, in, X, 0, BF16_PF, s);
+        put_bf16(Y, 0, 0, 1, 4, rows, s, b, accumulate);
+    }
+    for (int r = r0 + 4 * q; r < r1; r++) {
+        const uint16_t *const w[1] = {W + (size_t)r * in};
+        micro_bf16_512(1, 1, 0, w, in, X, 0, BF16_PF, s);
+        put_bf16(Y, 0, 0, 1, 1, &r, s, b, accumulate);
+    }
+}
+
+/* A packed-input buffer per thread, kept between calls (freed when the thread ends). */
+typedef struct pack_buf {
+    float *p;
+    size_t cap;
+} pack_buf;
+static pthread_key_t pack_key;
+static pthread_once_t pack_once = PTHREAD_ONCE_INIT;
+static int pack_key_ok;
+static void pack_buf_free(void *v) {
+    pack_buf *pb = v;
+    if (pb) free(pb->p);
+    free(pb);
+}
+static void pack_key_init(void) { pack_key_ok = pthread_key_create(&pack_key, pack_buf_free) == 0; }
+/* n floats, 64-byte aligned, or NULL when memory is short (the caller then works without) */
+static float *pack_take(size_t n) {
+    pthread_once(&pack_once, pack_key_init);
+    if (!pack_key_ok) return NULL;
+    pack_buf *pb = pthread_getspecific(pack_key);
+    if (!pb) {
+        if (!(pb = calloc(1, sizeof *pb))) return NULL;
+        if (pthread_setspecific(pack_key, pb)) {
+            free(pb);
+            return NULL;
+        }
+    }
+    if (pb->cap < n) {
+        const size_t cap = (n + 4095) & ~(size_t)4095;
+        float *p = aligned_alloc(64, cap * sizeof *p);
+        if (!p) return NULL;
+        free(pb->p);
+        pb->p = p, pb->cap = cap;
+    }
+    return pb->p;
 }
 
 AVX512 static void gemv_bf16_avx512(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
                                     const uint16_t *W, const float *b, int in, int r0, int r1,
                                     int accumulate) {
-    if (nb > 1) {
-        gemm_bf16_avx512(Y, ldy, X, ldx, nb, W, b, in, r0, r1, accumulate);
+    if (r1 <= r0 || nb < 1) return;
+    const size_t pw = pack_width(in);
+    float *xp = nb > 1 ? pack_take((size_t)nb * pw) : NULL;
+    if (!xp) { /* decode, or no memory for the packed inputs: one input at a time, same sums */
+        for (int t = 0; t < nb; t++)
+            gemv1_bf16_512(Y + (size_t)t * ldy, X + (size_t)t * ldx, W, b, in, r0, r1, accumulate);
         return;
     }
-    const int q = (r1 - r0) / 4;
-    for (int r = r0; r < r0 + q; r++) {
-        const int rows[4] = {r, r + q, r + 2 * q, r + 3 * q};
-        const uint16_t *const w[4] = {W + (size_t)rows[0] * in, W + (size_t)rows[1] * in,
-                                      W + (size_t)rows[2] * in, W + (size_t)rows[3] * in};
-        rows4_bf16_512(Y, X, w, rows, 4, in, b, accumulate);
-    }
-    for (int r = r0 + 4 * q; r < r1; r++) { /* the last 0-3 rows, one at a time */
-        const int rows[4] = {r, r, r, r};
-        const uint16_t *const w[4] = {W + (size_t)r * in, W + (size_t)r * in, W + (size_t)r * in,
-                                      W + (size_t)r * in};
-        rows4_bf16_512(Y, X, w, rows, 1, in, b, accumulate);
+    pack_x(xp, X, ldx, nb, in);
+    /* R = 4 rows x up to 5 inputs; 6-16 inputs: R = 2 x one or two groups of up to 12 (measured
+     * faster there than groups of 4-5, and slower above, where the inputs no longer fit in L1) */
+    const int R = nb <= BF16_GMAX4 || nb > 16 ? 4 : 2, gmax = R == 4 ? BF16_GMAX4 : BF16_GMAX2;
+    const int ngr = (nb + gmax - 1) / gmax, gsz = (nb + ngr - 1) / ngr;
+    /* Rows in the decode kernel's order: virtual row v < 4q is row r0 + (v % 4) q + v / 4, so
+     * every block of 4 (or 2) reads from four (two) sequential streams a quarter of the range
+     * apart, which fetch from memory faster than one; rows past 4q follow in order. Panels of
+     * virtual rows (about 192 KB of BF16) stay in L2 while every group of inputs passes. */
+    const int q = (r1 - r0) / 4, nv = r1 - r0;
+    int panel = (int)((192u << 10) / ((size_t)in * 2)) & ~3;
+    if (panel < 4) panel = 4;
+    float s[4 * BF16_GMAX2];
+    for (int p0 = 0; p0 < nv; p0 += panel) {
+        const int p1 = nv - p0 < panel ? nv : p0 + panel;
+        for (int t0 = 0, g = 0; t0 < nb; t0 += gsz, g++) {
+            const int G = nb - t0 < gsz ? nb - t0 : gsz;
+            const float *xg = xp + (size_t)t0 * pw;
+            /* the first group reads the panel from memory, prefetching ahead in each stream;
+             * the second prefetches the next panel into L2 while it computes from L2 */
+            const size_t pfo = g == 0 ? BF16_PF : g == 1 && p1 < nv ? (size_t)(panel / 4) * in * 2 : 0;
+            int v = p0;
+            for (; v + R <= p1 && v + R <= 4 * q; v += R) {
+                int rows[4];
+                const uint16_t *w[4];
+                for (int k = 0; k < R; k++) {
+                    rows[k] = r0 + ((v + k) & 3) * q + ((v + k) >> 2);
+                    w[k] = W + (size_t)rows[k] * in;
+                }
+                (R == 4 ? mk_bf16_4 : mk_bf16_2)[G](w, in, xg, pw, pfo, s);
+                put_bf16(Y, ldy, t0, G, R, rows, s, b, accumulate);
+            }
+            for (; v < p1; v++) {
+                const int r = v < 4 * q ? r0 + (v & 3) * q + (v >> 2) : r0 + v;
+                const uint16_t *const w[1] = {W + (size_t)r * in};
+                mk_bf16_1[G](w, in, xg, pw, pfo, s);
+                put_bf16(Y, ldy, t0, G, 1, &r, s, b, accumulate);
+            }
+        }
     }
 }
 
