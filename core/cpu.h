@@ -73,6 +73,8 @@ typedef struct wb_kernel_table {
                       const float *b, int in, int r0, int r1, int accumulate);
     void (*bf16_to_f32)(float *dst, const uint16_t *src, size_t n);
     void (*rmsnorm)(float *out, const float *x, const float *w, int C, float eps);
+    /* g[i] = silu(g[i]) * u[i] */
+    void (*swiglu)(float *g, const float *u, size_t n);
     /* Y[j, r] (+)= b[r] + widen(row r) . X[j] for r in [r0, r1), j < nb: a tile of 4 rows x
      * WB_TILE_KC columns is widened once and every input passes over it (prefill GEMM) */
     void (*gemm_tiled)(float *Y, size_t ldy, const float *X, size_t ldx, int nb, wb_widen_fn widen,

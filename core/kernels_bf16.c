@@ -614,6 +614,58 @@ AVX512 static void gemv_bf16_avx512(float *Y, size_t ldy, const float *X, size_t
     }
 }
 
+
+/* SwiGLU and RMSNorm at the AVX-512 level. silu(g) * u = g / (1 + e^-g) * u with e^-g by
+ * Cephes' expf polynomial (2^n * p(r), |r| <= ln2 / 2, rel. error ~2e-7), so a prompt's 44 x 4864
+ * values per layer cost microseconds, not the milliseconds of libm's scalar expf; the last
+ * partial vector goes through the same code under a mask, so each value is computed alike
+ * whatever the batch. */
+AVX512 static inline __m512 exp512(__m512 x) {
+    x = _mm512_min_ps(x, _mm512_set1_ps(88.3762626647949f));
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.3365447504f));
+    const __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
+    __m512 y = _mm512_set1_ps(1.9875691500E-4f);
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507E-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073E-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894E-2f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459E-1f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201E-1f));
+    y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
+    const __m512i n = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(y, _mm512_castsi512_ps(n));
+}
+
+AVX512 static void swiglu_avx512(float *g, const float *u, size_t n) {
+    for (size_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 gv = _mm512_maskz_loadu_ps(m, g + i), uv = _mm512_maskz_loadu_ps(m, u + i);
+        const __m512 d = _mm512_add_ps(_mm512_set1_ps(1.0f), exp512(_mm512_sub_ps(_mm512_setzero_ps(), gv)));
+        _mm512_mask_storeu_ps(g + i, m, _mm512_mul_ps(_mm512_div_ps(gv, d), uv));
+    }
+}
+
+/* The mean of squares in double, as the portable version (8 double lanes, then their sum). */
+AVX512 static void rmsnorm_avx512(float *out, const float *x, const float *w, int C, float eps) {
+    __m512d s0 = _mm512_setzero_pd(), s1 = s0;
+    for (int i = 0; i < C; i += 16) {
+        const __mmask16 m = C - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (C - i)) - 1);
+        const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+        const __m512d hi = _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1));
+        s0 = _mm512_fmadd_pd(lo, lo, s0);
+        s1 = _mm512_fmadd_pd(hi, hi, s1);
+    }
+    const double ss = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
+    const __m512 rs = _mm512_set1_ps((float)(1.0 / sqrt(ss / C + (double)eps)));
+    for (int i = 0; i < C; i += 16) {
+        const __mmask16 m = C - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (C - i)) - 1);
+        const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, w + i), _mm512_mul_ps(v, rs)));
+    }
+}
 AVX512 static void bf16_to_f32_avx512(float *dst, const uint16_t *src, size_t n) {
     size_t i = 0;
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, ld16_bf16(src + i));
@@ -712,6 +764,10 @@ static void bf16_to_f32_portable(float *dst, const uint16_t *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = bf16f(src[i]);
 }
 
+static void swiglu_portable(float *g, const float *u, size_t n) {
+    for (size_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
 static void rmsnorm_portable(float *out, const float *x, const float *w, int C, float eps) {
     /* the mean of squares in double: C up to 65536 terms would lose bits in a float sum */
     double ss = 0.0;
@@ -725,6 +781,7 @@ void wb_kernels_bf16_register(wb_kernel_table *t, wb_isa isa) {
         t->gemv_bf16 = gemv_bf16_scalar;
         t->bf16_to_f32 = bf16_to_f32_portable;
         t->rmsnorm = rmsnorm_portable;
+        t->swiglu = swiglu_portable;
         t->gemm_tiled = gemm_tiled_portable;
         t->name_gemv_bf16 = t->name_gemm_bf16 = "portable";
     }
@@ -739,6 +796,8 @@ void wb_kernels_bf16_register(wb_kernel_table *t, wb_isa isa) {
     if (isa == WB_ISA_AVX512) {
         t->gemv_bf16 = gemv_bf16_avx512;
         t->bf16_to_f32 = bf16_to_f32_avx512;
+        t->rmsnorm = rmsnorm_avx512;
+        t->swiglu = swiglu_avx512;
         t->gemm_tiled = gemm_tiled_avx512;
         t->name_gemv_bf16 = "avx512 4-stream";
         t->name_gemm_bf16 = "avx512 widened tile 4x6 fma";
@@ -762,6 +821,4 @@ void wb_rmsnorm_forward(float *out, const float *x, const float *w, int C, float
     wb_kt()->rmsnorm(out, x, w, C, eps);
 }
 
-void wb_swiglu_forward(float *g, const float *u, size_t n) {
-    for (size_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-}
+void wb_swiglu_forward(float *g, const float *u, size_t n) { wb_kt()->swiglu(g, u, n); }

@@ -203,11 +203,14 @@ static void bf16_widening_is_exact_on_every_level(void) {
     }
 }
 
-static void norms_softmax_gelu_attention_match_portable(void) {
+static void norms_softmax_gelu_swiglu_attention_match_portable(void) {
     enum { C = 200, P = 45, HS = 64, NQ = 9 };
     float x[C], add[C], w[C], bb[C], o0[C], o1[C], x0[C], x1[C];
     fill(x, C, 3.0f), fill(add, C, 1.0f), fill(w, C, 1.0f), fill(bb, C, 1.0f);
     float sm0[P], sm1[P], g0[C], g1[C];
+    float sg0[C], sgu[C], sg1[C];
+    fill(sg0, C, 12.0f), fill(sgu, C, 2.0f);
+    sg0[0] = -100.0f, sg0[1] = 100.0f; /* the clamped ends */
     fill(sm0, P, 20.0f);
     fill(g0, C, 8.0f);
     float *k = malloc(sizeof(float) * (P + NQ) * HS), *v = malloc(sizeof(float) * (P + NQ) * HS);
@@ -222,12 +225,17 @@ static void norms_softmax_gelu_attention_match_portable(void) {
     memcpy(sm1, sm0, sizeof sm0);
     wb_softmax_forward(sm1, P);
     memcpy(g1, g0, sizeof g0);
+    memcpy(sg1, sg0, sizeof sg0);
+    wb_swiglu_forward(sg1, sgu, C);
     wb_gelu_forward(g1, C, WB_ACT_GELU_TANH);
     wb_attention_block_forward(a0, HS, q, HS, k, v, HS, P, NQ, HS, scr);
     wb_isa_limit(old);
     FOR_EACH_LEVEL(lv) {
         wb_isa o = wb_isa_limit((wb_isa)lv);
         float r1[C], s2[P], g2[C];
+        float sg2[C];
+        memcpy(sg2, sg0, sizeof sg0);
+        wb_swiglu_forward(sg2, sgu, C);
         wb_rmsnorm_forward(r1, x, w, C, 1e-6f);
         memcpy(x1, x, sizeof x);
         wb_layernorm_add_forward(o1, x1, add, w, bb, C, 1e-5f);
@@ -243,6 +251,7 @@ static void norms_softmax_gelu_attention_match_portable(void) {
             bad += x1[i] != x0[i]; /* the residual add is exact */
             bad += fabsf(o1[i] - o0[i]) > 1e-5f * (1 + fabsf(o0[i]));
             bad += fabsf(g2[i] - g1[i]) > 1e-5f * (1 + fabsf(g1[i]));
+            bad += fabsf(sg2[i] - sg1[i]) > 1e-5f * (1 + fabsf(sg1[i]));
         }
         for (int i = 0; i < P; i++) bad += fabsf(s2[i] - sm1[i]) > 1e-6f + 1e-5f * sm1[i];
         for (int i = 0; i < NQ * HS; i++) bad += fabsf(a1[i] - a0[i]) > 1e-5f;
@@ -257,6 +266,6 @@ int main(void) {
     RUN(bf16_gemv_and_gemm_match_portable);
     RUN(bf16_batch_rows_equal_alone);
     RUN(bf16_widening_is_exact_on_every_level);
-    RUN(norms_softmax_gelu_attention_match_portable);
+    RUN(norms_softmax_gelu_swiglu_attention_match_portable);
     return check_summary();
 }
