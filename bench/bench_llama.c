@@ -4,7 +4,8 @@
  * committed or downloaded).
  *
  * For BF16 (matrices used in BF16 from the mapping) and F32 (compute_f32: widened at load), at 1
- * and 2 threads: prefill of 44 tokens (ms) and decode (ms/token after that prompt), each as
+ * and 2 threads: prefill of 44 and of 268 tokens (ms, and the fraction of the FMA peak measured
+ * with the same thread count in the same repeat: 24 chains of 512-bit FMAs per thread) and decode (ms/token after that prompt), each as
  * median [min - max] over repeats, against the memory-bandwidth bound: bound = weight bytes /
  * bandwidth, since a decode step must read every weight once. The bandwidth is a streaming AVX2
  * read of 512 MB with the same thread count (four streams per thread, the BF16 GEMV's pattern),
@@ -81,6 +82,71 @@ static double bandwidth(const float *buf, int nt) {
     return (double)BW_BYTES / ((wb_clock_ms() - t0) * 1e6);
 }
 
+
+/* ------------------------------------------------------------------------ FMA peak */
+
+/* GFLOP/s of 24 independent chains of 512-bit FMAs (256-bit without AVX-512) per thread, nt
+ * threads at once: the compute floor of a prefill, measured next to it. */
+typedef struct peak_arg {
+    double gflops;
+} peak_arg;
+
+__attribute__((target("avx512f"))) static double peak512(void) {
+    __m512 a[24];
+    for (int i = 0; i < 24; i++) a[i] = _mm512_set1_ps(1.0f + i * 1e-7f);
+    const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+    const long it = 2000000;
+    double t0 = wb_clock_ms();
+    for (long k = 0; k < it; k++) {
+#pragma GCC unroll 24
+        for (int i = 0; i < 24; i++) a[i] = _mm512_fmadd_ps(a[i], m, c);
+    }
+    double ms = wb_clock_ms() - t0;
+    float s = 0;
+    for (int i = 0; i < 24; i++) s += _mm512_reduce_add_ps(a[i]);
+    return s == 1.2345f ? 0 : (double)it * 24 * 32 / (ms * 1e6);
+}
+
+__attribute__((target("avx2,fma"))) static double peak256(void) {
+    __m256 a[12];
+    for (int i = 0; i < 12; i++) a[i] = _mm256_set1_ps(1.0f + i * 1e-7f);
+    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+    const long it = 4000000;
+    double t0 = wb_clock_ms();
+    for (long k = 0; k < it; k++) {
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) a[i] = _mm256_fmadd_ps(a[i], m, c);
+    }
+    double ms = wb_clock_ms() - t0;
+    float t[8];
+    _mm256_storeu_ps(t, a[0]);
+    return t[0] == 1.2345f ? 0 : (double)it * 12 * 16 / (ms * 1e6);
+}
+
+static int g_have512;
+static void *peak_thread(void *arg) {
+    ((peak_arg *)arg)->gflops = g_have512 ? peak512() : peak256();
+    return NULL;
+}
+
+static double fma_peak(int nt) {
+    pthread_t th[8];
+    peak_arg a[8] = {{0}};
+    for (int i = 1; i < nt; i++) pthread_create(&th[i], NULL, peak_thread, &a[i]);
+    peak_thread(&a[0]);
+    double sum = a[0].gflops;
+    for (int i = 1; i < nt; i++) pthread_join(th[i], NULL), sum += a[i].gflops;
+    return sum;
+}
+
+/* FLOPs of a prefill of n tokens from position 0: every layer matrix for each token, attention
+ * scores and weighted values (token t sees t + 1 keys), the head for the last token only. */
+static double prefill_flops(int n) {
+    const double per_tok = 2.0 * L * ((double)C * NH * HD + 2.0 * C * NKV * HD + (double)NH * HD * C + 3.0 * C * F);
+    const double att = 4.0 * L * NH * HD * ((double)n * (n + 1) / 2);
+    return n * per_tok + att + 2.0 * V * C;
+}
+
 /* ------------------------------------------------------------------------ statistics */
 
 static int cmpd(const void *a, const void *b) {
@@ -134,20 +200,24 @@ int main(int argc, char **argv) {
     }
     printf("Qwen2.5-0.5B-shaped random BF16 model written in %.1f s to %s\n",
            (wb_clock_ms() - t0) / 1000, dir);
-    printf("kernels %s, OpenBLAS %s\n\n", "avx2+fma when available", wb_blas_info());
+    printf("%s\n\n", wb_blas_info());
 
     float *bw_buf = aligned_alloc(64, BW_BYTES);
     memset(bw_buf, 1, BW_BYTES); /* fault the pages in before timing */
 
-    int32_t prompt[PROMPT];
-    for (int i = 0; i < PROMPT; i++) prompt[i] = (int32_t)(17 + 13 * i) % 600;
+    enum { LONG = 268 };
+    int32_t prompt[LONG];
+    for (int i = 0; i < LONG; i++) prompt[i] = (int32_t)(17 + 13 * i) % 600;
     float *logits = malloc((size_t)V * sizeof *logits);
+    g_have512 = __builtin_cpu_supports("avx512f");
+    char pre_rows[4][400];
+    int n_pre = 0;
     printf("| weights | threads | weight GB | prefill 44 (ms) | decode (ms/token) | read GB/s | bound (ms/token) | decode / bound |\n");
     printf("|---|---|---|---|---|---|---|---|\n");
     for (int f32 = 0; f32 <= 1; f32++) {
         wb_model_params p = wb_model_default_params();
         p.compute_f32 = f32;
-        p.n_ctx = 256;
+        p.n_ctx = 512;
         wb_model *m = NULL;
         wb_err err = {0};
         if (wb_model_load_ex(dir, &p, &m, &err)) {
@@ -157,14 +227,16 @@ int main(int argc, char **argv) {
         const double gb = (double)wb_model_weight_bytes(m) / 1e9;
         for (int nt = 1; nt <= 2; nt++) {
             wb_threads_set(nt);
-            double *pf = malloc((size_t)reps * sizeof *pf), *dc = malloc((size_t)reps * sizeof *dc);
-            double *bw = malloc((size_t)reps * sizeof *bw), *bd = malloc((size_t)reps * sizeof *bd);
-            double *ra = malloc((size_t)reps * sizeof *ra);
+            double *v = calloc((size_t)reps * 10, sizeof *v);
+            double *pf = v, *dc = v + reps, *bw = v + 2 * reps, *bd = v + 3 * reps, *ra = v + 4 * reps;
+            double *pl = v + 5 * reps, *pk = v + 6 * reps, *f44 = v + 7 * reps, *f268 = v + 8 * reps;
             for (int r = -1; r < reps; r++) { /* r = -1: warm-up (page faults, pool start) */
                 wb_session *s = NULL;
-                if (wb_session_new(m, 256, &s, &err)) break;
+                if (wb_session_new(m, 512, &s, &err)) break;
+                const double pkr = fma_peak(nt);
                 double a = wb_clock_ms();
                 wb_session_prefill(s, prompt, PROMPT, logits, 0, &err);
+                double a2 = wb_clock_ms();
                 const double g = bandwidth(bw_buf, nt);
                 double b = wb_clock_ms();
                 int32_t id = 1;
@@ -173,30 +245,48 @@ int main(int argc, char **argv) {
                     id = (id * 31 + 7) % 600;
                 }
                 double c = wb_clock_ms();
+                wb_session_reset(s);
+                double d0 = wb_clock_ms();
+                wb_session_prefill(s, prompt, LONG, logits, 0, &err);
+                double d1 = wb_clock_ms();
                 if (r >= 0) {
-                    pf[r] = b - a;
+                    pf[r] = a2 - a;
                     dc[r] = (c - b) / ntok;
                     bw[r] = g;
                     bd[r] = gb / g * 1e3;
                     ra[r] = dc[r] / bd[r];
+                    pl[r] = d1 - d0;
+                    pk[r] = pkr;
+                    f44[r] = prefill_flops(PROMPT) / (pf[r] * 1e6) / pkr;
+                    f268[r] = prefill_flops(LONG) / (pl[r] * 1e6) / pkr;
                 }
                 wb_session_free(s);
             }
             stat3 sp = stats(pf, reps), sd = stats(dc, reps), sb = stats(bw, reps),
-                  sbd = stats(bd, reps), sr = stats(ra, reps);
+                  sbd = stats(bd, reps), sr = stats(ra, reps), sl = stats(pl, reps),
+                  sk = stats(pk, reps), s44 = stats(f44, reps), s268 = stats(f268, reps);
             printf("| %s | %d | %.2f | %.0f [%.0f - %.0f] | %.1f [%.1f - %.1f] | %.1f [%.1f - %.1f] "
                    "| %.1f | %.2fx [%.2f - %.2f] |\n",
                    f32 ? "F32" : "BF16", nt, gb, sp.med, sp.lo, sp.hi, sd.med, sd.lo, sd.hi, sb.med,
                    sb.lo, sb.hi, sbd.med, sr.med, sr.lo, sr.hi);
+            snprintf(pre_rows[n_pre++], sizeof pre_rows[0],
+                     "| %s | %d | %.0f [%.0f - %.0f] | %.0f [%.0f - %.0f] | %.0f%% [%.0f - %.0f] "
+                     "| %.0f [%.0f - %.0f] | %.0f%% [%.0f - %.0f] |",
+                     f32 ? "F32" : "BF16", nt, sk.med, sk.lo, sk.hi, sp.med, sp.lo, sp.hi,
+                     100 * s44.med, 100 * s44.lo, 100 * s44.hi, sl.med, sl.lo, sl.hi,
+                     100 * s268.med, 100 * s268.lo, 100 * s268.hi);
             fflush(stdout);
-            free(pf);
-            free(dc);
-            free(bw);
-            free(bd);
-            free(ra);
+            free(v);
         }
         wb_model_free(m);
     }
+    printf("\nPrefill against the FMA peak measured in each repeat right before it (%s FMAs, the "
+           "same thread count; of peak = the prefill's FLOPs / its time / that peak, median of "
+           "the repeats). FLOPs: %.1f G for 44 tokens, %.1f G for 268 (head for the last token).\n\n",
+           g_have512 ? "512-bit" : "256-bit", prefill_flops(PROMPT) / 1e9, prefill_flops(LONG) / 1e9);
+    printf("| weights | threads | FMA peak GFLOP/s | prefill 44 (ms) | of peak | prefill 268 (ms) | of peak |\n");
+    printf("|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < n_pre; i++) printf("%s\n", pre_rows[i]);
     free(logits);
     free(bw_buf);
     char cmd[600];
