@@ -19,6 +19,18 @@ local STATIC = {
 }
 local BODY_KEYS = {prompt = true, params = true, constraint = true, top = true, attention = true}
 M.MAX_TOP = 50
+-- Attention makes a record grow with layers x heads x steps x positions: about 30k numbers for
+-- a 40-token TinyLM reply, but hundreds of millions on a 24-layer model with long prompts. Above
+-- this many weights the request is refused with a message rather than building a huge reply.
+M.MAX_ATTENTION_WEIGHTS = 2000000
+
+-- An upper bound on the attention weights a record would carry: the prompt has at most one token
+-- per byte (plus a few specials), and step t attends over prompt + t positions.
+function M.attention_weights(info, prompt_bytes, max_tokens)
+  local P = prompt_bytes + 8
+  local n = max_tokens
+  return info.n_layer * info.n_head * (n * P + n * (n + 1) // 2)
+end
 
 -- The folder holding the page, next to this module (source tree or install prefix alike).
 local function static_dir()
@@ -104,6 +116,14 @@ function M.install(server)
     if not srv:authorized(req, "openai") then return json_error(wb, req, 401, "missing or wrong API key") end
     local ok, prompt, params, opts = pcall(M.parse_body, wb, req.body or "")
     if not ok then return json_error(wb, req, 400, tostring(prompt)) end
+    if opts.attention and math.type(params.max_tokens) == "integer" and params.max_tokens > 0 then
+      local bound = M.attention_weights(srv.model:info(), #prompt, params.max_tokens)
+      if bound > M.MAX_ATTENTION_WEIGHTS then
+        return json_error(wb, req, 400, ("attention: this record could hold up to %d attention " ..
+          "weights (limit %d); turn attention off, or lower max_tokens or the prompt length")
+          :format(bound, M.MAX_ATTENTION_WEIGHTS), "attention")
+      end
+    end
     local okr, rec = pcall(steps.record, srv.model, prompt, params, opts)
     if not okr then
       -- Parameter and constraint errors are the caller's; they name the key at fault.

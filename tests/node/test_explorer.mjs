@@ -94,6 +94,23 @@ try {
     assert((await page.textContent("#step .attention h2")).includes(`position ${st.attention_position}`), "heading");
   });
 
+  await test("attention is a choice: unticked, the page re-runs without it; a huge record is refused", async () => {
+    const replyBefore = await tokensOf(page, "a");
+    await page.uncheck("#attention");
+    await page.waitForFunction(() => !document.querySelector("#step .attention") &&
+      document.querySelector('.reply[data-run="a"] .tok.gen'));
+    eq(await tokensOf(page, "a"), replyBefore, "same reply without attention");
+    await page.check("#attention");
+    await page.waitForSelector("#step .attention");
+    // TinyLM: 4 layers x 4 heads; 500 steps over a short prompt bound above 2M weights.
+    const r = await fetch(`${srv.base}/workbench/steps`, { method: "POST",
+      body: JSON.stringify({ prompt: PROMPT, params: { ...PARAMS_A, max_tokens: 500 }, top: 10, attention: true }) });
+    eq(r.status, 400, "refused");
+    const body = await r.json();
+    eq(body.error.param, "attention", "names the field");
+    assert(body.error.message.includes("limit"), body.error.message);
+  });
+
   await test("the waterfall has tokenization, prefill and one bar per decode step", async () => {
     const rec = await record(PARAMS_A);
     const n = await page.$$eval('#waterfall svg[data-run="a"] rect.wf', (els) => els.length);

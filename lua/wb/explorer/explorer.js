@@ -54,7 +54,7 @@ function constraintSpec() {
 
 async function fetchRecord(run) {
   const body = { prompt: document.getElementById('prompt').value, params: runParams(run),
-    constraint: constraintSpec(), top: 10, attention: true };
+    constraint: constraintSpec(), top: 10, attention: document.getElementById('attention').checked };
   const res = await fetch('/workbench/steps', { method: 'POST',
     headers: headers({ 'Content-Type': 'application/json' }), body: JSON.stringify(body) });
   const data = await res.json();
@@ -241,6 +241,8 @@ async function init() {
   try {
     const info = await (await fetch('/workbench/info', { headers: headers() })).json();
     document.getElementById('model-name').textContent = `${info.model_type}, ${info.parameters} parameters, ${info.dir}`;
+    // Large models make large attention records: start with it off there (the box turns it on).
+    if (info.n_layer * info.n_head > 64) document.getElementById('attention').checked = false;
   } catch (e) { /* the page still works without the header */ }
   rerun();
 }
