@@ -5,6 +5,7 @@
 #include "tokenizer_internal.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,8 @@ static wb_status get_count(const cJSON *obj, const char *key, int required, doub
         *out = -1;
         return WB_OK;
     }
-    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0) || v->valuedouble != (double)(int64_t)v->valuedouble)
+    /* floor, not an integer cast: converting a double beyond int64 is undefined */
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0) || v->valuedouble != floor(v->valuedouble))
         FAIL(WB_ERR_FORMAT, "%s: %s.%s must be a non-negative integer", name, what, key);
     if (v->valuedouble > max)
         FAIL(WB_ERR_FORMAT, "%s: %s.%s = %.0f is above the limit %.0f", name, what, key, v->valuedouble, max);

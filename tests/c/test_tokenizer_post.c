@@ -211,8 +211,9 @@ static void save_keeps_the_settings(void) {
     cJSON_Delete(pd);
 }
 
-/* Lengths that would allocate without bound are refused at load, naming the field. */
-static void huge_padding_is_refused(void) {
+/* Lengths that would allocate without bound, and numbers beyond any integer, are refused at load
+ * naming the field; the largest usize is read as no limit. */
+static void huge_counts_are_refused_by_name(void) {
     cJSON *null = cJSON_CreateNull();
     cJSON *pd = parse("{\"strategy\":{\"Fixed\":1e12},\"direction\":\"Right\",\"pad_to_multiple_of\":null,"
                       "\"pad_id\":0,\"pad_type_id\":0,\"pad_token\":\"x\"}");
@@ -228,6 +229,20 @@ static void huge_padding_is_refused(void) {
           strstr(err.msg, "padding.pad_to_multiple_of"));
     CHECK(load_with("family_qwen2_tokenizer.json", null, pi, &t, &err) == WB_ERR_FORMAT && !t &&
           strstr(err.msg, "padding.pad_id"));
+    /* beyond any integer type, and the largest usize: refused by name, taken as "no limit" */
+    cJSON *tb = parse("{\"direction\":\"Right\",\"max_length\":1e30,\"strategy\":\"LongestFirst\",\"stride\":0}");
+    cJSON *tu = parse("{\"direction\":\"Right\",\"max_length\":18446744073709551615,\"strategy\":\"LongestFirst\","
+                      "\"stride\":0}");
+    CHECK(load_with("family_qwen2_tokenizer.json", tb, null, &t, &err) == WB_ERR_FORMAT && !t &&
+          strstr(err.msg, "truncation.max_length"));
+    CHECK(load_with("family_qwen2_tokenizer.json", tu, null, &t, &err) == WB_OK && t);
+    int32_t *ids = NULL;
+    size_t nid = 0;
+    CHECK(t && wb_tokenizer_encode(t, "hello world", 11, &ids, &nid, &err) == WB_OK && nid > 1);
+    wb_free(ids);
+    wb_tokenizer_free(t);
+    cJSON_Delete(tb);
+    cJSON_Delete(tu);
     cJSON_Delete(null);
     cJSON_Delete(pd);
     cJSON_Delete(pm);
@@ -238,6 +253,6 @@ int main(void) {
     RUN(vectors_match_hugging_face);
     RUN(switches_turn_both_off);
     RUN(save_keeps_the_settings);
-    RUN(huge_padding_is_refused);
+    RUN(huge_counts_are_refused_by_name);
     return check_summary();
 }
