@@ -121,7 +121,7 @@ function steps.record(model, prompt, params, opts)
   local info = model:info()
 
   local t0 = wb.clock_ms()
-  local ids = tok:encode(prompt)
+  local ids = tok:encode(prompt, {truncation = false, padding = false}) -- as generate encodes it
   local tokenize_ms = wb.clock_ms() - t0
   local gen_opts = {constraint = c, n_ctx = opts.n_ctx}
   local gen = model:generate(prompt, params, gen_opts)
