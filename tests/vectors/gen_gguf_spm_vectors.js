@@ -77,7 +77,9 @@ function trainPieces(words, nMerges) {
       return [o, c];
     });
   }
-  const keep = [...chars.entries()].filter(([, c]) => c >= 15).sort((x, y) => y[1] - x[1] || (x[0] < y[0] ? -1 : 1))
+  // every character of a piece is a piece itself, as in a real SentencePiece model
+  const inPieces = new Set(pieces.flatMap((p) => Array.from(p)));
+  const keep = [...chars.entries()].filter(([ch, c]) => c >= 15 || inPieces.has(ch)).sort((x, y) => y[1] - x[1] || (x[0] < y[0] ? -1 : 1))
     .map(([ch]) => ch);
   return { pieces, chars: keep };
 }
