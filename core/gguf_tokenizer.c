@@ -496,6 +496,83 @@ static cJSON *type_only(const char *t) {
 
 #define SPACE_MARK "\xe2\x96\x81" /* ▁ */
 
+/* A growing text buffer for the JSON of the vocabulary and the merges. */
+typedef struct jbuf {
+    char *p;
+    size_t n, cap;
+    int oom;
+} jbuf;
+
+static void jb_put(jbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t c = b->cap ? b->cap : 4096;
+        while (c < b->n + n + 1) c *= 2;
+        char *q = realloc(b->p, c);
+        if (!q) {
+            b->oom = 1;
+            return;
+        }
+        b->p = q;
+        b->cap = c;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+/* A JSON string of valid UTF-8 without NUL (checked at read). */
+static void jb_str(jbuf *b, const char *s, size_t n) {
+    jb_put(b, "\"", 1);
+    size_t run = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        jb_put(b, s + run, i - run);
+        char esc[8];
+        int k = c == '"' ? snprintf(esc, sizeof esc, "\\\"") : c == '\\' ? snprintf(esc, sizeof esc, "\\\\")
+                                                                       : snprintf(esc, sizeof esc, "\\u%04x", c);
+        jb_put(b, esc, (size_t)k);
+        run = i + 1;
+    }
+    jb_put(b, s + run, n - run);
+    jb_put(b, "\"", 1);
+}
+
+/* head is the printed tokenizer.json whose last member is "model" (so it ends in "}}"); the
+ * result adds model.vocab and model.merges (pairs, or the derived SentencePiece merges). */
+static char *json_with_vocab(const char *head, const char *const *strs, const uint32_t *lens,
+                             uint64_t n, const int32_t *pairs, size_t n_pairs, const spm_merge *sm,
+                             size_t n_sm) {
+    size_t hl = head ? strlen(head) : 0;
+    if (hl < 2 || strcmp(head + hl - 2, "}}") != 0) return NULL;
+    jbuf b = {0};
+    jb_put(&b, head, hl - 2);
+    jb_put(&b, ",\"vocab\":{", 10);
+    char num[24];
+    for (uint64_t i = 0; i < n; i++) {
+        if (i) jb_put(&b, ",", 1);
+        jb_str(&b, strs[i], lens[i]);
+        jb_put(&b, num, (size_t)snprintf(num, sizeof num, ":%llu", (unsigned long long)i));
+    }
+    jb_put(&b, "},\"merges\":[", 12);
+    size_t nm = pairs ? n_pairs : 0;
+    for (size_t k = 0; k < nm + n_sm; k++) {
+        int32_t l = k < nm ? pairs[2 * k] : sm[k - nm].l, r = k < nm ? pairs[2 * k + 1] : sm[k - nm].r;
+        jb_put(&b, k ? ",[" : "[", k ? 2 : 1);
+        jb_str(&b, strs[l], lens[l]);
+        jb_put(&b, ",", 1);
+        jb_str(&b, strs[r], lens[r]);
+        jb_put(&b, "]", 1);
+    }
+    jb_put(&b, "]}}", 3);
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
+}
+
 wb_status wb_gguf_tokenizer_load(const wb_gguf *g, wb_tokenizer **out, char **chat_template,
                                  wb_err *err) {
     if (out) *out = NULL;
@@ -511,6 +588,8 @@ wb_status wb_gguf_tokenizer_load(const wb_gguf *g, wb_tokenizer **out, char **ch
     spm_merge *sm = NULL;
     size_t n_sm = 0;
     cJSON *root = NULL;
+    int32_t *pairs = NULL;
+    size_t n_pairs = 0;
 
     const char *model, *pre = NULL, *prep = NULL;
     size_t ml, pl = 0, prepl = 0;
@@ -686,14 +765,10 @@ wb_status wb_gguf_tokenizer_load(const wb_gguf *g, wb_tokenizer **out, char **ch
     cJSON_AddBoolToObject(mdl, "fuse_unk", spm);
     cJSON_AddBoolToObject(mdl, "byte_fallback", spm);
     cJSON_AddBoolToObject(mdl, "ignore_merges", pd && pd->ignore_merges);
-    cJSON *vocab = cJSON_AddObjectToObject(mdl, "vocab");
-    cJSON *merges = cJSON_AddArrayToObject(mdl, "merges");
-    if (!vocab || !merges) FAIL(WB_ERR_NOMEM, "%s: out of memory", nm);
-    for (uint64_t i = 0; i < n; i++) {
-        cJSON *v = cJSON_CreateNumber((double)i);
-        if (!v) FAIL(WB_ERR_NOMEM, "%s: out of memory", nm);
-        cJSON_AddItemToObject(vocab, strs[i], v);
-    }
+    /* vocab and merges are written as text (json_with_vocab): a cJSON tree of them costs more
+     * than the load itself */
+    pairs = malloc(((mi >= 0 ? nmg : 0) + 1) * 2 * sizeof *pairs);
+    if (!pairs) FAIL(WB_ERR_NOMEM, "%s: out of memory", nm);
     if (mi >= 0) {
         /* "a b", split at the first space after the first byte as llama.cpp does */
         char *cat = malloc(2 * MAX_TOKEN_BYTES + 2);
@@ -717,25 +792,15 @@ wb_status wb_gguf_tokenizer_load(const wb_gguf *g, wb_tokenizer **out, char **ch
                                 nm, K_MERGES, (unsigned long long)k, (int)(l > 60 ? 60 : l), s);
                 break;
             }
-            const char *pair[2] = {strs[a], strs[b]};
-            cJSON *m = cJSON_CreateStringArray(pair, 2);
-            if (!m) {
-                st = wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", nm);
-                break;
-            }
-            cJSON_AddItemToArray(merges, m);
+            pairs[2 * n_pairs] = a;
+            pairs[2 * n_pairs + 1] = b;
+            n_pairs++;
         }
         free(cat);
         if (st) goto done;
     } else {
         spm_src src = {(const char *const *)strs, lens, types, si >= 0 ? scores : NULL, &map, (int32_t)n};
         if (spm_merges(&src, &sm, &n_sm)) FAIL(WB_ERR_NOMEM, "%s: out of memory", nm);
-        for (size_t k = 0; k < n_sm; k++) {
-            const char *pair[2] = {strs[sm[k].l], strs[sm[k].r]};
-            cJSON *m = cJSON_CreateStringArray(pair, 2);
-            if (!m) FAIL(WB_ERR_NOMEM, "%s: out of memory", nm);
-            cJSON_AddItemToArray(merges, m);
-        }
     }
 
     if (chat_template) {
@@ -751,10 +816,12 @@ wb_status wb_gguf_tokenizer_load(const wb_gguf *g, wb_tokenizer **out, char **ch
         st = WB_OK;
     }
 
-    text = cJSON_PrintUnformatted(root);
-    if (!text) FAIL(WB_ERR_NOMEM, "%s: out of memory", nm);
+    char *head = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     root = NULL;
+    text = json_with_vocab(head, (const char *const *)strs, lens, n, pairs, n_pairs, sm, n_sm);
+    free(head);
+    if (!text) FAIL(WB_ERR_NOMEM, "%s: out of memory", nm);
     char label[512];
     snprintf(label, sizeof label, "%s (tokenizer from GGUF metadata)", nm);
     if ((st = wb_tokenizer_load_json(text, strlen(text), label, out, err))) goto done;
@@ -765,6 +832,7 @@ wb_status wb_gguf_tokenizer_load(const wb_gguf *g, wb_tokenizer **out, char **ch
 done:
     cJSON_Delete(root);
     free(text);
+    free(pairs);
     free(tmpl);
     free(sm);
     tk_strmap_free(&map);

@@ -491,6 +491,40 @@ static void m_huge(wb_gguf_writer *w) {
     free(t);
 }
 
+/* Tokens that JSON must escape (the vocabulary is written as JSON text internally). */
+static void m_escapes(wb_gguf_writer *w) {
+    wb_err e = {0};
+    const char *t[] = {"<unk>", "\"", "\\", "\x01", "\t", "\"\\", "\xe2\x96\x81\""};
+    const int32_t ty[] = {2, 1, 1, 1, 1, 1, 1};
+    const float sc[] = {0, 0, 0, 0, 0, -1, -2};
+    wb_gguf_set_str(w, "tokenizer.ggml.model", "llama", 5, &e);
+    wb_gguf_set_str_array(w, "tokenizer.ggml.tokens", t, 7, &e);
+    wb_gguf_set_i32_array(w, "tokenizer.ggml.token_type", ty, 7, &e);
+    wb_gguf_set_f32_array(w, "tokenizer.ggml.scores", sc, 7, &e);
+}
+
+static void tokens_that_json_escapes_load_and_encode(void) {
+    wb_err err = {0};
+    wb_gguf_writer *w = NULL;
+    CHECK(wb_gguf_writer_new(&w, &err) == WB_OK);
+    m_escapes(w);
+    wb_gguf *g = open_written(w, &err);
+    wb_gguf_writer_free(w);
+    wb_tokenizer *tok = NULL;
+    CHECK_MSG(g && wb_gguf_tokenizer_load(g, &tok, NULL, &err) == WB_OK, "%s", err.msg);
+    if (tok) {
+        CHECK(wb_tokenizer_id_of_str(tok, "\"\\") == 5 && wb_tokenizer_id_of_str(tok, "\x01") == 3);
+        int32_t *ids = NULL;
+        size_t n = 0;
+        /* ▁ (prepended; not a token, no byte pieces: <unk>), "\\ merged by its score, \x01, \t */
+        CHECK(wb_tokenizer_encode(tok, "\"\\\x01\t", 4, &ids, &n, &err) == WB_OK);
+        CHECK_MSG(n == 4 && ids[0] == 0 && ids[1] == 5 && ids[2] == 3 && ids[3] == 4, "n=%zu", n);
+        wb_free(ids);
+    }
+    wb_tokenizer_free(tok);
+    wb_gguf_free(g);
+}
+
 static void hostile_metadata_is_refused_naming_the_key(void) {
     static const struct {
         void (*fill)(wb_gguf_writer *);
@@ -544,6 +578,7 @@ int main(void) {
         RUN(spm_tokenizers_are_written_as_scores_without_merges);
     }
     cJSON_Delete(g_spm);
+    RUN(tokens_that_json_escapes_load_and_encode);
     RUN(hostile_metadata_is_refused_naming_the_key);
     fixture_rm_dir(g_dir);
     return check_summary();
