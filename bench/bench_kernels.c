@@ -146,7 +146,7 @@ int main(int argc, char **argv) {
     for (int rr = 0; rr < ROWS; rr++)
         wb_quantize_row(WB_QT_Q8_0, (char *)Wq + wb_quant_row_bytes(WB_QT_Q8_0, IN) * rr,
                         Wf + (size_t)rr * IN, IN);
-    void *xq = malloc(wb_quant_row_bytes(WB_QT_Q8_0, IN) * 268);
+    void *xq = aligned_alloc(64, wb_quant_act_bytes(IN) * 268);
 
     double p512[MAXR], p256[MAXR], pv[MAXR];
     double g44[WB_ISA_COUNT][MAXR], g268[WB_ISA_COUNT][MAXR], q44[WB_ISA_COUNT][MAXR];

@@ -79,11 +79,9 @@ typedef struct wb_kernel_table {
      * WB_TILE_KC columns is widened once and every input passes over it (prefill GEMM) */
     void (*gemm_tiled)(float *Y, size_t ldy, const float *X, size_t ldx, int nb, wb_widen_fn widen,
                        const void *ctx, const float *b, int in, int r0, int r1, int accumulate);
-    /* Quantized (quant.c): blocks of 32 values; see quant.h for the layouts */
-    /* sum over nblk blocks of d_w * d_x * sum_i w_i x_i: w Q8_0 (Q4_0) blocks, xq the input
-     * quantized by wb_quantize_act */
-    float (*dot_q8_0)(const void *w, const void *xq, int nblk);
-    float (*dot_q4_0)(const void *w, const void *xq, int nblk);
+    /* Quantized (quant.c): the dot products and GEMM of Q8_0 / Q4_0 / Q4_K / Q6_K rows against
+     * int8-quantized inputs, one variant per level (quant.h) */
+    const struct wb_quant_kernels *quant;
     /* names of the variants registered last, for wb_kernels_describe */
     const char *name_gemv, *name_gemv_bf16, *name_gemm_bf16, *name_dot_q8;
 } wb_kernel_table;

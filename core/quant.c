@@ -19,13 +19,6 @@
 #include <immintrin.h>
 #endif
 
-/* The activation block: scale, the sum of q, 32 values. */
-typedef struct q8a {
-    float d;
-    int32_t s;
-    int8_t q[32];
-} q8a;
-
 static const struct {
     const char *name;
     int values;
@@ -62,7 +55,7 @@ int wb_quantize_row(wb_qtype t, void *dst, const float *src, int n) {
             const float d = amax / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
             wr16(o, wb_f32_to_f16(d));
             for (int i = 0; i < 32; i++) {
-                float q = nearbyintf(x[i] * id);
+                float q = roundf(x[i] * id); /* half away from zero, as GGUF writers round */
                 o[2 + i] = (uint8_t)(int8_t)(q > 127 ? 127 : q < -127 ? -127 : q);
             }
             o += 34;
@@ -165,66 +158,204 @@ void wb_dequantize_row(wb_qtype t, float *dst, const void *src, int n) {
 
 /* ------------------------------------------------------------------- input quantization */
 
-size_t wb_quant_act_bytes(int n) { return n > 0 ? (size_t)(n / 32) * sizeof(q8a) : 0; }
+/* An input row of n values (n a multiple of 32) quantized for the integer dots, one block of
+ * wb_quant_act_bytes(n) bytes, arrays back to back:
+ *   int8  q[n]        round(x / d_b), |q| <= 127
+ *   float d[n / 32]   d_b = max |x| / 127 over block b
+ *   int32 s[n / 32]   sum of q over block b (Q8_0's +128 and Q4_0's -8 offsets, Q4_K's mins)
+ *   int16 h[n / 16]   sum of q over each 16 (Q6_K's -32 offset, scales per 16) */
+typedef struct qact {
+    const int8_t *q;
+    const float *d;
+    const int32_t *s;
+    const int16_t *h;
+} qact;
 
-void wb_quantize_act(void *dst, const float *x, int n) {
-    q8a *a = dst;
-    for (int b = 0; b < n / 32; b++, x += 32) {
+static size_t act_bytes(int n) { return ((size_t)n + (size_t)(n / 32) * 12 + 63) & ~(size_t)63; }
+size_t wb_quant_act_bytes(int n) { return n > 0 && n % 32 == 0 ? act_bytes(n) : 0; }
+
+static qact act_view(const void *buf, int n) {
+    const uint8_t *p = buf;
+    const size_t nb = (size_t)(n / 32);
+    return (qact){(const int8_t *)p, (const float *)(p + n), (const int32_t *)(p + n + 4 * nb),
+                  (const int16_t *)(p + n + 8 * nb)};
+}
+
+/* q = round-half-even(x * (1 / d)) in every level (the vector code does the same operations),
+ * so the quantized input is the same bytes whatever the level. */
+static void quantize_act_c(void *dst, const float *x, int n) {
+    uint8_t *p = dst;
+    const size_t nb = (size_t)(n / 32);
+    int8_t *q = (int8_t *)p;
+    float *d = (float *)(p + n);
+    int32_t *s = (int32_t *)(p + n + 4 * nb);
+    int16_t *h = (int16_t *)(p + n + 8 * nb);
+    for (size_t b = 0; b < nb; b++, x += 32) {
         float amax = 0.0f;
         for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[i]));
-        const float d = amax / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
-        int s = 0;
+        /* a block below 1e-30 is zeros (1 / d would overflow) */
+        const float db = amax >= 1e-30f ? amax / 127.0f : 0.0f, id = db > 0.0f ? 1.0f / db : 0.0f;
+        int s0 = 0, s1 = 0;
         for (int i = 0; i < 32; i++) {
-            int q = (int)nearbyintf(x[i] * id);
-            q = q > 127 ? 127 : q < -127 ? -127 : q;
-            a[b].q[i] = (int8_t)q;
-            s += q;
+            /* clamped as floats first: a NaN becomes -127, as vmaxps makes it */
+            const int v = (int)fminf(fmaxf(nearbyintf(x[i] * id), -127.0f), 127.0f);
+            q[32 * b + i] = (int8_t)v;
+            if (i < 16) s0 += v;
+            else s1 += v;
         }
-        a[b].d = d;
-        a[b].s = s;
+        d[b] = db;
+        s[b] = s0 + s1;
+        h[2 * b] = (int16_t)s0;
+        h[2 * b + 1] = (int16_t)s1;
     }
 }
-
-/* ----------------------------------------------------------------------- dots, portable */
-
-static float dot_q8_0_portable(const void *w, const void *xq, int nblk) {
-    const uint8_t *p = w;
-    const q8a *a = xq;
-    float sum = 0.0f;
-    for (int b = 0; b < nblk; b++, p += 34) {
-        int32_t s = 0;
-        for (int i = 0; i < 32; i++) s += (int8_t)p[2 + i] * a[b].q[i];
-        sum += f16(p) * a[b].d * (float)s;
-    }
-    return sum;
-}
-
-static float dot_q4_0_portable(const void *w, const void *xq, int nblk) {
-    const uint8_t *p = w;
-    const q8a *a = xq;
-    float sum = 0.0f;
-    for (int b = 0; b < nblk; b++, p += 18) {
-        int32_t s = 0;
-        for (int i = 0; i < 16; i++)
-            s += (p[2 + i] & 15) * a[b].q[i] + (p[2 + i] >> 4) * a[b].q[i + 16];
-        sum += f16(p) * a[b].d * (float)(s - 8 * a[b].s);
-    }
-    return sum;
-}
-
-/* --------------------------------------------------------------------------- dots, AVX2 */
 
 #ifdef WB_X86
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
-#define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+#define AVXVNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
+#define VNNI512                                                                                   \
+    __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma,f16c")))
 
-AVX2 static inline float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
+VNNI512 static void quantize_act_512(void *dst, const float *x, int n) {
+    uint8_t *p = dst;
+    const size_t nb = (size_t)(n / 32);
+    int8_t *q = (int8_t *)p;
+    float *d = (float *)(p + n);
+    int32_t *s = (int32_t *)(p + n + 4 * nb);
+    int16_t *h = (int16_t *)(p + n + 8 * nb);
+    const __m512 lim = _mm512_set1_ps(127.0f), nlim = _mm512_set1_ps(-127.0f);
+    for (size_t b = 0; b < nb; b++, x += 32) {
+        const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+        const float db = amax >= 1e-30f ? amax / 127.0f : 0.0f, id = db > 0.0f ? 1.0f / db : 0.0f;
+        const __m512 vid = _mm512_set1_ps(id);
+        const int r = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+        __m512 y0 = _mm512_roundscale_ps(_mm512_mul_ps(x0, vid), r);
+        __m512 y1 = _mm512_roundscale_ps(_mm512_mul_ps(x1, vid), r);
+        y0 = _mm512_min_ps(_mm512_max_ps(y0, nlim), lim);
+        y1 = _mm512_min_ps(_mm512_max_ps(y1, nlim), lim);
+        const __m512i i0 = _mm512_cvtps_epi32(y0), i1 = _mm512_cvtps_epi32(y1);
+        _mm_storeu_si128((__m128i *)(q + 32 * b), _mm512_cvtepi32_epi8(i0));
+        _mm_storeu_si128((__m128i *)(q + 32 * b + 16), _mm512_cvtepi32_epi8(i1));
+        const int s0 = _mm512_reduce_add_epi32(i0), s1 = _mm512_reduce_add_epi32(i1);
+        d[b] = db;
+        s[b] = s0 + s1;
+        h[2 * b] = (int16_t)s0;
+        h[2 * b + 1] = (int16_t)s1;
+    }
+}
+#endif
+
+void wb_quantize_act(void *dst, const float *x, int n) {
+    const size_t used = (size_t)n + (size_t)(n / 32) * 12;
+    memset((uint8_t *)dst + used, 0, act_bytes(n) - used); /* the padding too: same bytes always */
+#ifdef WB_X86
+    if (wb_isa_current() == WB_ISA_AVX512) {
+        quantize_act_512(dst, x, n);
+        return;
+    }
+#endif
+    quantize_act_c(dst, x, n);
 }
 
+/* ------------------------------------------------------------- the canonical dot products
+ *
+ * Every level computes, for a weight row and an input, exactly the same integer sum per block of
+ * 32 values (isum below; integer sums do not depend on their order) and then one float chain in
+ * block order, acc = acc + isum * (d_w * d_x), with the terms listed per type:
+ *   Q8_0  isum = sum w q                                   scale d
+ *   Q4_0  isum = sum nibble q - 8 s                        scale d
+ *   Q4_K  isum = sum nibble q, scale d sc; then  -s with scale dmin m   (group b of 8)
+ *   Q6_K  per 16: isum = sum q6 q - 32 h, scale d sc16 (two terms per block)
+ * The AVX2 and AVX-512 levels fuse each step into one FMA (so their outputs are bit-identical),
+ * the portable one rounds the product first. An output is then acc + bias, added to Y when
+ * accumulating. Every input of a batch is computed the same way alone, so a batched row equals
+ * its row alone bit for bit at every batch size (tests/c/test_quant.c). */
+
+#define PORTABLE_MAC(acc, a, s) ((acc) + (a) * (s))
+
+static inline void q4k_block_scales(const uint8_t *blk, int g, float *dsc, float *dmn) {
+    int sc, m;
+    q4k_scale_min(g, blk + 4, &sc, &m);
+    *dsc = f16(blk) * (float)sc;
+    *dmn = f16(blk + 2) * (float)m;
+}
+
+static float dot_q8_0_c(const uint8_t *w, const qact *a, int nblk) {
+    float acc = 0.0f;
+    for (int b = 0; b < nblk; b++, w += 34) {
+        int32_t s = 0;
+        for (int i = 0; i < 32; i++) s += (int8_t)w[2 + i] * a->q[32 * b + i];
+        acc = PORTABLE_MAC(acc, (float)s, f16(w) * a->d[b]);
+    }
+    return acc;
+}
+
+static float dot_q4_0_c(const uint8_t *w, const qact *a, int nblk) {
+    float acc = 0.0f;
+    for (int b = 0; b < nblk; b++, w += 18) {
+        const int8_t *q = a->q + 32 * b;
+        int32_t s = 0;
+        for (int i = 0; i < 16; i++) s += (w[2 + i] & 15) * q[i] + (w[2 + i] >> 4) * q[i + 16];
+        acc = PORTABLE_MAC(acc, (float)(s - 8 * a->s[b]), f16(w) * a->d[b]);
+    }
+    return acc;
+}
+
+static float dot_q4_k_c(const uint8_t *w, const qact *a, int nblk) {
+    float acc = 0.0f;
+    for (int b = 0; b < nblk; b++) {
+        const uint8_t *blk = w + (size_t)(b / 8) * 144, *qs = blk + 16 + 32 * ((b % 8) / 2);
+        const int sh = (b & 1) * 4;
+        const int8_t *q = a->q + 32 * b;
+        int32_t s = 0;
+        for (int i = 0; i < 32; i++) s += ((qs[i] >> sh) & 15) * q[i];
+        float dsc, dmn;
+        q4k_block_scales(blk, b % 8, &dsc, &dmn);
+        acc = PORTABLE_MAC(acc, (float)s, dsc * a->d[b]);
+        acc = PORTABLE_MAC(acc, (float)(-a->s[b]), dmn * a->d[b]);
+    }
+    return acc;
+}
+
+/* value l of 32-block bb (0..7) of a Q6_K super-block: half h = bb / 4, part = bb % 4 */
+static inline int q6_value(const uint8_t *blk, int bb, int l) {
+    const int h = bb / 4, part = bb % 4;
+    const uint8_t lo = blk[64 * h + 32 * (part & 1) + l], hi = blk[128 + 32 * h + l];
+    return ((part >= 2 ? lo >> 4 : lo & 15) | (((hi >> (2 * part)) & 3) << 4));
+}
+
+static float dot_q6_k_c(const uint8_t *w, const qact *a, int nblk) {
+    float acc = 0.0f;
+    for (int b = 0; b < nblk; b++) {
+        const uint8_t *blk = w + (size_t)(b / 8) * 210;
+        const int bb = b % 8;
+        const int8_t *q = a->q + 32 * b;
+        const float d = f16(blk + 208);
+        for (int g = 0; g < 2; g++) {
+            int32_t s = 0;
+            for (int i = 16 * g; i < 16 * g + 16; i++) s += q6_value(blk, bb, i) * q[i];
+            const float ds = d * (float)(int8_t)blk[192 + 2 * bb + g];
+            acc = PORTABLE_MAC(acc, (float)(s - 32 * a->h[2 * b + g]), ds * a->d[b]);
+        }
+    }
+    return acc;
+}
+
+/* ----------------------------------------------------------------------- dots, AVX2 */
+
+#ifdef WB_X86
+AVX2 static inline int32_t hsum_i32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+AVX2 static inline int32_t hsum_i32x4(__m128i s) {
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
 AVX2 static inline float h2f(const uint8_t *p) { return _cvtsh_ss(rd16(p)); }
 
 /* 32 nibbles of a Q4_0 block as bytes 0..15 in value order */
@@ -232,176 +363,493 @@ AVX2 static inline __m256i nibbles(const uint8_t *qs) {
     const __m128i v = _mm_loadu_si128((const __m128i *)qs), m = _mm_set1_epi8(15);
     return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
 }
-
-/* Signed x signed bytes: maddubs needs an unsigned side, so |w| and x with w's sign. */
-AVX2 static inline __m256i dot_s8(__m256i w, __m256i x) {
-    const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+AVX2 static inline __m256i q4k_nibbles(const uint8_t *qs, int sh) {
+    const __m256i v = _mm256_loadu_si256((const __m256i *)qs);
+    return _mm256_and_si256(sh ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(15));
+}
+AVX2 static inline __m256i q6_values(const uint8_t *blk, int bb) {
+    const int h = bb / 4, part = bb % 4;
+    __m256i lo = _mm256_loadu_si256((const __m256i *)(blk + 64 * h + 32 * (part & 1)));
+    __m256i hi = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
+    if (part >= 2) lo = _mm256_srli_epi16(lo, 4);
+    lo = _mm256_and_si256(lo, _mm256_set1_epi8(15));
+    hi = _mm256_and_si256(_mm256_srli_epi16(hi, 2 * part), _mm256_set1_epi8(3));
+    return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+}
+/* u8 x s8 -> 8 int32 lanes of 4-sums, without int16 saturation: every pair here sums to at most
+ * 2 * 63 * 127 (or |w| <= 128 times 127 for Q8_0's sign trick) */
+AVX2 static inline __m256i mul_u8s8(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+AVX2 static inline __m256i mul_s8s8(__m256i w, __m256i x) { /* |w| and x with w's sign */
+    return mul_u8s8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+}
+AVXVNNI static inline __m256i vnni_u8s8(__m256i u, __m256i s) {
+    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s);
 }
 
-AVX2 static float dot_q8_0_avx2(const void *w, const void *xq, int nblk) {
-    const uint8_t *p = w;
-    const q8a *a = xq;
-    __m256 acc = _mm256_setzero_ps();
-    for (int b = 0; b < nblk; b++, p += 34) {
-        const __m256i wv = _mm256_loadu_si256((const __m256i *)(p + 2));
-        const __m256i xv = _mm256_loadu_si256((const __m256i *)a[b].q);
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_s8(wv, xv)), _mm256_set1_ps(h2f(p) * a[b].d),
-                              acc);
+/* One body per type for the two AVX2 variants: MUL is maddubs+madd or AVX-VNNI's vpdpbusd. */
+#define DEFINE_DOTS_256(SUFFIX, ATTR, MULU)                                                       \
+    ATTR static float dot_q8_0_##SUFFIX(const uint8_t *w, const qact *a, int nblk) {              \
+        float acc = 0.0f;                                                                         \
+        for (int b = 0; b < nblk; b++, w += 34) {                                                 \
+            const __m256i wv = _mm256_loadu_si256((const __m256i *)(w + 2));                      \
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));              \
+            const int32_t s = Q8_ISUM_##SUFFIX(wv, xv, a->s[b]);                                 \
+            acc = fmaf((float)s, h2f(w) * a->d[b], acc);                                          \
+        }                                                                                         \
+        return acc;                                                                               \
+    }                                                                                             \
+    ATTR static float dot_q4_0_##SUFFIX(const uint8_t *w, const qact *a, int nblk) {              \
+        float acc = 0.0f;                                                                         \
+        for (int b = 0; b < nblk; b++, w += 18) {                                                 \
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));              \
+            const int32_t s = hsum_i32(MULU(nibbles(w + 2), xv)) - 8 * a->s[b];                   \
+            acc = fmaf((float)s, h2f(w) * a->d[b], acc);                                          \
+        }                                                                                         \
+        return acc;                                                                               \
+    }                                                                                             \
+    ATTR static float dot_q4_k_##SUFFIX(const uint8_t *w, const qact *a, int nblk) {              \
+        float acc = 0.0f;                                                                         \
+        for (int b = 0; b < nblk; b++) {                                                          \
+            const uint8_t *blk = w + (size_t)(b / 8) * 144;                                       \
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));              \
+            const int32_t s =                                                                     \
+                hsum_i32(MULU(q4k_nibbles(blk + 16 + 32 * ((b % 8) / 2), b & 1), xv));           \
+            float dsc, dmn;                                                                       \
+            q4k_block_scales(blk, b % 8, &dsc, &dmn);                                             \
+            acc = fmaf((float)s, dsc * a->d[b], acc);                                             \
+            acc = fmaf((float)(-a->s[b]), dmn * a->d[b], acc);                                    \
+        }                                                                                         \
+        return acc;                                                                               \
+    }                                                                                             \
+    ATTR static float dot_q6_k_##SUFFIX(const uint8_t *w, const qact *a, int nblk) {              \
+        float acc = 0.0f;                                                                         \
+        for (int b = 0; b < nblk; b++) {                                                          \
+            const uint8_t *blk = w + (size_t)(b / 8) * 210;                                       \
+            const int bb = b % 8;                                                                 \
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));              \
+            const __m256i p = MULU(q6_values(blk, bb), xv); /* lanes 0-3: values 0-15 */          \
+            const int32_t s0 = hsum_i32x4(_mm256_castsi256_si128(p)) - 32 * a->h[2 * b];          \
+            const int32_t s1 = hsum_i32x4(_mm256_extracti128_si256(p, 1)) - 32 * a->h[2 * b + 1]; \
+            const float d = h2f(blk + 208);                                                       \
+            acc = fmaf((float)s0, (d * (float)(int8_t)blk[192 + 2 * bb]) * a->d[b], acc);         \
+            acc = fmaf((float)s1, (d * (float)(int8_t)blk[193 + 2 * bb]) * a->d[b], acc);         \
+        }                                                                                         \
+        return acc;                                                                               \
     }
-    return hsum8(acc);
+
+#define Q8_ISUM_avx2(wv, xv, sx) hsum_i32(mul_s8s8(wv, xv))
+/* w + 128 as unsigned bytes: sum (w + 128) q - 128 s */
+#define Q8_ISUM_avxvnni(wv, xv, sx)                                                               \
+    (hsum_i32(vnni_u8s8(_mm256_xor_si256(wv, _mm256_set1_epi8((char)0x80)), xv)) - 128 * (sx))
+DEFINE_DOTS_256(avx2, AVX2, mul_u8s8)
+DEFINE_DOTS_256(avxvnni, AVXVNNI, vnni_u8s8)
+
+VNNI512 static inline __m256i vnni512_u8s8(__m256i u, __m256i s) {
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+}
+#define Q8_ISUM_vnni512(wv, xv, sx)                                                               \
+    (hsum_i32(vnni512_u8s8(_mm256_xor_si256(wv, _mm256_set1_epi8((char)0x80)), xv)) - 128 * (sx))
+DEFINE_DOTS_256(vnni512, VNNI512, vnni512_u8s8)
+
+/* ------------------------------------------------------------------- AVX-512 VNNI kernels
+ *
+ * 16 weight rows at a time, one row per float lane, so the float chain of each lane is the
+ * canonical one above (the same FMAs as the AVX2 level). */
+
+/* Prefill / batches: for each block of 32 values, the 16 rows' bytes are gathered into the
+ * vpdpbusd layout (8 registers, register k holding values 4k..4k+3 of every row as unsigned
+ * bytes), and each input's 4-byte groups are broadcast against them: no horizontal sums. */
+typedef struct tile16 {
+    __m512i w[8];
+    __m512 s0, s1;  /* per-row scales: d (Q8_0/Q4_0), d sc / dmin m (Q4_K), d sc16 (Q6_K) */
+} tile16;
+
+VNNI512 static inline __m512i gather32(__m512i offs, const uint8_t *base) {
+    return _mm512_i32gather_epi32(offs, (const void *)base, 1);
+}
+VNNI512 static inline __m512 gather_f16(__m512i offs, const uint8_t *base) {
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(gather32(offs, base)));
 }
 
-AVX2 static float dot_q4_0_avx2(const void *w, const void *xq, int nblk) {
-    const uint8_t *p = w;
-    const q8a *a = xq;
-    __m256 acc = _mm256_setzero_ps();
-    float corr = 0.0f; /* the -8 of every value, as -8 * d_w * d_x * sum(x) per block */
-    for (int b = 0; b < nblk; b++, p += 18) {
-        const __m256i xv = _mm256_loadu_si256((const __m256i *)a[b].q);
-        const __m256i p32 = _mm256_madd_epi16(_mm256_maddubs_epi16(nibbles(p + 2), xv),
-                                              _mm256_set1_epi16(1));
-        const float s = h2f(p) * a[b].d;
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), _mm256_set1_ps(s), acc);
-        corr += s * (float)a[b].s;
+VNNI512 static void tile_prep(wb_qtype t, tile16 *T, __m512i offs, const uint8_t *base, int b,
+                              const uint8_t *const rows[16]) {
+    memset(T, 0, sizeof *T);
+    const __m512i m4 = _mm512_set1_epi8(15);
+    switch (t) {
+    case WB_QT_Q8_0: {
+        const uint8_t *blk = base + (size_t)b * 34;
+        for (int k = 0; k < 8; k++)
+            T->w[k] = _mm512_xor_si512(gather32(offs, blk + 2 + 4 * k), _mm512_set1_epi8((char)0x80));
+        T->s0 = gather_f16(offs, blk);
+        break;
     }
-    return hsum8(acc) - 8.0f * corr;
+    case WB_QT_Q4_0: {
+        const uint8_t *blk = base + (size_t)b * 18;
+        for (int k = 0; k < 4; k++) {
+            const __m512i g = gather32(offs, blk + 2 + 4 * k);
+            T->w[k] = _mm512_and_si512(g, m4);
+            T->w[k + 4] = _mm512_and_si512(_mm512_srli_epi32(g, 4), m4);
+        }
+        T->s0 = gather_f16(offs, blk);
+        break;
+    }
+    case WB_QT_Q4_K: {
+        const uint8_t *blk = base + (size_t)(b / 8) * 144 + 16 + 32 * ((b % 8) / 2);
+        for (int k = 0; k < 8; k++) {
+            __m512i g = gather32(offs, blk + 4 * k);
+            if (b & 1) g = _mm512_srli_epi32(g, 4);
+            T->w[k] = _mm512_and_si512(g, m4);
+        }
+        _Alignas(64) float dsc[16], dmn[16];
+        for (int i = 0; i < 16; i++)
+            q4k_block_scales(rows[i] + (size_t)(b / 8) * 144, b % 8, &dsc[i], &dmn[i]);
+        T->s0 = _mm512_load_ps(dsc);
+        T->s1 = _mm512_load_ps(dmn);
+        break;
+    }
+    case WB_QT_Q6_K: {
+        const int bb = b % 8, h = bb / 4, part = bb % 4;
+        const uint8_t *blk = base + (size_t)(b / 8) * 210;
+        for (int k = 0; k < 8; k++) {
+            __m512i lo = gather32(offs, blk + 64 * h + 32 * (part & 1) + 4 * k);
+            __m512i hi = gather32(offs, blk + 128 + 32 * h + 4 * k);
+            if (part >= 2) lo = _mm512_srli_epi32(lo, 4);
+            lo = _mm512_and_si512(lo, m4);
+            hi = _mm512_and_si512(_mm512_srli_epi32(hi, 2 * part), _mm512_set1_epi8(3));
+            T->w[k] = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 4));
+        }
+        _Alignas(64) float s0[16], s1[16];
+        for (int i = 0; i < 16; i++) {
+            const uint8_t *p = rows[i] + (size_t)(b / 8) * 210;
+            const float d = f16(p + 208);
+            s0[i] = d * (float)(int8_t)p[192 + 2 * bb];
+            s1[i] = d * (float)(int8_t)p[193 + 2 * bb];
+        }
+        T->s0 = _mm512_load_ps(s0);
+        T->s1 = _mm512_load_ps(s1);
+        break;
+    }
+    default: break;
+    }
 }
 
-/* ----------------------------------------------------------------- dots, AVX-512 VNNI */
-
-/* vpdpbusd multiplies unsigned by signed bytes and adds groups of 4 into int32 lanes: one
- * instruction where AVX2 takes maddubs + madd (and no int16 saturation). */
-VNNI static float dot_q8_0_vnni(const void *w, const void *xq, int nblk) {
-    const uint8_t *p = w;
-    const q8a *a = xq;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
-    int b = 0;
-    for (; b + 2 <= nblk; b += 2, p += 68) {
-        const __m256i w0 = _mm256_loadu_si256((const __m256i *)(p + 2));
-        const __m256i w1 = _mm256_loadu_si256((const __m256i *)(p + 36));
-        const __m256i x0 = _mm256_loadu_si256((const __m256i *)a[b].q);
-        const __m256i x1 = _mm256_loadu_si256((const __m256i *)a[b + 1].q);
-        const __m256i z = _mm256_setzero_si256();
-        const __m256i s0 = _mm256_dpbusd_epi32(z, _mm256_sign_epi8(w0, w0), _mm256_sign_epi8(x0, w0));
-        const __m256i s1 = _mm256_dpbusd_epi32(z, _mm256_sign_epi8(w1, w1), _mm256_sign_epi8(x1, w1));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_set1_ps(h2f(p) * a[b].d), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_set1_ps(h2f(p + 34) * a[b + 1].d),
-                               acc1);
-    }
-    for (; b < nblk; b++, p += 34) {
-        const __m256i w0 = _mm256_loadu_si256((const __m256i *)(p + 2));
-        const __m256i x0 = _mm256_loadu_si256((const __m256i *)a[b].q);
-        const __m256i s0 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(w0, w0),
-                                               _mm256_sign_epi8(x0, w0));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_set1_ps(h2f(p) * a[b].d), acc0);
-    }
-    return hsum8(_mm256_add_ps(acc0, acc1));
+VNNI512 static inline __m512i bcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
 }
 
-VNNI static float dot_q4_0_vnni(const void *w, const void *xq, int nblk) {
-    const uint8_t *p = w;
-    const q8a *a = xq;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
-    float corr = 0.0f;
-    int b = 0;
-    for (; b + 2 <= nblk; b += 2, p += 36) {
-        const __m256i z = _mm256_setzero_si256();
-        const __m256i s0 = _mm256_dpbusd_epi32(z, nibbles(p + 2), _mm256_loadu_si256((const __m256i *)a[b].q));
-        const __m256i s1 =
-            _mm256_dpbusd_epi32(z, nibbles(p + 20), _mm256_loadu_si256((const __m256i *)a[b + 1].q));
-        const float d0 = h2f(p) * a[b].d, d1 = h2f(p + 18) * a[b + 1].d;
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_set1_ps(d0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_set1_ps(d1), acc1);
-        corr += d0 * (float)a[b].s + d1 * (float)a[b + 1].s;
+/* acc[j] (16 rows) += block b of input j, for j < nb */
+VNNI512 static void tile_inputs(wb_qtype t, const tile16 *T, const uint8_t *act, size_t astride,
+                                int in, int nb, int b, float *acc) {
+    for (int j = 0; j < nb; j++) {
+        const qact a = act_view(act + astride * (size_t)j, in);
+        const int8_t *x = a.q + 32 * b;
+        const __m512 dx = _mm512_set1_ps(a.d[b]);
+        __m512 y = _mm512_load_ps(acc + 16 * j);
+        if (t == WB_QT_Q6_K) {
+            __m512i i0 = _mm512_set1_epi32(-32 * a.h[2 * b]), i1 = _mm512_set1_epi32(-32 * a.h[2 * b + 1]);
+            for (int k = 0; k < 4; k++) i0 = _mm512_dpbusd_epi32(i0, T->w[k], bcast4(x + 4 * k));
+            for (int k = 4; k < 8; k++) i1 = _mm512_dpbusd_epi32(i1, T->w[k], bcast4(x + 4 * k));
+            y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), _mm512_mul_ps(T->s0, dx), y);
+            y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), _mm512_mul_ps(T->s1, dx), y);
+        } else {
+            const int c = t == WB_QT_Q8_0 ? -128 : t == WB_QT_Q4_0 ? -8 : 0;
+            __m512i i0 = _mm512_set1_epi32(c * a.s[b]), i1 = _mm512_setzero_si512();
+            for (int k = 0; k < 8; k += 2) { /* two chains, summed: integers, so exact */
+                i0 = _mm512_dpbusd_epi32(i0, T->w[k], bcast4(x + 4 * k));
+                i1 = _mm512_dpbusd_epi32(i1, T->w[k + 1], bcast4(x + 4 * k + 4));
+            }
+            y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0, i1)), _mm512_mul_ps(T->s0, dx), y);
+            if (t == WB_QT_Q4_K)
+                y = _mm512_fmadd_ps(_mm512_set1_ps((float)(-a.s[b])), _mm512_mul_ps(T->s1, dx), y);
+        }
+        _mm512_store_ps(acc + 16 * j, y);
     }
-    for (; b < nblk; b++, p += 18) {
-        const __m256i s0 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), nibbles(p + 2),
-                                               _mm256_loadu_si256((const __m256i *)a[b].q));
-        const float d0 = h2f(p) * a[b].d;
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_set1_ps(d0), acc0);
-        corr += d0 * (float)a[b].s;
+}
+
+/* The 16 row pointers and byte offsets of rows [r, r + 16), rows past r1 repeating the last one
+ * (computed, never stored). */
+VNNI512 static __m512i group_rows(const uint8_t *W, size_t rb, int r, int r1, const uint8_t *rows[16]) {
+    _Alignas(64) int32_t o[16];
+    for (int i = 0; i < 16; i++) {
+        const int rr = r + i < r1 ? r + i : r1 - 1;
+        o[i] = (int32_t)((size_t)(rr - r) * rb);
+        rows[i] = W + (size_t)rr * rb;
     }
-    return hsum8(_mm256_add_ps(acc0, acc1)) - 8.0f * corr;
+    return _mm512_load_si512(o);
+}
+
+VNNI512 static void store16(float *Y, size_t ldy, int j, int r, int nr, __m512 v, const float *bias,
+                            int accumulate) {
+    const __mmask16 m = (__mmask16)(nr >= 16 ? 0xffff : (1u << nr) - 1);
+    float *y = Y + (size_t)j * ldy + r;
+    if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + r));
+    else v = _mm512_add_ps(v, _mm512_setzero_ps());
+    if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, y), v);
+    _mm512_mask_storeu_ps(y, m, v);
+}
+
+#define GEMM_CHUNK 128 /* inputs per pass over a group's tiles: acc stays in L1 */
+
+VNNI512 static void gemm_q_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *act, size_t astride,
+                               int nb, const uint8_t *W, size_t rb, const float *bias, int in,
+                               int r0, int r1, int accumulate) {
+    _Alignas(64) float acc[GEMM_CHUNK * 16];
+    const int nblk = in / 32;
+    for (int r = r0; r < r1; r += 16) {
+        const uint8_t *rows[16];
+        const __m512i offs = group_rows(W, rb, r, r1, rows);
+        const uint8_t *base = W + (size_t)r * rb;
+        for (int j0 = 0; j0 < nb; j0 += GEMM_CHUNK) {
+            const int jn = nb - j0 < GEMM_CHUNK ? nb - j0 : GEMM_CHUNK;
+            memset(acc, 0, sizeof(float) * 16 * (size_t)jn);
+            for (int b = 0; b < nblk; b++) {
+                tile16 T;
+                tile_prep(t, &T, offs, base, b, rows);
+                tile_inputs(t, &T, act + astride * (size_t)j0, astride, in, jn, b, acc);
+            }
+            for (int j = 0; j < jn; j++)
+                store16(Y, ldy, j0 + j, r, r1 - r, _mm512_load_ps(acc + 16 * j), bias, accumulate);
+        }
+    }
+}
+
+/* Decode (one input), Q8_0 and Q4_0: each pair of rows' block is one 512-bit vpdpbusd against
+ * the input block, and the 8 pairs' partial sums are folded into one lane per row by three
+ * levels of two-source permutes (integers, so the order is free); the result is the isum the
+ * tile kernel computes, followed by the same FMA. The next group of rows is prefetched as one
+ * sequential stream while this one is read. */
+typedef struct fold_idx {
+    __m512i l1lo, l1hi, l2lo, l2hi, l3lo, l3hi;
+} fold_idx;
+
+/* pos(row 0/1 of the pair, partial j 0..7) -> lane of the dpbusd result */
+static int pos_q8(int il, int j) { return 8 * il + j; }
+static int pos_q4(int il, int j) { return 8 * (j / 4) + 4 * il + (j % 4); }
+
+VNNI512 static fold_idx make_fold(int (*pos)(int, int)) {
+    _Alignas(64) int32_t a[16], b[16], c[16], d[16], e[16], f[16];
+    for (int i = 0; i < 4; i++)
+        for (int l = 0; l < 4; l++) {
+            a[4 * i + l] = (i < 2 ? 0 : 16) + pos(i % 2, l);
+            b[4 * i + l] = (i < 2 ? 0 : 16) + pos(i % 2, l + 4);
+        }
+    for (int i = 0; i < 8; i++)
+        for (int l = 0; l < 2; l++) {
+            c[2 * i + l] = (i < 4 ? 4 * i : 16 + 4 * (i - 4)) + l;
+            d[2 * i + l] = c[2 * i + l] + 2;
+        }
+    for (int i = 0; i < 16; i++) {
+        e[i] = i < 8 ? 2 * i : 16 + 2 * (i - 8);
+        f[i] = e[i] + 1;
+    }
+    return (fold_idx){_mm512_load_si512(a), _mm512_load_si512(b), _mm512_load_si512(c),
+                      _mm512_load_si512(d), _mm512_load_si512(e), _mm512_load_si512(f)};
+}
+
+VNNI512 static inline __m512i fold2(__m512i x, __m512i y, __m512i lo, __m512i hi) {
+    return _mm512_add_epi32(_mm512_permutex2var_epi32(x, lo, y), _mm512_permutex2var_epi32(x, hi, y));
+}
+
+VNNI512 static inline __m512i fold16(const __m512i P[8], const fold_idx *F) {
+    const __m512i s0 = fold2(P[0], P[1], F->l1lo, F->l1hi), s1 = fold2(P[2], P[3], F->l1lo, F->l1hi);
+    const __m512i s2 = fold2(P[4], P[5], F->l1lo, F->l1hi), s3 = fold2(P[6], P[7], F->l1lo, F->l1hi);
+    const __m512i t0 = fold2(s0, s1, F->l2lo, F->l2hi), t1 = fold2(s2, s3, F->l2lo, F->l2hi);
+    return fold2(t0, t1, F->l3lo, F->l3hi);
+}
+
+#define PF_GROUPS 1 /* prefetch this many row groups ahead */
+
+VNNI512 static void gemv_q_512(wb_qtype t, float *Y, const uint8_t *act, const uint8_t *W, size_t rb,
+                               const float *bias, int in, int r0, int r1, int accumulate) {
+    const qact a = act_view(act, in);
+    const int nblk = in / 32, q8 = t == WB_QT_Q8_0;
+    const size_t bs = q8 ? 34 : 18;
+    const fold_idx F = make_fold(q8 ? pos_q8 : pos_q4);
+    const __m512i flip = _mm512_set1_epi8((char)0x80), m4 = _mm512_set1_epi8(15);
+    /* the offset correction goes into lane 0 of each row of a pair */
+    const __mmask16 corr_lanes = (__mmask16)(q8 ? 0x0101 : 0x0011);
+    const int corr = q8 ? -128 : -8;
+    const size_t end = (size_t)r1 * rb;
+    for (int r = r0; r < r1; r += 16) {
+        const uint8_t *rows[16];
+        const __m512i offs = group_rows(W, rb, r, r1, rows);
+        const uint8_t *base = W + (size_t)r * rb;
+        const size_t pf = (size_t)(r + 16 * PF_GROUPS) * rb;
+        __m512 y = _mm512_setzero_ps();
+        for (int b = 0; b < nblk; b++) {
+            /* prefetch: this block's share of the group PF_GROUPS ahead, as one linear stream */
+            for (size_t o = pf + (size_t)b * 16 * bs, e = o + 16 * bs; o < e && o < end; o += 64)
+                _mm_prefetch((const char *)W + o, _MM_HINT_T0);
+            const int8_t *x = a.q + 32 * b;
+            const __m512i init = _mm512_maskz_set1_epi32(corr_lanes, corr * a.s[b]);
+            __m512i P[8];
+            if (q8) {
+                const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x));
+                for (int p = 0; p < 8; p++) {
+                    const uint8_t *w0 = rows[2 * p] + (size_t)b * 34 + 2, *w1 = rows[2 * p + 1] + (size_t)b * 34 + 2;
+                    const __m512i wv = _mm512_inserti64x4(
+                        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)w0)),
+                        _mm256_loadu_si256((const __m256i *)w1), 1);
+                    P[p] = _mm512_dpbusd_epi32(init, _mm512_xor_si512(wv, flip), xv);
+                }
+            } else {
+                const __m128i xl = _mm_loadu_si128((const __m128i *)x), xh = _mm_loadu_si128((const __m128i *)(x + 16));
+                const __m512i xv = _mm512_inserti64x4(
+                    _mm512_castsi256_si512(_mm256_set_m128i(xl, xl)), _mm256_set_m128i(xh, xh), 1);
+                for (int p = 0; p < 8; p++) {
+                    const uint8_t *w0 = rows[2 * p] + (size_t)b * 18 + 2, *w1 = rows[2 * p + 1] + (size_t)b * 18 + 2;
+                    const __m256i v = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)w1),
+                                                       _mm_loadu_si128((const __m128i *)w0));
+                    const __m512i wv = _mm512_and_si512(
+                        _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1), m4);
+                    P[p] = _mm512_dpbusd_epi32(init, wv, xv);
+                }
+            }
+            const __m512i isum = fold16(P, &F);
+            const __m512 dw = gather_f16(offs, base + (size_t)b * bs);
+            y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(a.d[b])), y);
+        }
+        store16(Y, 0, 0, r, r1 - r, y, bias, accumulate);
+    }
 }
 #endif
 
-void wb_kernels_quant_register(wb_kernel_table *t, wb_isa isa) {
-    if (isa == WB_ISA_PORTABLE) {
-        t->dot_q8_0 = dot_q8_0_portable;
-        t->dot_q4_0 = dot_q4_0_portable;
-        t->name_dot_q8 = "portable";
-    }
+/* -------------------------------------------------------------------------- the variants */
+
+typedef float (*qdot_fn)(const uint8_t *w, const qact *a, int nblk);
+
+struct wb_quant_kernels {
+    const char *name;
+    qdot_fn dot[WB_QT_COUNT];
+    /* NULL: per-row dots. Otherwise the whole product for any nb >= 1 (gemv: nb = 1, Q8_0/Q4_0) */
+    void (*gemm)(wb_qtype t, float *Y, size_t ldy, const uint8_t *act, size_t astride, int nb,
+                 const uint8_t *W, size_t rb, const float *bias, int in, int r0, int r1,
+                 int accumulate);
+    void (*gemv)(wb_qtype t, float *Y, const uint8_t *act, const uint8_t *W, size_t rb,
+                 const float *bias, int in, int r0, int r1, int accumulate);
+    wb_isa isa;
+    int (*usable)(const wb_cpu_features *f);
+};
+
+static int always(const wb_cpu_features *f) { return (void)f, 1; }
 #ifdef WB_X86
-    if (isa == WB_ISA_AVX2) {
-        t->dot_q8_0 = dot_q8_0_avx2;
-        t->dot_q4_0 = dot_q4_0_avx2;
-        t->name_dot_q8 = "avx2 maddubs";
-    }
-    if (isa == WB_ISA_AVX512 && t->cpu->avx512vnni) {
-        t->dot_q8_0 = dot_q8_0_vnni;
-        t->dot_q4_0 = dot_q4_0_vnni;
-        t->name_dot_q8 = "avx512-vnni vpdpbusd";
-    }
+static int has_avx2(const wb_cpu_features *f) { return f->avx2 && f->fma && f->f16c; }
+static int has_avxvnni(const wb_cpu_features *f) {
+    return has_avx2(f) && f->avxvnni;
+}
+static int has_vnni512(const wb_cpu_features *f) {
+    return has_avx2(f) && f->avx512f && f->avx512bw && f->avx512dq && f->avx512vl && f->avx512vnni;
+}
 #endif
+
+static const wb_quant_kernels k_variants[] = {
+    {"portable", {dot_q8_0_c, dot_q4_0_c, dot_q4_k_c, dot_q6_k_c}, NULL, NULL, WB_ISA_PORTABLE, always},
+#ifdef WB_X86
+    {"avx2 maddubs", {dot_q8_0_avx2, dot_q4_0_avx2, dot_q4_k_avx2, dot_q6_k_avx2}, NULL, NULL,
+     WB_ISA_AVX2, has_avx2},
+    {"avx2 avx-vnni vpdpbusd", {dot_q8_0_avxvnni, dot_q4_0_avxvnni, dot_q4_k_avxvnni, dot_q6_k_avxvnni},
+     NULL, NULL, WB_ISA_AVX2, has_avxvnni},
+    {"avx512-vnni 16-row tiles", {dot_q8_0_vnni512, dot_q4_0_vnni512, dot_q4_k_vnni512, dot_q6_k_vnni512},
+     gemm_q_512, gemv_q_512, WB_ISA_AVX512, has_vnni512},
+#endif
+};
+#define N_VARIANTS ((int)(sizeof k_variants / sizeof k_variants[0]))
+
+int wb_quant_kernel_variants(const wb_quant_kernels **out, int max) {
+    const wb_cpu_features *f = wb_cpu();
+    int n = 0;
+    for (int i = 0; i < N_VARIANTS; i++)
+        if (k_variants[i].usable(f) && (int)k_variants[i].isa <= (int)wb_isa_best()) {
+            if (n < max) out[n] = &k_variants[i];
+            n++;
+        }
+    return n;
+}
+const char *wb_quant_kernels_name(const wb_quant_kernels *k) { return k->name; }
+
+/* Each level takes the last variant of its level (or below) that the CPU can run. */
+void wb_kernels_quant_register(wb_kernel_table *t, wb_isa isa) {
+    for (int i = 0; i < N_VARIANTS; i++)
+        if (k_variants[i].isa == isa && k_variants[i].usable(t->cpu)) {
+            t->quant = &k_variants[i];
+            t->name_dot_q8 = k_variants[i].name;
+        }
 }
 
 /* ------------------------------------------------------------------------ GEMV / GEMM */
 
 float wb_quant_dot(wb_qtype t, const void *w, const void *xq, int n) {
-    const wb_kernel_table *k = wb_kt();
-    if (t == WB_QT_Q8_0) return k->dot_q8_0(w, xq, n / 32);
-    if (t == WB_QT_Q4_0) return k->dot_q4_0(w, xq, n / 32);
-    return 0.0f;
+    if ((unsigned)t >= WB_QT_COUNT || n <= 0 || n % 32) return 0.0f;
+    const qact a = act_view(xq, n);
+    return wb_kt()->quant->dot[t](w, &a, n / 32);
 }
 
-typedef struct qrows {
-    wb_qtype t;
-    const uint8_t *W;
-    size_t row_bytes;
-} qrows;
+static void rows_dots(const wb_quant_kernels *k, wb_qtype t, float *Y, size_t ldy, const uint8_t *act,
+                      size_t astride, int nb, const uint8_t *W, size_t rb, const float *b, int in,
+                      int r0, int r1, int accumulate) {
+    const qdot_fn dot = k->dot[t];
+    for (int r = r0; r < r1; r++) /* each row once from memory for all the inputs */
+        for (int j = 0; j < nb; j++) {
+            const qact a = act_view(act + astride * (size_t)j, in);
+            const float s = dot(W + (size_t)r * rb, &a, in / 32) + (b ? b[r] : 0.0f);
+            float *y = Y + (size_t)j * ldy + r;
+            *y = accumulate ? *y + s : s;
+        }
+}
 
-static void widen_q(const void *ctx, float *dst, int r, int k0, int kn) {
-    const qrows *m = ctx;
-    const int v = k_types[m->t].values;
-    /* the tile's last column block may end inside a row's last block only when `in` is not a
-     * multiple of the block, which wb_quant_row_bytes rules out */
-    wb_dequantize_range(m->t, dst, m->W + (size_t)r * m->row_bytes, k0, (kn + v - 1) / v * v);
+void wb_gemm_q_with(const wb_quant_kernels *k, wb_qtype t, float *Y, size_t ldy, const float *X,
+                    size_t ldx, int nb, const void *W, const float *b, int in, int r0, int r1,
+                    int accumulate, void *xq) {
+    const size_t rb = wb_quant_row_bytes(t, in);
+    if (!rb || in % 32 || r0 >= r1 || nb <= 0) return;
+    const size_t one = act_bytes(in);
+    _Alignas(64) unsigned char local[16384];
+    int cap = nb; /* inputs quantized per pass: all of them, unless memory is short */
+    void *buf = xq;
+    if (!buf) {
+        if (one * (size_t)nb <= sizeof local) buf = local;
+        else if (!(buf = aligned_alloc(64, one * (size_t)nb))) {
+            /* every (row, input) is computed the same way in any grouping: fewer at a time */
+            cap = (int)(sizeof local / one);
+            buf = local;
+            if (cap < 1) {
+                float row[512]; /* no memory at all: dequantize and sum in float, rows in chunks */
+                for (int r = r0; r < r1; r++)
+                    for (int j = 0; j < nb; j++) {
+                        double s = 0.0;
+                        for (int k0 = 0; k0 < in; k0 += 512) {
+                            const int kn = in - k0 < 512 ? in - k0 : 512;
+                            wb_dequantize_range(t, row, (const uint8_t *)W + (size_t)r * rb, k0, kn);
+                            for (int i = 0; i < kn; i++) s += (double)row[i] * X[(size_t)j * ldx + k0 + i];
+                        }
+                        float *y = Y + (size_t)j * ldy + r;
+                        const float v = (float)s + (b ? b[r] : 0.0f);
+                        *y = accumulate ? *y + v : v;
+                    }
+                return;
+            }
+        }
+    }
+    for (int j0 = 0; j0 < nb; j0 += cap) {
+        const int jn = nb - j0 < cap ? nb - j0 : cap;
+        for (int j = 0; j < jn; j++)
+            wb_quantize_act((unsigned char *)buf + one * (size_t)j, X + (size_t)(j0 + j) * ldx, in);
+        float *Yj = Y + (size_t)j0 * ldy;
+        if (jn == 1 && k->gemv && (t == WB_QT_Q8_0 || t == WB_QT_Q4_0))
+            k->gemv(t, Yj, buf, W, rb, b, in, r0, r1, accumulate);
+        else if (k->gemm)
+            k->gemm(t, Yj, ldy, buf, one, jn, W, rb, b, in, r0, r1, accumulate);
+        else
+            rows_dots(k, t, Yj, ldy, buf, one, jn, W, rb, b, in, r0, r1, accumulate);
+    }
+    if (buf != xq && buf != (void *)local) free(buf);
 }
 
 void wb_gemm_q(wb_qtype t, float *Y, size_t ldy, const float *X, size_t ldx, int nb, const void *W,
                const float *b, int in, int r0, int r1, int accumulate, void *xq) {
-    const size_t rb = wb_quant_row_bytes(t, in);
-    if (!rb || r0 >= r1 || nb <= 0) return;
-    const wb_kernel_table *k = wb_kt();
-    if (nb <= WB_QUANT_DOT_ROWS && (t == WB_QT_Q8_0 || t == WB_QT_Q4_0)) {
-        _Alignas(64) unsigned char local[8192];
-        const size_t one = wb_quant_act_bytes(in), need = one * (size_t)nb;
-        void *buf = xq ? xq : need <= sizeof local ? (void *)local : malloc(need);
-        int per_input = 0; /* out of memory: one input at a time in `local` */
-        if (!buf && one <= sizeof local) buf = local, per_input = 1;
-        if (!buf) { /* no memory for the input's blocks: the widened path needs none */
-            const qrows m = {t, W, rb};
-            k->gemm_tiled(Y, ldy, X, ldx, nb, widen_q, &m, b, in, r0, r1, accumulate);
-            return;
-        }
-        float (*dot)(const void *, const void *, int) = t == WB_QT_Q8_0 ? k->dot_q8_0 : k->dot_q4_0;
-        const uint8_t *w = (const uint8_t *)W;
-        for (int j0 = 0; j0 < nb; j0 = per_input ? j0 + 1 : nb) {
-            const int j1 = per_input ? j0 + 1 : nb;
-            for (int j = j0; j < j1; j++)
-                wb_quantize_act((char *)buf + one * (j - j0), X + (size_t)j * ldx, in);
-            for (int r = r0; r < r1; r++) /* each row once from memory for all the inputs */
-                for (int j = j0; j < j1; j++) {
-                    float s = dot(w + (size_t)r * rb, (char *)buf + one * (j - j0), in / 32) +
-                              (b ? b[r] : 0.0f);
-                    float *y = Y + (size_t)j * ldy + r;
-                    *y = accumulate ? *y + s : s;
-                }
-        }
-        if (buf != xq && buf != (void *)local) free(buf);
-        return;
-    }
-    const qrows m = {t, W, rb};
-    k->gemm_tiled(Y, ldy, X, ldx, nb, widen_q, &m, b, in, r0, r1, accumulate);
+    wb_gemm_q_with(wb_kt()->quant, t, Y, ldy, X, ldx, nb, W, b, in, r0, r1, accumulate, xq);
 }

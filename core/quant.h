@@ -19,12 +19,13 @@
  *         take their low 4 bits from ql[l] & 15, ql[l + 32] & 15, ql[l] >> 4, ql[l + 32] >> 4
  *         and their high 2 bits from bits 0-1, 2-3, 4-5, 6-7 of qh[l].
  *
- * Q8_0 and Q4_0 can be written (wb_quantize_row); all four are read. Decode multiplies with
- * integer dot products: the F32 input row is quantized on the fly to 8 bits per block of 32 (its
- * own scale), so a Q8_0 / Q4_0 block times an input block is one int32 sum and one float
- * multiply (VNNI vpdpbusd on AVX-512, maddubs on AVX2, plain C portable). Prefill widens a tile of
- * weight rows to F32 once and runs the F32 FMA GEMM over all inputs (kernels_bf16.c's tile
- * kernel), as BF16 does.
+ * Q8_0 and Q4_0 can be written (wb_quantize_row, byte for byte what GGUF's reference quantizers
+ * write); all four are read and multiplied. The F32 input row is quantized once per product to
+ * int8 per block of 32 with its own scale (wb_quantize_act), so a weight block times an input
+ * block is an exact int32 sum; Q4_K and Q6_K apply their 6-bit / 8-bit sub-block scales to those
+ * sums per 32 (per 16) values, where GGUF's own kernels use one input scale per 256 (Q8_K): a
+ * finer input grid, the same integer arithmetic. How each output's float chain is fixed so that
+ * a row in a batch gets the bits it gets alone: quant.c, "the canonical dot products".
  */
 #ifndef WB_QUANT_H
 #define WB_QUANT_H
@@ -43,28 +44,41 @@ size_t wb_qtype_block_bytes(wb_qtype t);
 size_t wb_quant_row_bytes(wb_qtype t, int64_t n);
 
 /* dst = the blocks of src[n] (n a multiple of 32; Q8_0 and Q4_0 only; returns 0, or -1 for
- * another type or n). Round to nearest; a block of zeros gets d = 0. */
+ * another type or n). Q8_0: d = max|x| / 127, q = round-half-away(x / d); Q4_0: d = x_m / -8
+ * for the x_m of largest magnitude, nibble = min(15, floor(x / d + 8.5)); d stored as F16
+ * (round to nearest even); a block of zeros gets d = 0. */
 int wb_quantize_row(wb_qtype t, void *dst, const float *src, int n);
 /* dst[n] = the values of the blocks at src (any type). */
 void wb_dequantize_row(wb_qtype t, float *dst, const void *src, int n);
 /* The same for the values [k0, k0 + kn) of the row, k0 and kn multiples of the block. */
 void wb_dequantize_range(wb_qtype t, float *dst, const void *row, int k0, int kn);
 
-/* The input side of the integer dot products: per block of 32, a float scale and 32 signed
- * bytes, |q| <= 127. wb_quant_act_bytes(n) bytes for a row of n (a multiple of 32). */
+/* The input side of the integer dot products: per block of 32 a float scale and 32 signed bytes
+ * (|q| <= 127) plus their sums per 32 and per 16, in wb_quant_act_bytes(n) bytes (a multiple of
+ * 64; the buffer must be 4-byte aligned, 64 is best) for a row of n values (a multiple of 32; 0
+ * otherwise). The bytes do not depend on the kernel level. */
 size_t wb_quant_act_bytes(int n);
 void wb_quantize_act(void *dst, const float *x, int n);
-/* sum over the row of w . x, w a row of Q8_0 or Q4_0 blocks, x from wb_quantize_act, through the
- * dispatch table's kernel (the level in use). */
+/* sum over the row of w . x, w a row of n values of type t, xq from wb_quantize_act, through
+ * the level in use: exactly what wb_gemm_q computes for that row and input (without bias). */
 float wb_quant_dot(wb_qtype t, const void *w, const void *xq, int n);
 
 /* For rows r in [r0, r1) of W (rows of `in` values in type t) and inputs j < nb:
  *   Y[j*ldy + r] = (accumulate ? Y[j*ldy + r] : 0) + b[r] + W[r, :] . X[j*ldx, :]
- * Q8_0 / Q4_0 with nb <= WB_QUANT_DOT_ROWS: integer dots, each input quantized once (xq NULL, or
- * nb * wb_quant_act_bytes(in) bytes), so an input gets the same bits in a batch as alone. Other
- * types and more inputs: the widened-tile F32 GEMM. */
-#define WB_QUANT_DOT_ROWS 48
+ * Every input quantized once (xq NULL, or nb * wb_quant_act_bytes(in) bytes, 64-byte aligned),
+ * then integer dots: decode (nb = 1) with one kernel, batches and prefill with the tile kernel,
+ * both giving every (row, input) the same bits, so an input gets the same outputs at any nb. */
 void wb_gemm_q(wb_qtype t, float *Y, size_t ldy, const float *X, size_t ldx, int nb, const void *W,
                const float *b, int in, int r0, int r1, int accumulate, void *xq);
+
+/* The kernel variants this CPU can run (portable first, then AVX2 maddubs, AVX2 + AVX-VNNI,
+ * AVX-512 VNNI, as available), for tests and benchmarks that compare them on the same inputs;
+ * each level of the dispatch table uses the last one of its level. Returns how many exist. */
+typedef struct wb_quant_kernels wb_quant_kernels;
+int wb_quant_kernel_variants(const wb_quant_kernels **out, int max);
+const char *wb_quant_kernels_name(const wb_quant_kernels *k);
+void wb_gemm_q_with(const wb_quant_kernels *k, wb_qtype t, float *Y, size_t ldy, const float *X,
+                    size_t ldx, int nb, const void *W, const float *b, int in, int r0, int r1,
+                    int accumulate, void *xq);
 
 #endif

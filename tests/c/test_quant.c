@@ -125,140 +125,229 @@ static void quantization_error_is_within_half_a_step(void) {
     }
 }
 
-/* Every level's integer dot = the portable one (same int sums; float order may differ), and the
- * portable one = the float dot of the dequantized rows to within the input's quantization. */
-static void dots_gemv_and_gemm_match_portable(void) {
-    enum { IN = 1024 + 64, ROWS = 37, NB = 60 };
-    static float W[ROWS * IN], X[NB * IN], Wd[ROWS * IN];
-    static uint8_t Wq[ROWS * IN * 2];
-    static float Y0[NB * ROWS], Y1[NB * ROWS], Yr[NB * ROWS];
-    for (int i = 0; i < ROWS * IN; i++) W[i] = frand();
-    for (int i = 0; i < NB * IN; i++) X[i] = frand() * 3.0f;
-    for (int t = 0; t < 2; t++) {
-        const wb_qtype qt = t ? WB_QT_Q4_0 : WB_QT_Q8_0;
-        const size_t rb = wb_quant_row_bytes(qt, IN);
-        for (int r = 0; r < ROWS; r++) {
-            wb_quantize_row(qt, Wq + rb * r, W + (size_t)r * IN, IN);
-            wb_dequantize_row(qt, Wd + (size_t)r * IN, Wq + rb * r, IN);
-        }
-        for (int j = 0; j < NB; j++) /* reference: dequantized weights, F32 inputs, double sums */
-            for (int r = 0; r < ROWS; r++) {
-                double s = 0;
-                for (int i = 0; i < IN; i++) s += (double)Wd[(size_t)r * IN + i] * X[(size_t)j * IN + i];
-                Yr[j * ROWS + r] = (float)s;
+/* ------------------------------------------------------------------ the kernels */
+
+static const wb_qtype all_types[4] = {WB_QT_Q8_0, WB_QT_Q4_0, WB_QT_Q4_K, WB_QT_Q6_K};
+
+/* Rows of random blocks of type t with sane scales (finite, modest F16 values): Q8_0 / Q4_0
+ * through the quantizer, the K types as random bytes with their F16 fields set. */
+static void random_rows(wb_qtype t, uint8_t *Wq, float *Wd, int rows, int in) {
+    const size_t rb = wb_quant_row_bytes(t, in);
+    float *tmp = malloc(sizeof(float) * (size_t)in);
+    for (int r = 0; r < rows; r++) {
+        uint8_t *row = Wq + rb * (size_t)r;
+        if (t == WB_QT_Q8_0 || t == WB_QT_Q4_0) {
+            for (int i = 0; i < in; i++) tmp[i] = frand() * (i % 61 == 0 ? 4.0f : 1.0f);
+            wb_quantize_row(t, row, tmp, in);
+        } else {
+            for (size_t i = 0; i < rb; i++) row[i] = (uint8_t)(frand() * 128 + 128);
+            for (int b = 0; b < in / 256; b++) {
+                uint8_t *blk = row + (size_t)b * wb_qtype_block_bytes(t);
+                if (t == WB_QT_Q4_K) put16(blk, 0.01f + 0.002f * (float)(r % 5)), put16(blk + 2, 0.02f);
+                else put16(blk + 208, 0.003f * (1.0f + 0.25f * (float)(b % 3)));
             }
-        for (int nb = 1; nb <= NB; nb = nb == 1 ? 13 : nb == 13 ? NB : NB + 1) { /* dots, tiles */
-            wb_isa old = wb_isa_limit(WB_ISA_PORTABLE);
-            for (int j = 0; j < nb; j++) Y0[j * ROWS] = -7.0f;
-            wb_gemm_q(qt, Y0, ROWS, X, IN, nb, Wq, NULL, IN, 1, ROWS, 0, NULL);
-            wb_isa_limit(old);
-            int bad = 0;
-            for (int j = 0; j < nb; j++) {
-                bad += Y0[j * ROWS] != -7.0f; /* outside [r0, r1): untouched */
-                for (int r = 1; r < ROWS; r++) {
-                    /* int8 inputs: each value within half a step of max|x|/127 of its block */
-                    const double tol = nb <= WB_QUANT_DOT_ROWS ? 0.02 * sqrt((double)IN) : 1e-3;
-                    bad += fabs(Y0[j * ROWS + r] - Yr[j * ROWS + r]) > tol;
+        }
+        wb_dequantize_row(t, Wd + (size_t)r * in, row, in);
+    }
+    free(tmp);
+}
+
+/* The bound of the int8 inputs: each x within half a step (max|x| of its block / 254), so an
+ * output is within sum |w_i| step_i / 2 of the float dot of the dequantized row. */
+static double input_rounding_bound(const float *w, const float *x, int in) {
+    double s = 0;
+    for (int b = 0; b < in / 32; b++) {
+        float amax = 0;
+        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[32 * b + i]));
+        for (int i = 0; i < 32; i++) s += fabs((double)w[32 * b + i]) * amax / 254.0;
+    }
+    return s;
+}
+
+/* Every variant this CPU runs, every type, on awkward shapes (rows not a multiple of 16, a row
+ * range starting inside, one input and many): (a) the portable one is within the input-rounding
+ * bound of the double dot of the dequantized rows; (b) the others agree with portable to float
+ * rounding (the same integer sums, FMA against multiply-add); (c) the FMA variants (AVX2, AVX2 +
+ * AVX-VNNI, AVX-512) agree with each other bit for bit; (d) rows outside [r0, r1) untouched;
+ * (e) bias and accumulate. */
+static void every_variant_matches_portable_and_the_float_reference(void) {
+    enum { IN = 1024 + 256, ROWS = 37, NB = 21 };
+    static float Wd[ROWS * IN], X[NB * IN], Yr[NB * ROWS], Ym[NB * ROWS], Yb[NB * ROWS];
+    static float Y0[NB * ROWS], Y1[NB * ROWS], Yf[NB * ROWS];
+    static uint8_t Wq[ROWS * IN * 2];
+    const wb_quant_kernels *v[8];
+    const int nv = wb_quant_kernel_variants(v, 8);
+    CHECK(nv >= 1 && strcmp(wb_quant_kernels_name(v[0]), "portable") == 0);
+    if (wb_cpu()->avx512vnni && wb_cpu()->avx512vl && wb_isa_best() == WB_ISA_AVX512) /* the tile kernels are among them */
+        CHECK(nv >= 3 && strstr(wb_quant_kernels_name(v[nv - 1]), "avx512") != NULL);
+    for (int i = 0; i < NB * IN; i++) X[i] = frand() * (i % 37 == 0 ? 6.0f : 1.5f);
+    float bias[ROWS];
+    for (int r = 0; r < ROWS; r++) bias[r] = frand();
+    for (int t = 0; t < 4; t++) {
+        const wb_qtype qt = all_types[t];
+        random_rows(qt, Wq, Wd, ROWS, IN);
+        for (int j = 0; j < NB; j++)
+            for (int r = 0; r < ROWS; r++) {
+                const float *w = Wd + (size_t)r * IN, *x = X + (size_t)j * IN;
+                double s = 0, m = 0;
+                for (int i = 0; i < IN; i++) s += (double)w[i] * x[i], m += fabs((double)w[i] * x[i]);
+                Yr[j * ROWS + r] = (float)s;
+                Ym[j * ROWS + r] = (float)m;
+                Yb[j * ROWS + r] = (float)input_rounding_bound(w, x, IN);
+            }
+        for (int nb = 1; nb <= NB; nb = nb == 1 ? 2 : nb == 2 ? 17 : nb == 17 ? NB : NB + 1) {
+            int have_fma = 0;
+            for (int k = 0; k < nv; k++) {
+                float *Y = k ? Y1 : Y0;
+                for (int i = 0; i < NB * ROWS; i++) Y[i] = -7.0f;
+                wb_gemm_q_with(v[k], qt, Y, ROWS, X, IN, nb, Wq, NULL, IN, 3, ROWS, 0, NULL);
+                int bad = 0, outside = 0;
+                for (int j = 0; j < nb; j++)
+                    for (int r = 0; r < ROWS; r++) {
+                        const float a = Y[j * ROWS + r];
+                        if (r < 3) {
+                            outside += a != -7.0f;
+                            continue;
+                        }
+                        if (k == 0) bad += fabs(a - Yr[j * ROWS + r]) > Yb[j * ROWS + r] * 1.001 + 1e-5 * Ym[j * ROWS + r];
+                        else bad += fabsf(a - Y0[j * ROWS + r]) > 1e-5f * Ym[j * ROWS + r] + 1e-6f;
+                    }
+                CHECK_MSG(!bad && !outside, "%s nb=%d %s: %d outputs off %s, %d written outside",
+                          wb_qtype_name(qt), nb, wb_quant_kernels_name(v[k]), bad,
+                          k ? "portable" : "the float reference", outside);
+                if (k) {
+                    if (have_fma) {
+                        CHECK_MSG(memcmp(Y1, Yf, sizeof Y1) == 0, "%s nb=%d %s differs from the other FMA variants",
+                                  wb_qtype_name(qt), nb, wb_quant_kernels_name(v[k]));
+                    } else {
+                        memcpy(Yf, Y1, sizeof Yf);
+                        have_fma = 1;
+                    }
                 }
             }
-            CHECK_MSG(!bad, "%s nb=%d portable: %d outputs off the float reference", wb_qtype_name(qt),
-                      nb, bad);
-            for (int lv = WB_ISA_AVX2; lv <= (int)wb_isa_best(); lv++) {
-                wb_isa o = wb_isa_limit((wb_isa)lv);
-                memcpy(Y1, Y0, sizeof Y1);
-                for (int j = 0; j < nb; j++)
-                    for (int r = 1; r < ROWS; r++) Y1[j * ROWS + r] = 1.0f;
-                wb_gemm_q(qt, Y1, ROWS, X, IN, nb, Wq, NULL, IN, 1, ROWS, 0, NULL);
-                wb_isa_limit(o);
-                int off = 0;
-                for (int j = 0; j < nb; j++)
-                    for (int r = 0; r < ROWS; r++) {
-                        const float a = Y1[j * ROWS + r], e = Y0[j * ROWS + r];
-                        off += fabsf(a - e) > 1e-4f * (1.0f + fabsf(e));
-                    }
-                CHECK_MSG(!off, "%s nb=%d %s: %d outputs differ from portable", wb_qtype_name(qt), nb,
-                          wb_isa_name(lv), off);
-            }
         }
-        /* bias and accumulate */
-        float bias[ROWS], Ya[ROWS], Yb[ROWS];
-        for (int r = 0; r < ROWS; r++) bias[r] = frand(), Ya[r] = Yb[r] = frand();
-        wb_gemm_q(qt, Ya, ROWS, X, IN, 1, Wq, bias, IN, 0, ROWS, 1, NULL);
-        for (int r = 0; r < ROWS; r++)
-            CHECK_NEAR(Ya[r], Yb[r] + bias[r] + Yr[r], 0.02 * sqrt((double)IN));
-    }
-}
-
-/* Up to WB_QUANT_DOT_ROWS inputs, each gets the bits it gets alone (batched decode). */
-static void quant_batch_rows_equal_alone(void) {
-    enum { IN = 320, ROWS = 11, NB = 9 };
-    static float W[ROWS * IN], X[NB * IN], Yb[NB * ROWS], Y1[ROWS];
-    static uint8_t Wq[ROWS * IN * 2];
-    for (int i = 0; i < ROWS * IN; i++) W[i] = frand();
-    for (int i = 0; i < NB * IN; i++) X[i] = frand();
-    for (int t = 0; t < 2; t++) {
-        const wb_qtype qt = t ? WB_QT_Q4_0 : WB_QT_Q8_0;
-        const size_t rb = wb_quant_row_bytes(qt, IN);
-        for (int r = 0; r < ROWS; r++) wb_quantize_row(qt, Wq + rb * r, W + (size_t)r * IN, IN);
-        for (int lv = 0; lv <= (int)wb_isa_best(); lv++) {
-            wb_isa o = wb_isa_limit((wb_isa)lv);
-            wb_gemm_q(qt, Yb, ROWS, X, IN, NB, Wq, NULL, IN, 0, ROWS, 0, NULL);
-            int diff = 0;
-            for (int j = 0; j < NB; j++) {
-                wb_gemm_q(qt, Y1, ROWS, X + (size_t)j * IN, IN, 1, Wq, NULL, IN, 0, ROWS, 0, NULL);
-                diff += memcmp(Y1, Yb + (size_t)j * ROWS, sizeof Y1) != 0;
-            }
-            wb_isa_limit(o);
-            CHECK_MSG(!diff, "%s %s: %d inputs differ from alone", wb_qtype_name(qt), wb_isa_name(lv), diff);
-        }
-    }
-}
-
-/* K types go through the widened tile for any nb, the portable and SIMD tiles agreeing. */
-static void k_quant_gemm_matches_dequantized_reference(void) {
-    enum { IN = 512, ROWS = 9, NB = 7 };
-    static uint8_t Wq[ROWS * 210 * 2];
-    static float Wd[ROWS * IN], X[NB * IN], Y[NB * ROWS];
-    for (size_t i = 0; i < sizeof Wq; i++) Wq[i] = (uint8_t)(frand() * 128 + 128);
-    for (int i = 0; i < NB * IN; i++) X[i] = frand();
-    const wb_qtype types[2] = {WB_QT_Q4_K, WB_QT_Q6_K};
-    for (int t = 0; t < 2; t++) {
-        const size_t rb = wb_quant_row_bytes(types[t], IN);
-        for (int r = 0; r < ROWS; r++) { /* sane scales: finite, modest F16 values */
-            for (int b = 0; b < IN / 256; b++) {
-                uint8_t *blk = Wq + rb * r + (size_t)b * wb_qtype_block_bytes(types[t]);
-                if (types[t] == WB_QT_Q4_K) put16(blk, 0.01f), put16(blk + 2, 0.02f);
-                else put16(blk + 208, 0.003f);
-            }
-            wb_dequantize_row(types[t], Wd + (size_t)r * IN, Wq + rb * r, IN);
-        }
-        for (int lv = 0; lv <= (int)wb_isa_best(); lv++) {
-            wb_isa o = wb_isa_limit((wb_isa)lv);
-            for (int nb = 1; nb <= NB; nb += 3) {
-                wb_gemm_q(types[t], Y, ROWS, X, IN, nb, Wq, NULL, IN, 0, ROWS, 0, NULL);
+        for (int k = 0; k < nv; k++) { /* bias and accumulate, 1 input and 5 */
+            for (int nb = 1; nb <= 5; nb += 4) {
+                float Ya[5 * ROWS], Yc[5 * ROWS];
+                for (int i = 0; i < 5 * ROWS; i++) Ya[i] = Yc[i] = frand();
+                wb_gemm_q_with(v[k], qt, Ya, ROWS, X, IN, nb, Wq, bias, IN, 0, ROWS, 1, NULL);
                 int bad = 0;
                 for (int j = 0; j < nb; j++)
-                    for (int r = 0; r < ROWS; r++) {
-                        double s = 0, m = 0;
-                        for (int i = 0; i < IN; i++) {
-                            s += (double)Wd[r * IN + i] * X[j * IN + i];
-                            m += fabs((double)Wd[r * IN + i] * X[j * IN + i]);
-                        }
-                        bad += fabs(Y[j * ROWS + r] - s) > 1e-5 * m + 1e-6;
-                    }
-                CHECK_MSG(!bad, "%s %s nb=%d: %d off", wb_qtype_name(types[t]), wb_isa_name(lv), nb, bad);
+                    for (int r = 0; r < ROWS; r++)
+                        bad += fabs(Ya[j * ROWS + r] - (Yc[j * ROWS + r] + bias[r] + Yr[j * ROWS + r])) >
+                               Yb[j * ROWS + r] * 1.001 + 1e-5 * Ym[j * ROWS + r] + 1e-5;
+                CHECK_MSG(!bad, "%s %s nb=%d bias+accumulate: %d off", wb_qtype_name(qt),
+                          wb_quant_kernels_name(v[k]), nb, bad);
             }
-            wb_isa_limit(o);
         }
     }
+}
+
+/* Any batch size: each input gets the bits it gets alone (batched decode and prompts of a
+ * quantized model equal to one sequence at a time), through the dispatch table at every level
+ * and through every variant; wb_quant_dot is the same number too. */
+static void quant_batch_rows_equal_alone(void) {
+    enum { IN = 512 + 256, ROWS = 19, NB = 50 };
+    static float Wd[ROWS * IN], X[NB * IN], Yb[NB * ROWS], Y1[ROWS];
+    static uint8_t Wq[ROWS * IN * 2];
+    static _Alignas(64) uint8_t xq[8192];
+    for (int i = 0; i < NB * IN; i++) X[i] = frand();
+    const wb_quant_kernels *v[8];
+    const int nv = wb_quant_kernel_variants(v, 8);
+    for (int t = 0; t < 4; t++) {
+        const wb_qtype qt = all_types[t];
+        random_rows(qt, Wq, Wd, ROWS, IN);
+        const size_t rb = wb_quant_row_bytes(qt, IN);
+        for (int k = 0; k < nv; k++) {
+            wb_gemm_q_with(v[k], qt, Yb, ROWS, X, IN, NB, Wq, NULL, IN, 0, ROWS, 0, NULL);
+            int diff = 0;
+            for (int j = 0; j < NB; j++) {
+                wb_gemm_q_with(v[k], qt, Y1, ROWS, X + (size_t)j * IN, IN, 1, Wq, NULL, IN, 0, ROWS, 0, NULL);
+                diff += memcmp(Y1, Yb + (size_t)j * ROWS, sizeof Y1) != 0;
+            }
+            CHECK_MSG(!diff, "%s %s: %d inputs differ from alone", wb_qtype_name(qt),
+                      wb_quant_kernels_name(v[k]), diff);
+        }
+        for (int lv = 0; lv <= (int)wb_isa_best(); lv++) {
+            wb_isa o = wb_isa_limit((wb_isa)lv);
+            wb_gemm_q(qt, Yb, ROWS, X, IN, 7, Wq, NULL, IN, 0, ROWS, 0, NULL);
+            CHECK(wb_quant_act_bytes(IN) <= sizeof xq);
+            wb_quantize_act(xq, X + 5 * IN, IN);
+            int diff = 0;
+            for (int r = 0; r < ROWS; r++)
+                diff += wb_quant_dot(qt, Wq + rb * (size_t)r, xq, IN) != Yb[5 * ROWS + r];
+            wb_isa_limit(o);
+            CHECK_MSG(!diff, "%s %s: wb_quant_dot differs from the batch in %d rows", wb_qtype_name(qt),
+                      wb_isa_name((wb_isa)lv), diff);
+        }
+    }
+}
+
+/* The input quantization is the same bytes at every level (the vector code rounds as the
+ * scalar one), including zero blocks, tiny blocks and a NaN. */
+static void input_quantization_is_the_same_at_every_level(void) {
+    enum { IN = 32 * 9 };
+    float x[IN];
+    for (int i = 0; i < IN; i++) x[i] = frand() * 3.0f;
+    for (int i = 0; i < 32; i++) x[i] = 0.0f, x[32 + i] = 1e-38f * (float)(i % 3), x[64 + i] = (float)(i - 16) * 0.5f;
+    x[100] = NAN;
+    _Alignas(64) static uint8_t a0[4096], a1[4096];
+    const size_t n = wb_quant_act_bytes(IN);
+    CHECK(n > 0 && n <= sizeof a0 && n % 64 == 0 && wb_quant_act_bytes(33) == 0);
+    wb_isa o = wb_isa_limit(WB_ISA_PORTABLE);
+    wb_quantize_act(a0, x, IN);
+    for (int lv = 1; lv <= (int)wb_isa_best(); lv++) {
+        wb_isa_limit((wb_isa)lv);
+        memset(a1, 0xee, sizeof a1);
+        wb_quantize_act(a1, x, IN);
+        CHECK_MSG(memcmp(a0, a1, n) == 0, "%s quantizes inputs differently", wb_isa_name((wb_isa)lv));
+    }
+    wb_isa_limit(o);
+    const int8_t *q = (const int8_t *)a0;
+    for (int i = 0; i < 64; i++) CHECK(q[i] == 0); /* zeros and values below 1e-30 */
+    CHECK(q[64] == -127 && q[64 + 31] == 119); /* max |x| = 8 -> 127; 7.5 * 127 / 8 = 119.06 */
+}
+
+/* Hand-computed GGUF blocks: what wb_quantize_row writes is what GGUF's reference quantizers
+ * write for the same values (so a saved Q8_0 / Q4_0 tensor reloads, here or in llama.cpp, to the
+ * same weights). Q8_0 rounds halves away from zero; Q4_0 maps the value of largest magnitude to
+ * nibble 0 (d = x_m / -8) and rounds with floor(x / d + 8.5). */
+static void quantize_row_writes_the_gguf_reference_bytes(void) {
+    float x[32];
+    uint8_t b[34];
+    /* Q8_0: max |x| = 127 -> d = 1 exactly (F16 0x3c00); 2.5 -> 3 and -2.5 -> -3 (halves away
+     * from zero), 126.4 -> 126, -127 -> -127 */
+    for (int i = 0; i < 32; i++) x[i] = (float)(i - 10);
+    x[0] = 2.5f, x[1] = -2.5f, x[2] = 126.4f, x[3] = -127.0f, x[4] = 0.5f;
+    CHECK(wb_quantize_row(WB_QT_Q8_0, b, x, 32) == 0);
+    CHECK(b[0] == 0x00 && b[1] == 0x3c);
+    CHECK((int8_t)b[2] == 3 && (int8_t)b[3] == -3 && (int8_t)b[4] == 126 && (int8_t)b[5] == -127 &&
+          (int8_t)b[6] == 1);
+    for (int i = 5; i < 32; i++) CHECK((int8_t)b[2 + i] == i - 10);
+    /* Q4_0: x_m = -16 -> d = 2 (F16 0x4000); x = 2k maps to nibble k + 8, clamped at 15; value j
+     * in the low nibble of byte j, value j + 16 in the high nibble */
+    for (int i = 0; i < 32; i++) x[i] = (float)(i % 16) - 8.0f; /* -8..7, d = 1 if alone */
+    x[5] = -16.0f, x[20] = 15.0f, x[21] = 3.0f, x[22] = -1.0f;
+    CHECK(wb_quantize_row(WB_QT_Q4_0, b, x, 32) == 0);
+    CHECK(b[0] == 0x00 && b[1] == 0x40);
+    for (int j = 0; j < 16; j++) {
+        int lo = (int)floorf(x[j] / 2.0f + 8.5f), hi = (int)floorf(x[j + 16] / 2.0f + 8.5f);
+        lo = lo > 15 ? 15 : lo, hi = hi > 15 ? 15 : hi;
+        CHECK_MSG(b[2 + j] == (uint8_t)(lo | (hi << 4)), "Q4_0 byte %d = 0x%02x", j, b[2 + j]);
+    }
+    CHECK((b[2 + 5] & 15) == 0);        /* -16 / 2 + 8.5 = 0.5 -> 0 */
+    CHECK((b[2 + 4] >> 4) == 15);       /* 15 / 2 + 8.5 = 16 -> clamped to 15 */
+    CHECK((b[2 + 5] >> 4) == 10);       /* 3 / 2 + 8.5 = 10 */
+    CHECK((b[2 + 6] >> 4) == 8);        /* -1 / 2 + 8.5 = 8 */
 }
 
 int main(void) {
     RUN(block_sizes_follow_the_gguf_layouts);
     RUN(hand_built_blocks_decode_as_specified);
     RUN(quantization_error_is_within_half_a_step);
-    RUN(dots_gemv_and_gemm_match_portable);
+    RUN(quantize_row_writes_the_gguf_reference_bytes);
+    RUN(input_quantization_is_the_same_at_every_level);
+    RUN(every_variant_matches_portable_and_the_float_reference);
     RUN(quant_batch_rows_equal_alone);
-    RUN(k_quant_gemm_matches_dequantized_reference);
     return check_summary();
 }
