@@ -473,7 +473,7 @@ VNNI512 static inline __m512 gather_f16(__m512i offs, const uint8_t *base) {
     return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(gather32(offs, base)));
 }
 
-VNNI512 static void tile_prep(wb_qtype t, tile16 *T, __m512i offs, const uint8_t *base, int b,
+VNNI512 static inline __attribute__((always_inline)) void tile_prep(const wb_qtype t, tile16 *T, __m512i offs, const uint8_t *base, int b,
                               const uint8_t *const rows[16]) {
     memset(T, 0, sizeof *T);
     const __m512i m4 = _mm512_set1_epi8(15);
@@ -535,36 +535,53 @@ VNNI512 static void tile_prep(wb_qtype t, tile16 *T, __m512i offs, const uint8_t
     }
 }
 
-VNNI512 static inline __m512i bcast4(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
+VNNI512 static inline __m512i bcast4(const int8_t *p) { /* vpbroadcastd from memory */
+    return _mm512_broadcastd_epi32(_mm_loadu_si32(p));
 }
 
-/* acc[j] (16 rows) += block b of input j, for j < nb */
-VNNI512 static void tile_inputs(wb_qtype t, const tile16 *T, const uint8_t *act, size_t astride,
-                                int in, int nb, int b, float *acc) {
-    for (int j = 0; j < nb; j++) {
-        const qact a = act_view(act + astride * (size_t)j, in);
-        const int8_t *x = a.q + 32 * b;
-        const __m512 dx = _mm512_set1_ps(a.d[b]);
+/* acc[j] (16 rows) += block b of input j, for j < nb. Inlined per type (t a constant), so the
+ * eight weight registers stay in registers across the inputs. */
+#define INLINE_VNNI512 VNNI512 static inline __attribute__((always_inline))
+INLINE_VNNI512 void tile_inputs(const wb_qtype t, const tile16 *T, const uint8_t *act,
+                                size_t astride, int in, int nb, int b, float *acc) {
+    const __m512i w0 = T->w[0], w1 = T->w[1], w2 = T->w[2], w3 = T->w[3];
+    const __m512i w4 = T->w[4], w5 = T->w[5], w6 = T->w[6], w7 = T->w[7];
+    const __m512 s0 = T->s0, s1 = T->s1;
+    const size_t nblk = (size_t)in / 32;
+    const uint8_t *p = act;
+    for (int j = 0; j < nb; j++, p += astride) {
+        const int8_t *x = (const int8_t *)p + 32 * b;
+        const float *dxp = (const float *)(p + in) + b;
+        const int32_t *sp = (const int32_t *)(p + in + 4 * nblk) + b;
+        const __m512 dx = _mm512_set1_ps(*dxp);
         __m512 y = _mm512_load_ps(acc + 16 * j);
         if (t == WB_QT_Q6_K) {
-            __m512i i0 = _mm512_set1_epi32(-32 * a.h[2 * b]), i1 = _mm512_set1_epi32(-32 * a.h[2 * b + 1]);
-            for (int k = 0; k < 4; k++) i0 = _mm512_dpbusd_epi32(i0, T->w[k], bcast4(x + 4 * k));
-            for (int k = 4; k < 8; k++) i1 = _mm512_dpbusd_epi32(i1, T->w[k], bcast4(x + 4 * k));
-            y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), _mm512_mul_ps(T->s0, dx), y);
-            y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), _mm512_mul_ps(T->s1, dx), y);
+            const int16_t *hp = (const int16_t *)(p + in + 8 * nblk) + 2 * b;
+            __m512i i0 = _mm512_set1_epi32(-32 * hp[0]), i1 = _mm512_set1_epi32(-32 * hp[1]);
+            i0 = _mm512_dpbusd_epi32(i0, w0, bcast4(x));
+            i0 = _mm512_dpbusd_epi32(i0, w1, bcast4(x + 4));
+            i0 = _mm512_dpbusd_epi32(i0, w2, bcast4(x + 8));
+            i0 = _mm512_dpbusd_epi32(i0, w3, bcast4(x + 12));
+            i1 = _mm512_dpbusd_epi32(i1, w4, bcast4(x + 16));
+            i1 = _mm512_dpbusd_epi32(i1, w5, bcast4(x + 20));
+            i1 = _mm512_dpbusd_epi32(i1, w6, bcast4(x + 24));
+            i1 = _mm512_dpbusd_epi32(i1, w7, bcast4(x + 28));
+            y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), _mm512_mul_ps(s0, dx), y);
+            y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), _mm512_mul_ps(s1, dx), y);
         } else {
             const int c = t == WB_QT_Q8_0 ? -128 : t == WB_QT_Q4_0 ? -8 : 0;
-            __m512i i0 = _mm512_set1_epi32(c * a.s[b]), i1 = _mm512_setzero_si512();
-            for (int k = 0; k < 8; k += 2) { /* two chains, summed: integers, so exact */
-                i0 = _mm512_dpbusd_epi32(i0, T->w[k], bcast4(x + 4 * k));
-                i1 = _mm512_dpbusd_epi32(i1, T->w[k + 1], bcast4(x + 4 * k + 4));
-            }
-            y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0, i1)), _mm512_mul_ps(T->s0, dx), y);
+            __m512i i0 = _mm512_set1_epi32(c * *sp);
+            i0 = _mm512_dpbusd_epi32(i0, w0, bcast4(x));
+            i0 = _mm512_dpbusd_epi32(i0, w1, bcast4(x + 4));
+            i0 = _mm512_dpbusd_epi32(i0, w2, bcast4(x + 8));
+            i0 = _mm512_dpbusd_epi32(i0, w3, bcast4(x + 12));
+            i0 = _mm512_dpbusd_epi32(i0, w4, bcast4(x + 16));
+            i0 = _mm512_dpbusd_epi32(i0, w5, bcast4(x + 20));
+            i0 = _mm512_dpbusd_epi32(i0, w6, bcast4(x + 24));
+            i0 = _mm512_dpbusd_epi32(i0, w7, bcast4(x + 28));
+            y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), _mm512_mul_ps(s0, dx), y);
             if (t == WB_QT_Q4_K)
-                y = _mm512_fmadd_ps(_mm512_set1_ps((float)(-a.s[b])), _mm512_mul_ps(T->s1, dx), y);
+                y = _mm512_fmadd_ps(_mm512_set1_ps((float)(-*sp)), _mm512_mul_ps(s1, dx), y);
         }
         _mm512_store_ps(acc + 16 * j, y);
     }
@@ -594,7 +611,7 @@ VNNI512 static void store16(float *Y, size_t ldy, int j, int r, int nr, __m512 v
 
 #define GEMM_CHUNK 128 /* inputs per pass over a group's tiles: acc stays in L1 */
 
-VNNI512 static void gemm_q_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *act, size_t astride,
+INLINE_VNNI512 void gemm_body(const wb_qtype t, float *Y, size_t ldy, const uint8_t *act, size_t astride,
                                int nb, const uint8_t *W, size_t rb, const float *bias, int in,
                                int r0, int r1, int accumulate) {
     _Alignas(64) float acc[GEMM_CHUNK * 16];
@@ -617,6 +634,18 @@ VNNI512 static void gemm_q_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *
     }
 }
 
+VNNI512 static void gemm_q_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *act, size_t astride,
+                               int nb, const uint8_t *W, size_t rb, const float *bias, int in,
+                               int r0, int r1, int accumulate) {
+    switch (t) { /* one specialised copy per type */
+    case WB_QT_Q8_0: gemm_body(WB_QT_Q8_0, Y, ldy, act, astride, nb, W, rb, bias, in, r0, r1, accumulate); break;
+    case WB_QT_Q4_0: gemm_body(WB_QT_Q4_0, Y, ldy, act, astride, nb, W, rb, bias, in, r0, r1, accumulate); break;
+    case WB_QT_Q4_K: gemm_body(WB_QT_Q4_K, Y, ldy, act, astride, nb, W, rb, bias, in, r0, r1, accumulate); break;
+    case WB_QT_Q6_K: gemm_body(WB_QT_Q6_K, Y, ldy, act, astride, nb, W, rb, bias, in, r0, r1, accumulate); break;
+    default: break;
+    }
+}
+
 /* Decode (one input), Q8_0 and Q4_0: each pair of rows' block is one 512-bit vpdpbusd against
  * the input block, and the 8 pairs' partial sums are folded into one lane per row by three
  * levels of two-source permutes (integers, so the order is free); the result is the isum the
@@ -628,7 +657,6 @@ typedef struct fold_idx {
 
 /* pos(row 0/1 of the pair, partial j 0..7) -> lane of the dpbusd result */
 static int pos_q8(int il, int j) { return 8 * il + j; }
-static int pos_q4(int il, int j) { return 8 * (j / 4) + 4 * il + (j % 4); }
 
 VNNI512 static fold_idx make_fold(int (*pos)(int, int)) {
     _Alignas(64) int32_t a[16], b[16], c[16], d[16], e[16], f[16];
@@ -663,58 +691,97 @@ VNNI512 static inline __m512i fold16(const __m512i P[8], const fold_idx *F) {
 
 #define PF_GROUPS 1 /* prefetch this many row groups ahead */
 
-VNNI512 static void gemv_q_512(wb_qtype t, float *Y, const uint8_t *act, const uint8_t *W, size_t rb,
-                               const float *bias, int in, int r0, int r1, int accumulate) {
-    const qact a = act_view(act, in);
-    const int nblk = in / 32, q8 = t == WB_QT_Q8_0;
+/* Rows [r, r + 16) of a matrix whose rows are rb bytes apart, all present. Only the lanes in
+ * `keep` are stored (the last group of a range overlaps the one before it). */
+INLINE_VNNI512 void gemv_group(const int q8, float *Y, const qact *a, const uint8_t *W, size_t rb,
+                               const float *bias, int nblk, int r, size_t end, __mmask16 keep,
+                               int accumulate, const fold_idx *F) {
     const size_t bs = q8 ? 34 : 18;
-    const fold_idx F = make_fold(q8 ? pos_q8 : pos_q4);
     const __m512i flip = _mm512_set1_epi8((char)0x80), m4 = _mm512_set1_epi8(15);
     /* the offset correction goes into lane 0 of each row of a pair */
-    const __mmask16 corr_lanes = (__mmask16)(q8 ? 0x0101 : 0x0011);
+    const __mmask16 corr_lanes = (__mmask16)(q8 ? 0x0101 : 0x1111);
     const int corr = q8 ? -128 : -8;
-    const size_t end = (size_t)r1 * rb;
-    for (int r = r0; r < r1; r += 16) {
-        const uint8_t *rows[16];
-        const __m512i offs = group_rows(W, rb, r, r1, rows);
-        const uint8_t *base = W + (size_t)r * rb;
-        const size_t pf = (size_t)(r + 16 * PF_GROUPS) * rb;
-        __m512 y = _mm512_setzero_ps();
-        for (int b = 0; b < nblk; b++) {
-            /* prefetch: this block's share of the group PF_GROUPS ahead, as one linear stream */
-            for (size_t o = pf + (size_t)b * 16 * bs, e = o + 16 * bs; o < e && o < end; o += 64)
-                _mm_prefetch((const char *)W + o, _MM_HINT_T0);
-            const int8_t *x = a.q + 32 * b;
-            const __m512i init = _mm512_maskz_set1_epi32(corr_lanes, corr * a.s[b]);
+    _Alignas(64) int32_t o[16];
+    for (int i = 0; i < 16; i++) o[i] = (int32_t)((size_t)i * rb);
+    const __m512i offs = _mm512_load_si512(o);
+    const uint8_t *base = W + (size_t)r * rb;
+    const size_t pf = (size_t)(r + 16 * PF_GROUPS) * rb;
+    __m512 y = _mm512_setzero_ps();
+    for (int b = 0; b < nblk; b++) {
+        /* this block's share of the group PF_GROUPS ahead, as one linear stream */
+        for (size_t p = pf + (size_t)b * 16 * bs, e = p + 16 * bs; p < e && p < end; p += 64)
+            _mm_prefetch((const char *)W + p, _MM_HINT_T0);
+        const int8_t *x = a->q + 32 * b;
+        const __m512i init = _mm512_maskz_set1_epi32(corr_lanes, corr * a->s[b]);
+        const uint8_t *c = base + (size_t)b * bs + 2;
+        __m512i isum;
+        if (q8) {
             __m512i P[8];
-            if (q8) {
-                const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x));
-                for (int p = 0; p < 8; p++) {
-                    const uint8_t *w0 = rows[2 * p] + (size_t)b * 34 + 2, *w1 = rows[2 * p + 1] + (size_t)b * 34 + 2;
-                    const __m512i wv = _mm512_inserti64x4(
-                        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)w0)),
-                        _mm256_loadu_si256((const __m256i *)w1), 1);
-                    P[p] = _mm512_dpbusd_epi32(init, _mm512_xor_si512(wv, flip), xv);
-                }
-            } else {
-                const __m128i xl = _mm_loadu_si128((const __m128i *)x), xh = _mm_loadu_si128((const __m128i *)(x + 16));
-                const __m512i xv = _mm512_inserti64x4(
-                    _mm512_castsi256_si512(_mm256_set_m128i(xl, xl)), _mm256_set_m128i(xh, xh), 1);
-                for (int p = 0; p < 8; p++) {
-                    const uint8_t *w0 = rows[2 * p] + (size_t)b * 18 + 2, *w1 = rows[2 * p + 1] + (size_t)b * 18 + 2;
-                    const __m256i v = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)w1),
-                                                       _mm_loadu_si128((const __m128i *)w0));
-                    const __m512i wv = _mm512_and_si512(
-                        _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1), m4);
-                    P[p] = _mm512_dpbusd_epi32(init, wv, xv);
-                }
+            const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x));
+#pragma GCC unroll 8
+            for (int p = 0; p < 8; p++, c += 2 * rb) {
+                const __m512i wv = _mm512_inserti64x4(
+                    _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)c)),
+                    _mm256_loadu_si256((const __m256i *)(c + rb)), 1);
+                P[p] = _mm512_dpbusd_epi32(init, _mm512_xor_si512(wv, flip), xv);
             }
-            const __m512i isum = fold16(P, &F);
-            const __m512 dw = gather_f16(offs, base + (size_t)b * bs);
-            y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(a.d[b])), y);
+            isum = fold16(P, F);
+        } else { /* four rows per register, one per 128-bit lane: low nibbles against values
+                  * 0-15 of the input, high nibbles against 16-31; the lanes are then in the
+                  * layout of the first fold level's output */
+            const __m512i xl = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)x));
+            const __m512i xh = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(x + 16)));
+            __m512i S[4];
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++, c += 4 * rb) {
+                __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)c));
+                v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(c + rb)), 1);
+                v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(c + 2 * rb)), 2);
+                v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(c + 3 * rb)), 3);
+                const __m512i lo = _mm512_and_si512(v, m4);
+                const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                S[p] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init, lo, xl), hi, xh);
+            }
+            const __m512i t0 = fold2(S[0], S[1], F->l2lo, F->l2hi);
+            const __m512i t1 = fold2(S[2], S[3], F->l2lo, F->l2hi);
+            isum = fold2(t0, t1, F->l3lo, F->l3hi);
         }
-        store16(Y, 0, 0, r, r1 - r, y, bias, accumulate);
+        const __m512 dw = gather_f16(offs, base + (size_t)b * bs);
+        y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(a->d[b])), y);
     }
+    float *yp = Y + r;
+    if (bias) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(keep, bias + r));
+    else y = _mm512_add_ps(y, _mm512_setzero_ps());
+    if (accumulate) y = _mm512_add_ps(_mm512_maskz_loadu_ps(keep, yp), y);
+    _mm512_mask_storeu_ps(yp, keep, y);
+}
+
+INLINE_VNNI512 void gemv_body(const int q8, float *Y, const uint8_t *act, const uint8_t *W,
+                              size_t rb, const float *bias, int in, int r0, int r1, int accumulate) {
+    const qact a = act_view(act, in);
+    const int nblk = in / 32;
+    if (r1 - r0 < 16) { /* too few rows for a group: the same sums one row at a time */
+        for (int r = r0; r < r1; r++) {
+            const float s = (q8 ? dot_q8_0_vnni512 : dot_q4_0_vnni512)(W + (size_t)r * rb, &a, nblk) +
+                            (bias ? bias[r] : 0.0f);
+            Y[r] = accumulate ? Y[r] + s : s;
+        }
+        return;
+    }
+    const fold_idx F = make_fold(pos_q8); /* Q4_0 uses its last two levels */
+    const size_t end = (size_t)r1 * rb;
+    int r = r0;
+    for (; r + 16 <= r1; r += 16)
+        gemv_group(q8, Y, &a, W, rb, bias, nblk, r, end, 0xffff, accumulate, &F);
+    if (r < r1) /* the last rows: a group ending at r1, storing only the rows not yet done */
+        gemv_group(q8, Y, &a, W, rb, bias, nblk, r1 - 16, end,
+                   (__mmask16)(0xffffu << (16 - (r1 - r))), accumulate, &F);
+}
+
+VNNI512 static void gemv_q_512(wb_qtype t, float *Y, const uint8_t *act, const uint8_t *W, size_t rb,
+                               const float *bias, int in, int r0, int r1, int accumulate) {
+    if (t == WB_QT_Q8_0) gemv_body(1, Y, act, W, rb, bias, in, r0, r1, accumulate);
+    else gemv_body(0, Y, act, W, rb, bias, in, r0, r1, accumulate);
 }
 #endif
 
