@@ -229,9 +229,8 @@ VNNI512 static void quantize_act_512(void *dst, const float *x, int n) {
         const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
         const float db = amax >= 1e-30f ? amax / 127.0f : 0.0f, id = db > 0.0f ? 1.0f / db : 0.0f;
         const __m512 vid = _mm512_set1_ps(id);
-        const int r = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-        __m512 y0 = _mm512_roundscale_ps(_mm512_mul_ps(x0, vid), r);
-        __m512 y1 = _mm512_roundscale_ps(_mm512_mul_ps(x1, vid), r);
+        __m512 y0 = _mm512_roundscale_ps(_mm512_mul_ps(x0, vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m512 y1 = _mm512_roundscale_ps(_mm512_mul_ps(x1, vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         y0 = _mm512_min_ps(_mm512_max_ps(y0, nlim), lim);
         y1 = _mm512_min_ps(_mm512_max_ps(y1, nlim), lim);
         const __m512i i0 = _mm512_cvtps_epi32(y0), i1 = _mm512_cvtps_epi32(y1);
@@ -358,6 +357,14 @@ AVX2 static inline int32_t hsum_i32x4(__m128i s) {
 }
 AVX2 static inline float h2f(const uint8_t *p) { return _cvtsh_ss(rd16(p)); }
 
+/* q4k_block_scales with the F16C conversion */
+AVX2 static inline void q4k_block_scales_h(const uint8_t *blk, int g, float *dsc, float *dmn) {
+    int sc, m;
+    q4k_scale_min(g, blk + 4, &sc, &m);
+    *dsc = h2f(blk) * (float)sc;
+    *dmn = h2f(blk + 2) * (float)m;
+}
+
 /* 32 nibbles of a Q4_0 block as bytes 0..15 in value order */
 AVX2 static inline __m256i nibbles(const uint8_t *qs) {
     const __m128i v = _mm_loadu_si128((const __m128i *)qs), m = _mm_set1_epi8(15);
@@ -417,7 +424,7 @@ AVXVNNI static inline __m256i vnni_u8s8(__m256i u, __m256i s) {
             const int32_t s =                                                                     \
                 hsum_i32(MULU(q4k_nibbles(blk + 16 + 32 * ((b % 8) / 2), b & 1), xv));           \
             float dsc, dmn;                                                                       \
-            q4k_block_scales(blk, b % 8, &dsc, &dmn);                                             \
+            q4k_block_scales_h(blk, b % 8, &dsc, &dmn);                                             \
             acc = fmaf((float)s, dsc * a->d[b], acc);                                             \
             acc = fmaf((float)(-a->s[b]), dmn * a->d[b], acc);                                    \
         }                                                                                         \
@@ -461,6 +468,10 @@ DEFINE_DOTS_256(vnni512, VNNI512, vnni512_u8s8)
 /* Prefill / batches: for each block of 32 values, the 16 rows' bytes are gathered into the
  * vpdpbusd layout (8 registers, register k holding values 4k..4k+3 of every row as unsigned
  * bytes), and each input's 4-byte groups are broadcast against them: no horizontal sums. */
+typedef struct kscales { /* Q4_K: a super-block's d sc and dmin m per group, 16 rows */
+    __m512 s0[8], s1[8];
+} kscales;
+
 typedef struct tile16 {
     __m512i w[8];
     __m512 s0, s1;  /* per-row scales: d (Q8_0/Q4_0), d sc / dmin m (Q4_K), d sc16 (Q6_K) */
@@ -473,8 +484,7 @@ VNNI512 static inline __m512 gather_f16(__m512i offs, const uint8_t *base) {
     return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(gather32(offs, base)));
 }
 
-VNNI512 static inline __attribute__((always_inline)) void tile_prep(const wb_qtype t, tile16 *T, __m512i offs, const uint8_t *base, int b,
-                              const uint8_t *const rows[16]) {
+VNNI512 static inline __attribute__((always_inline)) void tile_prep(const wb_qtype t, tile16 *T, kscales *K, __m512i offs, const uint8_t *base, int b) {
     memset(T, 0, sizeof *T);
     const __m512i m4 = _mm512_set1_epi8(15);
     switch (t) {
@@ -502,11 +512,32 @@ VNNI512 static inline __attribute__((always_inline)) void tile_prep(const wb_qty
             if (b & 1) g = _mm512_srli_epi32(g, 4);
             T->w[k] = _mm512_and_si512(g, m4);
         }
-        _Alignas(64) float dsc[16], dmn[16];
-        for (int i = 0; i < 16; i++)
-            q4k_block_scales(rows[i] + (size_t)(b / 8) * 144, b % 8, &dsc[i], &dmn[i]);
-        T->s0 = _mm512_load_ps(dsc);
-        T->s1 = _mm512_load_ps(dmn);
+        if (b % 8 == 0) { /* the super-block's 16 rows x 8 groups of 6-bit scales and mins, once */
+            const uint8_t *sb = base + (size_t)(b / 8) * 144;
+            const __m512i dd = gather32(offs, sb), A = gather32(offs, sb + 4);
+            const __m512i B = gather32(offs, sb + 8), C = gather32(offs, sb + 12);
+            const __m512i lo16 = _mm512_set1_epi32(0xffff), m6 = _mm512_set1_epi32(63);
+            const __m512i m4d = _mm512_set1_epi32(15), mb = _mm512_set1_epi32(255);
+            const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_and_si512(dd, lo16)));
+            const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+            for (int g = 0; g < 8; g++) {
+                const int j8 = 8 * (g & 3);
+                const __m512i a = _mm512_and_si512(_mm512_srlv_epi32(A, _mm512_set1_epi32(j8)), mb);
+                const __m512i bq = _mm512_and_si512(_mm512_srlv_epi32(B, _mm512_set1_epi32(j8)), mb);
+                __m512i sc, m;
+                if (g < 4) {
+                    sc = _mm512_and_si512(a, m6), m = _mm512_and_si512(bq, m6);
+                } else {
+                    const __m512i c = _mm512_and_si512(_mm512_srlv_epi32(C, _mm512_set1_epi32(j8)), mb);
+                    sc = _mm512_or_si512(_mm512_and_si512(c, m4d), _mm512_slli_epi32(_mm512_srli_epi32(a, 6), 4));
+                    m = _mm512_or_si512(_mm512_srli_epi32(c, 4), _mm512_slli_epi32(_mm512_srli_epi32(bq, 6), 4));
+                }
+                K->s0[g] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
+                K->s1[g] = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(m));
+            }
+        }
+        T->s0 = K->s0[b % 8];
+        T->s1 = K->s1[b % 8];
         break;
     }
     case WB_QT_Q6_K: {
@@ -520,15 +551,13 @@ VNNI512 static inline __attribute__((always_inline)) void tile_prep(const wb_qty
             hi = _mm512_and_si512(_mm512_srli_epi32(hi, 2 * part), _mm512_set1_epi8(3));
             T->w[k] = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 4));
         }
-        _Alignas(64) float s0[16], s1[16];
-        for (int i = 0; i < 16; i++) {
-            const uint8_t *p = rows[i] + (size_t)(b / 8) * 210;
-            const float d = f16(p + 208);
-            s0[i] = d * (float)(int8_t)p[192 + 2 * bb];
-            s1[i] = d * (float)(int8_t)p[193 + 2 * bb];
-        }
-        T->s0 = _mm512_load_ps(s0);
-        T->s1 = _mm512_load_ps(s1);
+        /* d is the high half of the dword at 206; the two scales the low bytes at 192 + 2 bb */
+        const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(gather32(offs, blk + 206), 16)));
+        const __m512i sc = gather32(offs, blk + 192 + 2 * bb);
+        const __m512i sc0 = _mm512_srai_epi32(_mm512_slli_epi32(sc, 24), 24);
+        const __m512i sc1 = _mm512_srai_epi32(_mm512_slli_epi32(sc, 16), 24);
+        T->s0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc0));
+        T->s1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc1));
         break;
     }
     default: break;
@@ -615,6 +644,7 @@ INLINE_VNNI512 void gemm_body(const wb_qtype t, float *Y, size_t ldy, const uint
                                int nb, const uint8_t *W, size_t rb, const float *bias, int in,
                                int r0, int r1, int accumulate) {
     _Alignas(64) float acc[GEMM_CHUNK * 16];
+    kscales K;
     const int nblk = in / 32;
     for (int r = r0; r < r1; r += 16) {
         const uint8_t *rows[16];
@@ -625,7 +655,7 @@ INLINE_VNNI512 void gemm_body(const wb_qtype t, float *Y, size_t ldy, const uint
             memset(acc, 0, sizeof(float) * 16 * (size_t)jn);
             for (int b = 0; b < nblk; b++) {
                 tile16 T;
-                tile_prep(t, &T, offs, base, b, rows);
+                tile_prep(t, &T, &K, offs, base, b);
                 tile_inputs(t, &T, act + astride * (size_t)j0, astride, in, jn, b, acc);
             }
             for (int j = 0; j < jn; j++)
@@ -778,10 +808,110 @@ INLINE_VNNI512 void gemv_body(const int q8, float *Y, const uint8_t *act, const 
                    (__mmask16)(0xffffu << (16 - (r1 - r))), accumulate, &F);
 }
 
+/* Decode of the K types (one input): the pair loads and folds of gemv_group, per 32 values of
+ * a super-block; the scales come from a few gathers per super-block (gathers of every weight
+ * dword, the tile layout, cost more than the arithmetic at one input). */
+INLINE_VNNI512 void gemv_group_k(const wb_qtype t, float *Y, const qact *a, const uint8_t *W,
+                                 size_t rb, const float *bias, int nblk, int r, __mmask16 keep,
+                                 int accumulate, const fold_idx *F) {
+    _Alignas(64) int32_t o[16];
+    for (int i = 0; i < 16; i++) o[i] = (int32_t)((size_t)i * rb);
+    const __m512i offs = _mm512_load_si512(o);
+    const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
+    const uint8_t *base = W + (size_t)r * rb;
+    const size_t bs = t == WB_QT_Q4_K ? 144 : 210;
+    __m512 y = _mm512_setzero_ps();
+    kscales K;
+    for (int S = 0; S < nblk / 8; S++) {
+        const uint8_t *sb = base + (size_t)S * bs;
+        if (t == WB_QT_Q4_K) {
+            tile16 T;
+            tile_prep(WB_QT_Q4_K, &T, &K, offs, base, 8 * S); /* fills K (and one tile, unused) */
+            for (int c = 0; c < 4; c++) {
+                const int b0 = 8 * S + 2 * c;
+                const __m512i x0 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(a->q + 32 * b0)));
+                const __m512i x1 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(a->q + 32 * b0 + 32)));
+                const uint8_t *q = sb + 16 + 32 * c;
+                __m512i P0[8], P1[8];
+#pragma GCC unroll 8
+                for (int p = 0; p < 8; p++, q += 2 * rb) {
+                    const __m512i wv = _mm512_inserti64x4(
+                        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)q)),
+                        _mm256_loadu_si256((const __m256i *)(q + rb)), 1);
+                    P0[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(wv, m4), x0);
+                    P1[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                                _mm512_and_si512(_mm512_srli_epi16(wv, 4), m4), x1);
+                }
+                const __m512i i0 = fold16(P0, F), i1 = fold16(P1, F);
+                const __m512 d0 = _mm512_set1_ps(a->d[b0]), d1 = _mm512_set1_ps(a->d[b0 + 1]);
+                y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), _mm512_mul_ps(K.s0[2 * c], d0), y);
+                y = _mm512_fmadd_ps(_mm512_set1_ps((float)(-a->s[b0])), _mm512_mul_ps(K.s1[2 * c], d0), y);
+                y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), _mm512_mul_ps(K.s0[2 * c + 1], d1), y);
+                y = _mm512_fmadd_ps(_mm512_set1_ps((float)(-a->s[b0 + 1])), _mm512_mul_ps(K.s1[2 * c + 1], d1), y);
+            }
+        } else {
+            const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(gather32(offs, sb + 206), 16)));
+            for (int bb = 0; bb < 8; bb++) {
+                const int b = 8 * S + bb, h = bb / 4, part = bb % 4;
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));
+                const __m256i lo16 = _mm256_blend_epi32(xv, _mm256_setzero_si256(), 0xf0);
+                const __m256i hi16 = _mm256_blend_epi32(xv, _mm256_setzero_si256(), 0x0f);
+                const __m512i xl = _mm512_broadcast_i64x4(lo16), xh = _mm512_broadcast_i64x4(hi16);
+                const __m512i init0 = _mm512_maskz_set1_epi32(0x0101, -32 * a->h[2 * b]);
+                const __m512i init1 = _mm512_maskz_set1_epi32(0x0101, -32 * a->h[2 * b + 1]);
+                const __m512i shl = _mm512_set1_epi16((short)(part >= 2 ? 4 : 0));
+                const __m512i shh = _mm512_set1_epi16((short)(2 * part));
+                const uint8_t *L = sb + 64 * h + 32 * (part & 1), *H = sb + 128 + 32 * h;
+                __m512i P0[8], P1[8];
+#pragma GCC unroll 8
+                for (int p = 0; p < 8; p++, L += 2 * rb, H += 2 * rb) {
+                    const __m512i lv = _mm512_inserti64x4(
+                        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)L)),
+                        _mm256_loadu_si256((const __m256i *)(L + rb)), 1);
+                    const __m512i hv = _mm512_inserti64x4(
+                        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)H)),
+                        _mm256_loadu_si256((const __m256i *)(H + rb)), 1);
+                    const __m512i q6 = _mm512_or_si512(
+                        _mm512_and_si512(_mm512_srlv_epi16(lv, shl), m4),
+                        _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hv, shh), m3), 4));
+                    P0[p] = _mm512_dpbusd_epi32(init0, q6, xl);
+                    P1[p] = _mm512_dpbusd_epi32(init1, q6, xh);
+                }
+                const __m512i i0 = fold16(P0, F), i1 = fold16(P1, F);
+                const __m512i sc = gather32(offs, sb + 192 + 2 * bb);
+                const __m512 s0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(sc, 24), 24)));
+                const __m512 s1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(sc, 16), 24)));
+                const __m512 dx = _mm512_set1_ps(a->d[b]);
+                y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), _mm512_mul_ps(s0, dx), y);
+                y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), _mm512_mul_ps(s1, dx), y);
+            }
+        }
+    }
+    float *yp = Y + r;
+    if (bias) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(keep, bias + r));
+    else y = _mm512_add_ps(y, _mm512_setzero_ps());
+    if (accumulate) y = _mm512_add_ps(_mm512_maskz_loadu_ps(keep, yp), y);
+    _mm512_mask_storeu_ps(yp, keep, y);
+}
+
+INLINE_VNNI512 void gemv_body_k(const wb_qtype t, float *Y, const uint8_t *act, const uint8_t *W,
+                                size_t rb, const float *bias, int in, int r0, int r1, int accumulate) {
+    const qact a = act_view(act, in);
+    const fold_idx F = make_fold(pos_q8);
+    int r = r0;
+    for (; r + 16 <= r1; r += 16) gemv_group_k(t, Y, &a, W, rb, bias, in / 32, r, 0xffff, accumulate, &F);
+    if (r < r1)
+        gemv_group_k(t, Y, &a, W, rb, bias, in / 32, r1 - 16, (__mmask16)(0xffffu << (16 - (r1 - r))),
+                     accumulate, &F);
+}
+
 VNNI512 static void gemv_q_512(wb_qtype t, float *Y, const uint8_t *act, const uint8_t *W, size_t rb,
                                const float *bias, int in, int r0, int r1, int accumulate) {
     if (t == WB_QT_Q8_0) gemv_body(1, Y, act, W, rb, bias, in, r0, r1, accumulate);
-    else gemv_body(0, Y, act, W, rb, bias, in, r0, r1, accumulate);
+    else if (t == WB_QT_Q4_0) gemv_body(0, Y, act, W, rb, bias, in, r0, r1, accumulate);
+    else if (r1 - r0 < 16) gemm_q_512(t, Y, 0, act, 0, 1, W, rb, bias, in, r0, r1, accumulate);
+    else if (t == WB_QT_Q4_K) gemv_body_k(WB_QT_Q4_K, Y, act, W, rb, bias, in, r0, r1, accumulate);
+    else gemv_body_k(WB_QT_Q6_K, Y, act, W, rb, bias, in, r0, r1, accumulate);
 }
 #endif
 
@@ -906,7 +1036,7 @@ void wb_gemm_q_with(const wb_quant_kernels *k, wb_qtype t, float *Y, size_t ldy,
         for (int j = 0; j < jn; j++)
             wb_quantize_act((unsigned char *)buf + one * (size_t)j, X + (size_t)(j0 + j) * ldx, in);
         float *Yj = Y + (size_t)j0 * ldy;
-        if (jn == 1 && k->gemv && (t == WB_QT_Q8_0 || t == WB_QT_Q4_0))
+        if (jn == 1 && k->gemv)
             k->gemv(t, Yj, buf, W, rb, b, in, r0, r1, accumulate);
         else if (k->gemm)
             k->gemm(t, Yj, ldy, buf, one, jn, W, rb, b, in, r0, r1, accumulate);
