@@ -612,8 +612,13 @@ wb_status wb_gguf_tokenizer_load(const wb_gguf *g, wb_tokenizer **out, char **ch
     st = wb_gguf_get_str(g, K_WB_PREPEND, &prep, &prepl, err);
     if (st && st != WB_ERR_NOTFOUND) goto done;
     st = WB_OK;
-    if (prep && !(spm && prepl == 5 && !memcmp(prep, "first", 5)))
-        FAIL(WB_ERR_FORMAT, "%s: %s: only \"first\" with a llama tokenizer is understood", nm, K_WB_PREPEND);
+    char scheme[8] = "";
+    if (prep) {
+        if (spm && prepl < sizeof scheme) memcpy(scheme, prep, prepl);
+        if (strcmp(scheme, "first") && strcmp(scheme, "always") && strcmp(scheme, "never"))
+            FAIL(WB_ERR_FORMAT, "%s: %s: expected \"first\", \"always\" or \"never\" with a llama tokenizer",
+                 nm, K_WB_PREPEND);
+    }
 
     int64_t ti, yi, si, mi, fi;
     uint64_t n, ny, ns, nmg, nf;
@@ -705,12 +710,12 @@ wb_status wb_gguf_tokenizer_load(const wb_gguf *g, wb_tokenizer **out, char **ch
     int add_space = 1;
     if (spm) {
         if ((st = get_flag(g, K_ADD_SPACE, &add_space, err))) goto done;
-        if (prep) { /* Metaspace(prepend_scheme "first"): ▁ only at the start of the input */
+        if (prep) { /* Metaspace(prepend_scheme): unlike Prepend, never a second ▁ before a space */
             cJSON_AddNullToObject(root, "normalizer");
             cJSON *ms = cJSON_AddObjectToObject(root, "pre_tokenizer");
             cJSON_AddStringToObject(ms, "type", "Metaspace");
             cJSON_AddStringToObject(ms, "replacement", SPACE_MARK);
-            cJSON_AddStringToObject(ms, "prepend_scheme", add_space ? "first" : "never");
+            cJSON_AddStringToObject(ms, "prepend_scheme", add_space ? scheme : "never");
             cJSON_AddBoolToObject(ms, "split", 0);
         } else { /* the legacy Llama-2 shape, which is also what llama.cpp does */
             cJSON *nz = cJSON_AddObjectToObject(root, "normalizer");
@@ -940,7 +945,8 @@ wb_status wb_gguf_tokenizer_put_ex(wb_gguf_writer *w, const wb_tokenizer *tok,
 
     int spm = !tok->byte_level;
     const pre_def *pd = NULL;
-    int add_space = 0, first_scheme = 0;
+    int add_space = 0;
+    const char *scheme = NULL; /* Metaspace prepend_scheme, written to K_WB_PREPEND */
     if (!spm) {
         if (tok->byte_fallback) FAIL(WB_ERR_FORMAT, "%s: a byte-level tokenizer with byte_fallback cannot be written to GGUF", nm);
         cJSON *nfc = cJSON_CreateArray();
@@ -981,7 +987,7 @@ wb_status wb_gguf_tokenizer_put_ex(wb_gguf_writer *w, const wb_tokenizer *tok,
                    !strcmp(jstr(meta, "replacement"), SPACE_MARK)) {
             const char *ps = jstr(meta, "prepend_scheme");
             add_space = strcmp(ps, "never") != 0;
-            first_scheme = !strcmp(ps, "first");
+            scheme = ps;
         } else {
             FAIL(WB_ERR_FORMAT, "%s: a SentencePiece-style tokenizer needs the Llama normalizer "
                  "(Prepend \"▁\", Replace \" \" with \"▁\") or a Metaspace pre_tokenizer without split; "
@@ -1111,7 +1117,7 @@ wb_status wb_gguf_tokenizer_put_ex(wb_gguf_writer *w, const wb_tokenizer *tok,
     W(wb_gguf_set_bool(w, K_ADD_BOS, s.add_bos, err));
     W(wb_gguf_set_bool(w, K_ADD_EOS, s.add_eos, err));
     if (spm) W(wb_gguf_set_bool(w, K_ADD_SPACE, add_space, err));
-    if (first_scheme) W(wb_gguf_set_str(w, K_WB_PREPEND, "first", 5, err));
+    if (scheme) W(wb_gguf_set_str(w, K_WB_PREPEND, scheme, strlen(scheme), err));
     if (n_flags) W(wb_gguf_set_i32_array(w, K_WB_FLAGS, flags, n_flags, err));
     if (chat_template) W(wb_gguf_set_str(w, K_TEMPLATE, chat_template, strlen(chat_template), err));
 #undef W

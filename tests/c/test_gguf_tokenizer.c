@@ -327,6 +327,51 @@ static void spm_tokenizers_are_written_as_scores_without_merges(void) {
     }
 }
 
+/* Metaspace "always" and "never" (variants of the "first" file) read back as the same Metaspace:
+ * ids equal to the tokenizer.json's own on every input of the vectors (a leading space is where
+ * Metaspace and Llama-2's Prepend normalizer differ). */
+static void metaspace_schemes_round_trip(void) {
+    static const char *const schemes[] = {"always", "never"};
+    char *js = slurp("tests/vectors/gguf_spm_first_tokenizer.json", NULL);
+    CHECK(js != NULL);
+    const cJSON *cases = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(g_spm, "tokenizers"), 1), "cases");
+    for (int s = 0; js && s < 2; s++) {
+        cJSON *root = cJSON_Parse(js);
+        cJSON *pre = cJSON_GetObjectItem(root, "pre_tokenizer");
+        cJSON_ReplaceItemInObject(pre, "prepend_scheme", cJSON_CreateString(schemes[s]));
+        char *text = cJSON_PrintUnformatted(root);
+        cJSON_Delete(root);
+        wb_err err = {0};
+        wb_tokenizer *orig = NULL, *back = NULL;
+        CHECK(wb_tokenizer_load_json(text, strlen(text), schemes[s], &orig, &err) == WB_OK);
+        free(text);
+        CHECK_MSG(orig && round_trip(orig, NULL, &back, NULL, &err) == WB_OK, "%s", err.msg);
+        int bad = 0, differs_from_first = 0;
+        for (const cJSON *c = cases->child; back && c; c = c->next) {
+            size_t n;
+            char *in = unhex(cJSON_GetObjectItem(c, "hex")->valuestring, &n);
+            int32_t *a = NULL, *b = NULL;
+            size_t na = 0, nb = 0;
+            CHECK(wb_tokenizer_encode(orig, in, n, &a, &na, &err) == WB_OK);
+            CHECK(wb_tokenizer_encode(back, in, n, &b, &nb, &err) == WB_OK);
+            bad += na != nb || (na && memcmp(a, b, na * sizeof *a));
+            const cJSON *want = cJSON_GetObjectItem(c, "ids");
+            int same = (size_t)cJSON_GetArraySize(want) == na;
+            size_t k = 0;
+            for (const cJSON *x = want->child; same && x; x = x->next, k++) same = a[k] == x->valueint;
+            differs_from_first += !same;
+            wb_free(a);
+            wb_free(b);
+            free(in);
+        }
+        CHECK_MSG(bad == 0, "%s: %d inputs differ after the round trip", schemes[s], bad);
+        CHECK(differs_from_first > 0); /* the variant is really another tokenizer */
+        wb_tokenizer_free(orig);
+        wb_tokenizer_free(back);
+    }
+    free(js);
+}
+
 /* ---- hostile metadata ---------------------------------------------------------------------- */
 
 typedef void (*meta_fn)(wb_gguf_writer *w);
@@ -576,6 +621,7 @@ int main(void) {
     if (g_spm) {
         RUN(llama_metadata_with_scores_gives_hf_ids);
         RUN(spm_tokenizers_are_written_as_scores_without_merges);
+        RUN(metaspace_schemes_round_trip);
     }
     cJSON_Delete(g_spm);
     RUN(tokens_that_json_escapes_load_and_encode);
