@@ -283,13 +283,16 @@ typedef struct spm_src {
     int32_t n;
 } spm_src;
 
-static const spm_src *g_sort_src; /* qsort has no user pointer; used only inside spm_merges */
+/* A piece and its score, sorted together (qsort has no user pointer, and no global is used). */
+typedef struct scored {
+    float score;
+    int32_t id;
+} scored;
 
 static int cmp_piece(const void *a, const void *b) {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    float sx = g_sort_src->scores[x], sy = g_sort_src->scores[y];
-    if (sx != sy) return sx > sy ? -1 : 1;
-    return x < y ? -1 : x > y;
+    const scored *x = a, *y = b;
+    if (x->score != y->score) return x->score > y->score ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
 }
 
 static int cmp_merge(const void *a, const void *b) {
@@ -306,14 +309,13 @@ static int cmp_merge(const void *a, const void *b) {
 static int spm_merges(const spm_src *src, spm_merge **out, size_t *n_out) {
     *out = NULL;
     *n_out = 0;
-    int32_t *pieces = malloc(((size_t)src->n + 1) * sizeof *pieces);
+    scored *pieces = malloc(((size_t)src->n + 1) * sizeof *pieces);
     if (!pieces) return -1;
     size_t np = 0;
     for (int32_t i = 0; i < src->n; i++) {
         int t = src->types ? src->types[i] : TT_NORMAL;
-        if ((t == TT_NORMAL || t == TT_UNDEFINED) && src->len[i] > 1) pieces[np++] = i;
+        if ((t == TT_NORMAL || t == TT_UNDEFINED) && src->len[i] > 1) pieces[np++] = (scored){src->scores ? src->scores[i] : 0.0f, i};
     }
-    g_sort_src = src;
     if (src->scores) qsort(pieces, np, sizeof *pieces, cmp_piece);
     size_t cap = 1024, n = 0;
     spm_merge *m = malloc(cap * sizeof *m);
@@ -322,7 +324,7 @@ static int spm_merges(const spm_src *src, spm_merge **out, size_t *n_out) {
         return -1;
     }
     for (size_t k = 0; k < np; k++) {
-        int32_t id = pieces[k];
+        int32_t id = pieces[k].id;
         const char *s = src->s[id];
         uint32_t len = src->len[id];
         size_t first = n;
