@@ -29,6 +29,7 @@
 
 #include "fileio.h"
 #include "gguf_model.h"
+#include "gguf_tokenizer.h"
 #include "json_strict.h"
 #include "model_family.h"
 #include "tokenizer_internal.h"
@@ -180,10 +181,10 @@ static void llama3_freq_divisors(const wb_config *c, float *out) {
     }
 }
 
-/* The tokenizer as llama.cpp's "gpt2" (byte-level BPE) vocabulary: tokens, token types, merges,
- * the pre-tokenizer name, special ids. TEMPORARY: helper ggtok's wb_gguf_tokenizer_put
- * (core/gguf_tokenizer.c) is the real one (all tokenizer kinds, checked pre-tokenizer names);
- * this one covers byte-level BPE and is replaced by it when it lands. */
+/* The tokenizer goes through helper ggtok's wb_gguf_tokenizer_put_ex (core/gguf_tokenizer.c:
+ * every tokenizer kind llama.cpp can reproduce, checked pre-tokenizer names). One case it does not
+ * cover is written here: an embedding with more rows than the tokenizer has ids, which llama.cpp
+ * needs padded to the row count (below, byte-level BPE only). */
 static const char *pre_name(const wb_tokenizer *tok) {
     const char *j = tok->json_pre ? tok->json_pre : "";
     if (!strstr(j, "Split")) return "gpt-2"; /* ByteLevel's own (GPT-2) regex */
@@ -192,7 +193,7 @@ static const char *pre_name(const wb_tokenizer *tok) {
     return "default";
 }
 
-/* A model whose embedding has more rows than the tokenizer has ids (Qwen2.5: 151936 against
+/* The padded case: a model whose embedding has more rows than the tokenizer has ids (Qwen2.5: 151936 against
  * 151665) gets "[PAD<i>]" tokens of type unused (5) up to n_vocab, as llama.cpp's converter pads
  * them: llama.cpp takes the vocabulary size from the token list. */
 static wb_status put_tokenizer(wb_gguf_writer *w, const wb_tokenizer *tok, int32_t n_vocab,
@@ -353,13 +354,19 @@ wb_status wb_model_save_gguf_ex(const wb_model *m, const wb_tokenizer *tok,
             TRY(wb_gguf_set_u32(c.w, akey(k, sizeof k, arch, "vocab_size"),
                                 (uint32_t)cfg->vocab_size, E));
     }
-    if (tok) {
-        int32_t eos = m->n_eos ? m->eos_ids[0] : wb_tokenizer_eos_id(tok);
-        TRY(put_tokenizer(c.w, tok, cfg->vocab_size, eos, E));
+    if (tok && wb_tokenizer_vocab_size(tok) == cfg->vocab_size) {
+        wb_gguf_tok_specials sp = wb_gguf_tok_specials_auto();
+        if (m->n_eos) sp.eos_id = m->eos_ids[0]; /* generation_config.json's first eos id */
+        TRY(wb_gguf_tokenizer_put_ex(c.w, tok, chat_template, &sp, E));
+    } else {
+        if (tok) {
+            int32_t eos = m->n_eos ? m->eos_ids[0] : wb_tokenizer_eos_id(tok);
+            TRY(put_tokenizer(c.w, tok, cfg->vocab_size, eos, E));
+        }
+        if (chat_template)
+            TRY(wb_gguf_set_str(c.w, "tokenizer.chat_template", chat_template,
+                                strlen(chat_template), E));
     }
-    if (chat_template)
-        TRY(wb_gguf_set_str(c.w, "tokenizer.chat_template", chat_template, strlen(chat_template),
-                            E));
     /* tensors, in the family's load order; the head after the embedding's duplicate */
     int have_head = 0;
     const wb_loaded_tensor *embed = NULL;
