@@ -419,7 +419,7 @@ wb_status wb_gguf_tokenizer_specials(const wb_gguf *g, wb_gguf_tok_specials *out
     if ((st = get_array(g, K_TOKENS, WB_GGUF_STRING, -1, MAX_TOKENS, &idx, &n, err))) return st;
     if (idx < 0) return wb_err_set(err, WB_ERR_NOTFOUND, "%s: no metadata key %s", nm, K_TOKENS);
     const pre_def *pd = pre && !spm ? pre_find(pre, pl) : NULL;
-    wb_gguf_tok_specials s = {spm ? 1 : -1, spm ? 2 : -1, spm ? 0 : -1, -1, -1, spm || (pd && pd->add_bos), 0};
+    wb_gguf_tok_specials s = {spm ? 1 : -1, spm ? 2 : -1, spm ? 0 : -1, -1, -1, spm || (pd && pd->add_bos), 0, (int32_t)n};
     if (s.bos_id >= (int64_t)n) s.bos_id = -1;
     if (s.eos_id >= (int64_t)n) s.eos_id = -1;
     if (s.unk_id >= (int64_t)n) s.unk_id = -1;
@@ -858,7 +858,7 @@ done:
 wb_gguf_tok_specials wb_gguf_tok_specials_auto(void) {
     return (wb_gguf_tok_specials){WB_GGUF_TOK_AUTO, WB_GGUF_TOK_AUTO, WB_GGUF_TOK_AUTO,
                                   WB_GGUF_TOK_AUTO, WB_GGUF_TOK_AUTO, WB_GGUF_TOK_AUTO,
-                                  WB_GGUF_TOK_AUTO};
+                                  WB_GGUF_TOK_AUTO, WB_GGUF_TOK_AUTO};
 }
 
 static const tk_added *added_of(const wb_tokenizer *tok, int32_t id) {
@@ -922,7 +922,7 @@ wb_status wb_gguf_tokenizer_put_ex(wb_gguf_writer *w, const wb_tokenizer *tok,
     const char **strs = NULL;
     int32_t *types = NULL, *flags = NULL;
     float *scores = NULL;
-    char **mstr = NULL;
+    char **mstr = NULL, *pads = NULL;
     size_t n_mstr = 0, n_flags = 0;
     spm_merge *sm = NULL;
     size_t n_sm = 0;
@@ -1106,13 +1106,38 @@ wb_status wb_gguf_tokenizer_put_ex(wb_gguf_writer *w, const wb_tokenizer *tok,
     if ((s.add_bos && s.bos_id < 0) || (s.add_eos && s.eos_id < 0))
         FAIL(WB_ERR_ARG, "%s: add_bos/add_eos without a bos/eos token", nm);
 
+    /* padding to the model's row count: "[PAD<i>]" unused tokens, as llama.cpp's converter */
+    int32_t nv = s.n_vocab > 0 ? s.n_vocab : n;
+    if (nv < n || (uint64_t)nv > MAX_TOKENS)
+        FAIL(WB_ERR_ARG, "%s: n_vocab %d is below the tokenizer's %d ids or above %llu", nm, nv, n,
+             (unsigned long long)MAX_TOKENS);
+    if (nv > n) {
+        const char **s2 = realloc(strs, ((size_t)nv + 1) * sizeof *s2);
+        if (s2) strs = s2;
+        int32_t *t2 = s2 ? realloc(types, ((size_t)nv + 1) * sizeof *t2) : NULL;
+        if (t2) types = t2;
+        float *f2 = t2 && spm ? realloc(scores, ((size_t)nv + 1) * sizeof *f2) : NULL;
+        if (f2) scores = f2;
+        pads = t2 && (!spm || f2) ? malloc((size_t)(nv - n) * 24) : NULL;
+        if (!pads) FAIL(WB_ERR_NOMEM, "%s: out of memory", nm);
+        for (int32_t i = n; i < nv; i++) {
+            char *p = pads + (size_t)(i - n) * 24;
+            snprintf(p, 24, "[PAD%d]", (int)i);
+            if (wb_tokenizer_id_of_str(tok, p) >= 0)
+                FAIL(WB_ERR_ARG, "%s: padding token %s is already a token", nm, p);
+            strs[i] = p;
+            types[i] = TT_UNUSED;
+            if (spm) scores[i] = -1000.0f;
+        }
+    }
+
     /* everything is known: write */
 #define W(call) do { if ((st = (call)) != WB_OK) goto done; } while (0)
     W(wb_gguf_set_str(w, K_MODEL, spm ? "llama" : "gpt2", spm ? 5 : 4, err));
     if (!spm) W(wb_gguf_set_str(w, K_PRE, pd->names[0], strlen(pd->names[0]), err));
-    W(wb_gguf_set_str_array(w, K_TOKENS, strs, (size_t)n, err));
-    if (spm) W(wb_gguf_set_f32_array(w, K_SCORES, scores, (size_t)n, err));
-    W(wb_gguf_set_i32_array(w, K_TYPES, types, (size_t)n, err));
+    W(wb_gguf_set_str_array(w, K_TOKENS, strs, (size_t)nv, err));
+    if (spm) W(wb_gguf_set_f32_array(w, K_SCORES, scores, (size_t)nv, err));
+    W(wb_gguf_set_i32_array(w, K_TYPES, types, (size_t)nv, err));
     if (n_mstr) W(wb_gguf_set_str_array(w, K_MERGES, (const char *const *)mstr, n_mstr, err));
     for (int k = 0; k < 5; k++)
         if (*sids[k] >= 0) W(wb_gguf_set_u32(w, skeys[k], (uint32_t)*sids[k], err));
@@ -1135,5 +1160,6 @@ done:
     if (mstr)
         for (size_t k = 0; k < n_mstr; k++) free(mstr[k]);
     free(mstr);
+    free(pads);
     return st;
 }

@@ -28,6 +28,9 @@ wb_status wb_gguf_tokenizer_load(const wb_gguf *g, wb_tokenizer **out, char **ch
 typedef struct wb_gguf_tok_specials {
     int32_t bos_id, eos_id, unk_id, pad_id, eot_id; /* -1: absent */
     int add_bos, add_eos;                           /* 0 or 1 */
+    int32_t n_vocab; /* token count; when writing, a count above the tokenizer's pads the list with
+                      * "[PAD<i>]" unused tokens (llama.cpp's converter does this for an embedding with
+                      * more rows than the tokenizer has ids); AUTO or 0: the tokenizer's own */
 } wb_gguf_tok_specials;
 
 /* tokenizer.ggml.bos/eos/unknown/padding/eot_token_id and add_bos_token / add_eos_token, with

@@ -372,6 +372,49 @@ static void metaspace_schemes_round_trip(void) {
     free(js);
 }
 
+/* An embedding with more rows than ids: put_ex pads with "[PAD<i>]" unused tokens, which load
+ * back as ids no text produces. */
+static void padded_vocabularies_keep_the_ids(void) {
+    const char *files[] = {"tests/vectors/family_qwen2_tokenizer.json", "tests/vectors/gguf_spm_legacy_tokenizer.json"};
+    const char *vec[] = {"tests/vectors/tokenizer_family_vectors.json", "tests/vectors/gguf_spm_vectors.json"};
+    for (int f = 0; f < 2; f++) {
+        wb_err err = {0};
+        wb_tokenizer *tok = NULL, *back = NULL;
+        CHECK(wb_tokenizer_load(files[f], &tok, &err) == WB_OK);
+        if (!tok) continue;
+        int32_t n = wb_tokenizer_vocab_size(tok);
+        wb_gguf_writer *w = NULL;
+        CHECK(wb_gguf_writer_new(&w, &err) == WB_OK);
+        wb_gguf_tok_specials sp = wb_gguf_tok_specials_auto();
+        sp.n_vocab = n - 1;
+        CHECK(wb_gguf_tokenizer_put_ex(w, tok, NULL, &sp, &err) == WB_ERR_ARG);
+        CHECK_ERR_MENTIONS(err.msg, "n_vocab");
+        sp.n_vocab = n + 7;
+        CHECK_MSG(wb_gguf_tokenizer_put_ex(w, tok, NULL, &sp, &err) == WB_OK, "%s", err.msg);
+        wb_gguf *g = open_written(w, &err);
+        wb_gguf_writer_free(w);
+        int64_t ti = g ? wb_gguf_find(g, "tokenizer.ggml.token_type") : -1, v = 0;
+        CHECK(ti >= 0 && wb_gguf_arr_n(g, ti) == (uint64_t)n + 7);
+        CHECK(ti >= 0 && wb_gguf_arr_int(g, ti, (uint64_t)n, &v, &err) == WB_OK && v == 5);
+        CHECK_MSG(g && wb_gguf_tokenizer_load(g, &back, NULL, &err) == WB_OK, "%s", err.msg);
+        if (back) {
+            char name[32];
+            snprintf(name, sizeof name, "[PAD%d]", (int)n);
+            CHECK(wb_tokenizer_vocab_size(back) == n + 7 && wb_tokenizer_id_of_str(back, name) == n);
+            char *js = slurp(vec[f], NULL);
+            cJSON *root = js ? cJSON_Parse(js) : NULL;
+            free(js);
+            for (cJSON *t = cJSON_GetObjectItem(root, "tokenizers")->child; t; t = t->next)
+                if (!strcmp(cJSON_GetObjectItem(t, "file")->valuestring, files[f]))
+                    CHECK(compare_cases(back, cJSON_GetObjectItem(t, "cases"), files[f]) == 0);
+            cJSON_Delete(root);
+        }
+        wb_tokenizer_free(back);
+        wb_tokenizer_free(tok);
+        wb_gguf_free(g);
+    }
+}
+
 /* ---- hostile metadata ---------------------------------------------------------------------- */
 
 typedef void (*meta_fn)(wb_gguf_writer *w);
@@ -622,6 +665,7 @@ int main(void) {
         RUN(llama_metadata_with_scores_gives_hf_ids);
         RUN(spm_tokenizers_are_written_as_scores_without_merges);
         RUN(metaspace_schemes_round_trip);
+        RUN(padded_vocabularies_keep_the_ids);
     }
     cJSON_Delete(g_spm);
     RUN(tokens_that_json_escapes_load_and_encode);
