@@ -783,6 +783,48 @@ wb_status wb_gguf_add_tensor(wb_gguf_writer *w, const char *name, int n_dims, co
     return WB_OK;
 }
 
+wb_status wb_gguf_add_tensor_raw(wb_gguf_writer *w, const char *name, int n_dims,
+                                 const int64_t *dims, uint32_t type, const void *data, size_t len,
+                                 wb_err *err) {
+    size_t nl = name ? strlen(name) : 0;
+    if (nl == 0 || nl > MAX_NAME)
+        return wb_err_set(err, WB_ERR_ARG, "gguf writer: tensor name \"%s\" must be 1-%d bytes", name ? name : "", MAX_NAME);
+    if (n_dims < 1 || n_dims > 4) return wb_err_set(err, WB_ERR_ARG, "gguf writer: %s: %d dims (1-4)", name, n_dims);
+    const int ti = ggml_index(type);
+    if (ti < 0) return wb_err_set(err, WB_ERR_ARG, "gguf writer: %s: unknown type %u", name, (unsigned)type);
+    int64_t ne = 1;
+    for (int d = 0; d < n_dims; d++) {
+        if (dims[d] < 1 || dims[d] > INT64_MAX / ne) return wb_err_set(err, WB_ERR_ARG, "gguf writer: %s: bad dimension", name);
+        ne *= dims[d];
+    }
+    if (dims[0] % k_ggml[ti].block || ne > INT32_MAX * 64LL ||
+        (size_t)(ne / k_ggml[ti].block) * (size_t)k_ggml[ti].bytes != len)
+        return wb_err_set(err, WB_ERR_ARG, "gguf writer: %s: %zu bytes do not hold a %s tensor of those dims", name, len, k_ggml[ti].name);
+    for (int64_t i = 0; i < w->n_t; i++)
+        if (!strcmp(w->ts[i].name, name)) return wb_err_set(err, WB_ERR_ARG, "gguf writer: tensor %s added twice", name);
+    if (w->n_t == w->cap_t) {
+        int64_t c = w->cap_t ? w->cap_t * 2 : 16;
+        wtensor *q = realloc(w->ts, sizeof *q * (size_t)c);
+        if (!q) return wb_err_set(err, WB_ERR_NOMEM, "gguf writer: out of memory");
+        w->ts = q, w->cap_t = c;
+    }
+    wtensor *t = &w->ts[w->n_t];
+    memset(t, 0, sizeof *t);
+    t->name = dup_n((const uint8_t *)name, nl);
+    t->data = malloc(len ? len : 1);
+    if (!t->name || !t->data) {
+        free(t->name), free(t->data);
+        return wb_err_set(err, WB_ERR_NOMEM, "gguf writer: out of memory");
+    }
+    memcpy(t->data, data, len);
+    t->n_dims = n_dims;
+    for (int d = 0; d < 4; d++) t->dims[d] = d < n_dims ? dims[d] : 1;
+    t->type = type;
+    t->bytes = len;
+    w->n_t++;
+    return WB_OK;
+}
+
 wb_status wb_gguf_write(const wb_gguf_writer *w, const char *path, wb_err *err) {
     const size_t align = 32;
     buf h = {0};

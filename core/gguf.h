@@ -110,6 +110,12 @@ wb_status wb_gguf_set_f32_array(wb_gguf_writer *w, const char *key, const float 
 wb_status wb_gguf_add_tensor(wb_gguf_writer *w, const char *name, int n_dims,
                              const int64_t *dims, uint32_t type, const float *values,
                              wb_err *err);
+/* A tensor of any type the reader knows given as its bytes (len must be exactly the size of
+ * that type and those dims): blocks already quantized, e.g. Q4_K / Q6_K, which
+ * wb_gguf_add_tensor cannot produce. Copied. */
+wb_status wb_gguf_add_tensor_raw(wb_gguf_writer *w, const char *name, int n_dims,
+                                 const int64_t *dims, uint32_t type, const void *data, size_t len,
+                                 wb_err *err);
 /* Written atomically (temp file in the same directory, every write checked, fsync, rename). */
 wb_status wb_gguf_write(const wb_gguf_writer *w, const char *path, wb_err *err);
 

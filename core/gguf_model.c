@@ -39,6 +39,20 @@ static const key_map LLAMA_KEYS[] = {
     {"attention.key_length", "head_dim", 0, 0},
     {NULL, NULL, 0, 0}};
 
+/* Phi-3: the Llama keys, plus LongRoPE's original context (the factors are tensors, below) */
+static const key_map PHI3_KEYS[] = {
+    {"embedding_length", "hidden_size", 0, 1},
+    {"block_count", "num_hidden_layers", 0, 1},
+    {"attention.head_count", "num_attention_heads", 0, 1},
+    {"attention.head_count_kv", "num_key_value_heads", 0, 0},
+    {"feed_forward_length", "intermediate_size", 0, 1},
+    {"context_length", "max_position_embeddings", 0, 1},
+    {"attention.layer_norm_rms_epsilon", "rms_norm_eps", 1, 1},
+    {"rope.freq_base", "rope_theta", 1, 0},
+    {"attention.key_length", "head_dim", 0, 0},
+    {"rope.scaling.original_context_length", "original_max_position_embeddings", 0, 0},
+    {NULL, NULL, 0, 0}};
+
 /* Tensor names: GGUF suffix after "blk.N." (per layer) or the whole name (global) -> the
  * safetensors name, "%d" standing for the layer. */
 typedef struct name_map {
@@ -77,13 +91,15 @@ static const name_map LLAMA_NAMES[] = {
     {"attn_v.weight", "model.layers.%d.self_attn.v_proj.weight"},
     {"attn_v.bias", "model.layers.%d.self_attn.v_proj.bias"},
     {"attn_output.weight", "model.layers.%d.self_attn.o_proj.weight"},
+    {"attn_output.bias", "model.layers.%d.self_attn.o_proj.bias"},
     {"ffn_norm.weight", "model.layers.%d.post_attention_layernorm.weight"},
     {"ffn_gate.weight", "model.layers.%d.mlp.gate_proj.weight"},
     {"ffn_up.weight", "model.layers.%d.mlp.up_proj.weight"},
     {"ffn_down.weight", "model.layers.%d.mlp.down_proj.weight"},
     {NULL, NULL}};
 
-/* Phi-3: fused qkv_proj and gate_up_proj (llama.cpp's attn_qkv and ffn_up hold both halves). */
+/* Phi-3 keeps transformers' fused matrices: attn_qkv = qkv_proj (rows q, k, v) and ffn_up =
+ * gate_up_proj (rows gate, then up), in the same row order. */
 static const name_map PHI3_NAMES[] = {
     {"token_embd.weight", "model.embed_tokens.weight"},
     {"output_norm.weight", "model.norm.weight"},
@@ -106,13 +122,135 @@ static const arch_info ARCHS[] = {
     {"gpt2", GPT2_KEYS, GPT2_NAMES},
     {"llama", LLAMA_KEYS, LLAMA_NAMES},
     {"qwen2", LLAMA_KEYS, LLAMA_NAMES},
-    {"phi3", LLAMA_KEYS, PHI3_NAMES},
+    {"phi3", PHI3_KEYS, PHI3_NAMES},
 };
 
 static const arch_info *find_arch(const char *arch, size_t len) {
     for (size_t i = 0; i < sizeof ARCHS / sizeof ARCHS[0]; i++)
         if (strlen(ARCHS[i].arch) == len && !memcmp(ARCHS[i].arch, arch, len)) return &ARCHS[i];
     return NULL;
+}
+
+/* An optional integer key "{arch}.<key>": *present 0 when absent. */
+static wb_status opt_int(const wb_gguf *g, const char *arch, const char *key, const char *path,
+                         int64_t *v, int *present, wb_err *err) {
+    char k[128];
+    wb_err e = {0};
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    wb_status s = wb_gguf_get_int(g, k, v, &e);
+    *present = s == WB_OK;
+    if (s == WB_ERR_NOTFOUND) return WB_OK;
+    return s ? wb_err_set(err, s, "%s: %s", path, e.msg) : WB_OK;
+}
+
+/* A 1-D F32 tensor of n values as a JSON array (LongRoPE factors). */
+static wb_status factor_array(const wb_gguf *g, const char *name, int64_t n, const char *path,
+                              cJSON **out, wb_err *err) {
+    const wb_gguf_tensor *t = wb_gguf_tensor_find(g, name);
+    *out = NULL;
+    if (!t || t->n_dims != 1 || t->dims[0] != n || t->type != WB_GGML_F32)
+        return wb_err_set(err, WB_ERR_FORMAT,
+                          "%s: tensor '%s' must be F32 of shape [%lld] (head_dim / 2 LongRoPE "
+                          "factors)%s", path, name, (long long)n, t ? "" : ", and it is missing");
+    cJSON *a = cJSON_CreateArray();
+    for (int64_t i = 0; a && i < n; i++) {
+        float f;
+        memcpy(&f, (const uint8_t *)t->data + 4 * i, 4);
+        cJSON *e = cJSON_CreateNumber(f);
+        if (!e || !cJSON_AddItemToArray(a, e)) {
+            cJSON_Delete(e);
+            cJSON_Delete(a);
+            a = NULL;
+        }
+    }
+    if (!a) return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", path);
+    *out = a;
+    return WB_OK;
+}
+
+/* What a GGUF says that changes the computation beyond the renamed keys: refused when the
+ * family does not implement it (mixture of experts, partial or scaled RoPE, sliding windows
+ * where the family has none, Llama 3's frequency table), else added to the config (Phi-3's
+ * sliding window and LongRoPE factors). Runs after the renamed keys are in root. */
+static wb_status arch_checks(const wb_gguf *g, const char *arch, const char *path, cJSON *root,
+                             wb_err *err) {
+    int64_t v = 0;
+    int has;
+    wb_status s;
+    if ((s = opt_int(g, arch, "expert_count", path, &v, &has, err))) return s;
+    if (has && v > 0)
+        return wb_err_set(err, WB_ERR_FORMAT, "%s: %s.expert_count = %lld: mixture-of-experts "
+                          "models are not supported", path, arch, (long long)v);
+    char k[128];
+    const char *str;
+    size_t len;
+    wb_err e = {0};
+    snprintf(k, sizeof k, "%s.rope.scaling.type", arch);
+    s = wb_gguf_get_str(g, k, &str, &len, &e);
+    if (s && s != WB_ERR_NOTFOUND) return wb_err_set(err, s, "%s: %s", path, e.msg);
+    if (!s && !(len == 4 && !memcmp(str, "none", 4)) &&
+        !(!strcmp(arch, "phi3") && len == 8 && !memcmp(str, "longrope", 8)))
+        return wb_err_set(err, WB_ERR_FORMAT, "%s: %s = \"%.*s\": this RoPE scaling is not "
+                          "supported", path, k, (int)(len < 40 ? len : 40), str);
+    if (wb_gguf_tensor_find(g, "rope_freqs.weight"))
+        return wb_err_set(err, WB_ERR_FORMAT, "%s: tensor 'rope_freqs.weight' (Llama 3.1-style "
+                          "RoPE frequency factors) is not supported yet", path);
+    if (!strcmp(arch, "gpt2")) return WB_OK;
+    /* the head dimension the family will derive: head_dim, else hidden_size / heads */
+    const cJSON *hd = cJSON_GetObjectItemCaseSensitive(root, "head_dim"),
+                *hs = cJSON_GetObjectItemCaseSensitive(root, "hidden_size"),
+                *nh = cJSON_GetObjectItemCaseSensitive(root, "num_attention_heads");
+    const int64_t head_dim = hd ? (int64_t)hd->valuedouble
+                             : (int64_t)(hs->valuedouble / (nh->valuedouble > 0 ? nh->valuedouble : 1));
+    if ((s = opt_int(g, arch, "attention.value_length", path, &v, &has, err))) return s;
+    if (has && v != head_dim)
+        return wb_err_set(err, WB_ERR_FORMAT, "%s: %s.attention.value_length = %lld differs from "
+                          "the key length %lld, which is not supported", path, arch, (long long)v,
+                          (long long)head_dim);
+    if ((s = opt_int(g, arch, "rope.dimension_count", path, &v, &has, err))) return s;
+    if (has && v != head_dim)
+        return wb_err_set(err, WB_ERR_FORMAT, "%s: %s.rope.dimension_count = %lld but the head "
+                          "dimension is %lld: partial rotary embedding is not supported", path,
+                          arch, (long long)v, (long long)head_dim);
+    if ((s = opt_int(g, arch, "attention.sliding_window", path, &v, &has, err))) return s;
+    if (has && v > 0) {
+        if (strcmp(arch, "phi3"))
+            return wb_err_set(err, WB_ERR_FORMAT, "%s: %s.attention.sliding_window = %lld: "
+                              "sliding-window attention is not supported for %s", path, arch,
+                              (long long)v, arch);
+        if (!cJSON_AddNumberToObject(root, "sliding_window", (double)v)) goto nomem;
+    }
+    if (strcmp(arch, "phi3")) return WB_OK;
+    const int has_long = wb_gguf_tensor_find(g, "rope_factors_long.weight") != NULL,
+              has_short = wb_gguf_tensor_find(g, "rope_factors_short.weight") != NULL;
+    if (!has_long && !has_short) return WB_OK;
+    cJSON *lf = NULL, *sf = NULL, *rs = NULL;
+    if ((s = factor_array(g, "rope_factors_long.weight", head_dim / 2, path, &lf, err)) ||
+        (s = factor_array(g, "rope_factors_short.weight", head_dim / 2, path, &sf, err))) {
+        cJSON_Delete(lf);
+        return s;
+    }
+    if (!(rs = cJSON_CreateObject()) || !cJSON_AddStringToObject(rs, "type", "longrope") ||
+        !cJSON_AddItemToObject(rs, "long_factor", lf) || (lf = NULL) ||
+        !cJSON_AddItemToObject(rs, "short_factor", sf) || (sf = NULL)) {
+        cJSON_Delete(lf), cJSON_Delete(sf), cJSON_Delete(rs);
+        goto nomem;
+    }
+    double af;
+    snprintf(k, sizeof k, "%s.rope.scaling.attn_factor", arch);
+    s = wb_gguf_get_float(g, k, &af, &e);
+    if (s && s != WB_ERR_NOTFOUND) {
+        cJSON_Delete(rs);
+        return wb_err_set(err, s, "%s: %s", path, e.msg);
+    }
+    if ((!s && !cJSON_AddNumberToObject(rs, "attention_factor", af)) ||
+        !cJSON_AddItemToObject(root, "rope_scaling", rs)) {
+        cJSON_Delete(rs);
+        goto nomem;
+    }
+    return WB_OK;
+nomem:
+    return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", path);
 }
 
 wb_status wb_gguf_config_json(const wb_gguf *g, const char *path, cJSON **out, wb_err *err) {
@@ -126,7 +264,7 @@ wb_status wb_gguf_config_json(const wb_gguf *g, const char *path, cJSON **out, w
     if (!ai)
         return wb_err_set(err, WB_ERR_FORMAT,
                           "%s: general.architecture \"%.*s\" is not one the workbench loads "
-                          "(gpt2, llama, qwen2)", path, (int)(alen < 40 ? alen : 40), arch);
+                          "(gpt2, llama, qwen2, phi3)", path, (int)(alen < 40 ? alen : 40), arch);
     cJSON *root = cJSON_CreateObject();
     if (!root || !cJSON_AddStringToObject(root, "model_type", ai->arch)) goto nomem;
     for (const key_map *k = ai->keys; k->gguf; k++) {
@@ -144,6 +282,10 @@ wb_status wb_gguf_config_json(const wb_gguf *g, const char *path, cJSON **out, w
         }
         if (!k->is_float) v = (double)iv;
         if (!cJSON_AddNumberToObject(root, k->hf, v)) goto nomem;
+    }
+    if ((s = arch_checks(g, ai->arch, path, root, err))) {
+        cJSON_Delete(root);
+        return s;
     }
     if (!strcmp(ai->arch, "gpt2") &&
         !cJSON_AddItemToObject(root, "n_ctx",
@@ -201,6 +343,23 @@ wb_status wb_gguf_hf_name(const char *arch, const char *gguf_name, char *out, si
     }
     return wb_err_set(err, WB_ERR_NOTFOUND, "GGUF tensor '%.64s' is not one a %s model has",
                       gguf_name, ai->arch);
+}
+
+int wb_gguf_qk_permuted(const char *arch, const char *hf_name) {
+    if (!arch || !hf_name || strcmp(arch, "llama")) return 0;
+    static const char *const ends[] = {".self_attn.q_proj.weight", ".self_attn.q_proj.bias",
+                                       ".self_attn.k_proj.weight", ".self_attn.k_proj.bias"};
+    const size_t n = strlen(hf_name);
+    for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) {
+        const size_t m = strlen(ends[i]);
+        if (n > m && !strcmp(hf_name + n - m, ends[i])) return 1;
+    }
+    return 0;
+}
+
+int64_t wb_gguf_qk_row(int64_t r, int64_t head_dim) {
+    const int64_t half = head_dim / 2, h = r / head_dim, j = r % head_dim;
+    return h * head_dim + (j % 2) * half + j / 2;
 }
 
 wb_status wb_gguf_name_from_hf(const char *arch, const char *hf_name, char *out, size_t n,

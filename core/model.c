@@ -6,6 +6,8 @@
  * Nothing else in the core asks which family a model is.
  */
 #include "fileio.h"
+#include "gguf.h"
+#include "gguf_model.h"
 #include "json_strict.h"
 #include "model_family.h"
 #include "wb_generation_config.h"
@@ -149,6 +151,125 @@ done:
     return s;
 }
 
+/* ---------------------------------------------------------------------------- GGUF files */
+
+/* tokenizer.ggml.eos_token_id and eot_token_id (when present) as the model's end ids. */
+static wb_status gguf_eos(wb_model *m, const wb_gguf *g, const char *path, wb_err *err) {
+    static const char *const keys[] = {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"};
+    int32_t ids[2];
+    size_t n = 0;
+    for (size_t i = 0; i < 2; i++) {
+        int64_t v;
+        wb_err e = {0};
+        wb_status s = wb_gguf_get_int(g, keys[i], &v, &e);
+        if (s == WB_ERR_NOTFOUND) continue;
+        if (s) return wb_err_set(err, s, "%s: %s", path, e.msg);
+        if (v < 0 || v >= m->cfg.vocab_size)
+            return wb_err_set(err, WB_ERR_FORMAT, "%s: %s = %lld is not a token id in [0, %d)",
+                              path, keys[i], (long long)v, m->cfg.vocab_size);
+        if (n == 0 || ids[0] != (int32_t)v) ids[n++] = (int32_t)v;
+    }
+    if (!n) return WB_OK;
+    if (!(m->eos_ids = malloc(n * sizeof *m->eos_ids)))
+        return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", path);
+    memcpy(m->eos_ids, ids, n * sizeof *ids);
+    m->n_eos = n;
+    return WB_OK;
+}
+
+/* The tokenizer of a GGUF model: tokenizer.json in the file's directory (the GGUF's own
+ * tokenizer.ggml.* metadata is not read yet). */
+static wb_status gguf_tokenizer(wb_model *m, const char *path, wb_err *err) {
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, (size_t)(slash - path > 0 ? slash - path : 1)) : strdup(".");
+    char *tpath = dir ? wb_path_join(dir, "tokenizer.json") : NULL;
+    free(dir);
+    if (!tpath) return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", path);
+    struct stat sb;
+    wb_status s;
+    if (stat(tpath, &sb) != 0)
+        s = wb_err_set(err, WB_ERR_NOTFOUND, "%s: no tokenizer: the tokenizer in GGUF metadata is "
+                       "not read yet, and there is no %s beside the file", path, tpath);
+    else if (!(s = wb_tokenizer_load(tpath, &m->tok, err)) &&
+             wb_tokenizer_vocab_size(m->tok) > m->cfg.vocab_size)
+        s = wb_err_set(err, WB_ERR_FORMAT, "%s: the tokenizer has %d ids but %s has a vocabulary "
+                       "of %d", tpath, wb_tokenizer_vocab_size(m->tok), path, m->cfg.vocab_size);
+    free(tpath);
+    return s;
+}
+
+/* A model from an open GGUF (taken): metadata -> config.json object -> the family's parser,
+ * then the tokenizer (with_tokenizer), end ids, and the weights through weights_gguf.c. */
+static wb_status load_gguf(wb_gguf *g, const char *path, const wb_model_params *prm,
+                           int with_tokenizer, wb_model **out, wb_err *err) {
+    wb_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        wb_gguf_free(g);
+        return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", path);
+    }
+    wb_pool_slot_init(&m->pool);
+    m->format = "gguf";
+    cJSON *root = NULL;
+    wb_weights *w = NULL;
+    const char *mt = NULL;
+    wb_status s;
+    if (!(m->dir = strdup(path))) {
+        s = wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    if ((s = wb_gguf_config_json(g, path, &root, err))) goto done;
+    if (!(m->config_json = cJSON_PrintUnformatted(root))) {
+        s = wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    if ((s = pick_family(root, path, &m->family, &mt, err))) goto done;
+    snprintf(m->model_type, sizeof m->model_type, "%s", mt);
+    if ((s = m->family->parse_config(root, mt, path, &m->cfg, &m->hparams, err))) {
+        m->family = NULL;
+        goto done;
+    }
+    const int32_t want = prm->n_ctx > 0 ? prm->n_ctx : 4096, most = m->family->max_ctx(&m->cfg);
+    m->cfg.n_ctx = want < most ? want : most;
+    if ((with_tokenizer && (s = gguf_tokenizer(m, path, err))) || (s = gguf_eos(m, g, path, err)))
+        goto done;
+    s = wb_weights_open_gguf(g, path, &m->cfg, &w, err);
+    g = NULL; /* taken */
+    if (s) goto done;
+    wb_weights_set_quant(w, prm->weights);
+    if ((s = m->family->load(m, w, prm, err))) goto done;
+    m->n_types = wb_weights_types(w, m->types, WB_MAX_TYPE_COUNTS);
+done:
+    wb_gguf_free(g);
+    wb_weights_free(w);
+    cJSON_Delete(root);
+    if (s) {
+        wb_model_free(m);
+        return s;
+    }
+    *out = m;
+    return WB_OK;
+}
+
+static wb_status check_params(const wb_model_params *prm, wb_err *err) {
+    if (prm->n_ctx < 0)
+        return wb_err_set(err, WB_ERR_ARG, "wb_model_load: params.n_ctx = %d is negative",
+                          prm->n_ctx);
+    if (prm->weights < WB_WEIGHTS_AS_STORED || prm->weights > WB_WEIGHTS_Q4_0)
+        return wb_err_set(err, WB_ERR_ARG, "wb_model_load: params.weights = %d is not one of the WB_WEIGHTS_ values", prm->weights);
+    return WB_OK;
+}
+
+wb_status wb_model_load_gguf_memory(const void *buf, size_t len, const char *name,
+                                    const wb_model_params *params, wb_model **out, wb_err *err) {
+    if (!out || !buf || !name) return wb_err_set(err, WB_ERR_ARG, "wb_model_load: NULL argument");
+    *out = NULL;
+    const wb_model_params prm = params ? *params : wb_model_default_params();
+    wb_gguf *g = NULL;
+    wb_status s = check_params(&prm, err);
+    if (s || (s = wb_gguf_open_memory(buf, len, name, &g, err))) return s;
+    return load_gguf(g, name, &prm, 0, out, err);
+}
+
 wb_status wb_model_load(const char *dir, wb_model **out, wb_err *err) {
     return wb_model_load_ex(dir, NULL, out, err);
 }
@@ -158,18 +279,21 @@ wb_status wb_model_load_ex(const char *dir, const wb_model_params *params, wb_mo
     if (!out || !dir) return wb_err_set(err, WB_ERR_ARG, "wb_model_load: NULL argument");
     *out = NULL;
     const wb_model_params prm = params ? *params : wb_model_default_params();
-    if (prm.n_ctx < 0)
-        return wb_err_set(err, WB_ERR_ARG, "wb_model_load: params.n_ctx = %d is negative",
-                          prm.n_ctx);
-    if (prm.weights < WB_WEIGHTS_AS_STORED || prm.weights > WB_WEIGHTS_Q4_0)
-        return wb_err_set(err, WB_ERR_ARG, "wb_model_load: params.weights = %d is not one of the WB_WEIGHTS_ values", prm.weights);
+    wb_status s0 = check_params(&prm, err);
+    if (s0) return s0;
     struct stat sb;
+    if (stat(dir, &sb) == 0 && S_ISREG(sb.st_mode)) { /* a single file: GGUF */
+        wb_gguf *g = NULL;
+        if ((s0 = wb_gguf_open(dir, &g, err))) return s0;
+        return load_gguf(g, dir, &prm, 1, out, err);
+    }
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return wb_err_set(err, WB_ERR_IO, "%s: model directory does not exist or is not a directory",
-                          dir);
+        return wb_err_set(err, WB_ERR_IO, "%s: model directory (or .gguf file) does not exist or "
+                          "is not a directory or regular file", dir);
     wb_model *m = calloc(1, sizeof *m);
     if (!m) return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", dir);
     wb_pool_slot_init(&m->pool);
+    m->format = "safetensors";
     char *cpath = wb_path_join(dir, "config.json"), *tpath = wb_path_join(dir, "tokenizer.json");
     cJSON *root = NULL;
     wb_weights *w = NULL;
@@ -207,6 +331,7 @@ wb_status wb_model_load_ex(const char *dir, const wb_model_params *params, wb_mo
     if ((s = m->family->load(m, w, &prm, err)) ||
         (s = load_generation_config(m, dir, err)))
         goto done;
+    m->n_types = wb_weights_types(w, m->types, WB_MAX_TYPE_COUNTS);
 done:
     wb_weights_free(w);
     cJSON_Delete(root);
@@ -229,6 +354,14 @@ const char *wb_model_config_json(const wb_model *m) { return m ? m->config_json 
 int64_t wb_model_num_parameters(const wb_model *m) { return m ? m->n_params : 0; }
 const char *wb_model_type(const wb_model *m) { return m ? m->model_type : NULL; }
 const char *wb_model_family(const wb_model *m) { return m ? m->family->name : NULL; }
+const char *wb_model_format(const wb_model *m) { return m ? m->format : NULL; }
+
+int wb_model_tensor_types(const wb_model *m, int i, const char **name, int64_t *count) {
+    if (!m || i < 0 || i >= m->n_types) return 0;
+    if (name) *name = m->types[i].name;
+    if (count) *count = m->types[i].n;
+    return 1;
+}
 
 const int32_t *wb_model_eos_ids(const wb_model *m, size_t *n) {
     if (n) *n = m ? m->n_eos : 0;

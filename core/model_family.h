@@ -113,6 +113,19 @@ void wb_mat_row(const wb_mat *m, int r, float *dst);
 typedef struct wb_weights wb_weights;
 
 wb_status wb_weights_open(const char *dir, wb_weights **out, wb_err *err);
+/* The tensors of a GGUF file (core/weights_gguf.c): g is taken (freed with w, or kept by the
+ * store that maps it; freed on failure too); c (parsed from g's metadata) gives head sizes. */
+struct wb_gguf;
+wb_status wb_weights_open_gguf(struct wb_gguf *g, const char *path, const wb_config *c,
+                               wb_weights **out, wb_err *err);
+/* The file types of the tensors the last wb_weights_load read ("F32", "BF16", "Q4_K", ...),
+ * with counts; returns how many entries were written (at most cap). */
+typedef struct wb_type_count {
+    char name[8];
+    int64_t n;
+} wb_type_count;
+#define WB_MAX_TYPE_COUNTS 8
+int wb_weights_types(const wb_weights *w, wb_type_count *out, int cap);
 /* Quantize every matrix wb_weights_load loads whose rows are a multiple of 32 values to
  * WB_WEIGHTS_Q8_0 or WB_WEIGHTS_Q4_0 (wb_model_params.weights); 0 keeps them as loaded. */
 void wb_weights_set_quant(wb_weights *w, int weights);
@@ -154,6 +167,10 @@ typedef struct wb_weight_store {
     size_t quant_bytes;
     size_t unread_f32_bytes;    /* F32 copies of matrices since quantized (kept allocated, not read) */
     int n_shards;
+    struct wb_gguf *gguf;       /* a GGUF file kept mapped: BF16 / quantized matrices point into it */
+    size_t mapped_quant_bytes;  /* quantized matrices used straight from that mapping */
+    uint8_t *gguf_rows;         /* quantized GGUF matrices whose rows were reordered (llama Q/K) */
+    size_t gguf_rows_bytes;
 } wb_weight_store;
 
 /* Load every want: first check that each is present with a float dtype (F32, F16, BF16) and its
@@ -249,6 +266,9 @@ struct wb_model {
     int32_t *eos_ids;             /* generation_config.json eos_token_id, [n_eos] */
     size_t n_eos;
     char model_type[32];
+    const char *format;           /* "safetensors" or "gguf" */
+    wb_type_count types[WB_MAX_TYPE_COUNTS]; /* file types of the loaded tensors */
+    int n_types;
 
     wb_abort_fn abort_fn;
     void *abort_data;
@@ -291,6 +311,11 @@ void wb_session_commit(wb_session *s, const int32_t *ids, int n);
 
 /* m's weights by checkpoint name (the family's store), or NULL. */
 const wb_weight_store *wb_model_store(const wb_model *m);
+/* A GGUF model from a buffer (kept until the model is freed when matrices map it), without a
+ * tokenizer (wb_model_tokenizer is NULL): the GGUF fuzz target's entry. name is used in
+ * messages. */
+wb_status wb_model_load_gguf_memory(const void *buf, size_t len, const char *name,
+                                    const wb_model_params *params, wb_model **out, wb_err *err);
 
 /* Check ids against the vocabulary: WB_ERR_RANGE naming the id and index. */
 wb_status wb_check_ids(const wb_model *m, const int32_t *ids, int n, wb_err *err);

@@ -96,7 +96,10 @@ typedef struct wb_model wb_model;
 /* Load a model directory in Hugging Face layout: config.json, model.safetensors (F32/F16/BF16,
  * GPT2LMHeadModel names, with or without the "transformer." prefix, Conv1D [in,out] weights,
  * tied or explicit lm_head.weight) and tokenizer.json. config.json's model_type llama, qwen2,
- * mistral or phi3 loads those families instead (wb_model_load_ex, docs/model.md). */
+ * mistral or phi3 loads those families instead (wb_model_load_ex, docs/model.md).
+ * A path to a regular file loads it as GGUF (general.architecture gpt2, llama, qwen2 or phi3;
+ * F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K tensors), with the tokenizer.json beside it
+ * (docs/gguf.md). */
 wb_status wb_model_load(const char *dir, wb_model **out, wb_err *err);
 void wb_model_free(wb_model *m);
 
@@ -135,6 +138,11 @@ int wb_model_is_eos(const wb_model *m, int32_t id);
 const char *wb_model_type(const wb_model *m);
 /* The family that runs it: "gpt2", "llama" (llama, qwen2, mistral) or "phi3". */
 const char *wb_model_family(const wb_model *m);
+/* "safetensors" (a model directory) or "gguf" (a GGUF file). */
+const char *wb_model_format(const wb_model *m);
+/* Entry i of the file types of the tensors the model loaded ("F32", "BF16", "Q4_K", ...) and how
+ * many tensors had it; returns 0 when i is past the last entry. */
+int wb_model_tensor_types(const wb_model *m, int i, const char **name, int64_t *count);
 /* The longest context a session or a generation may use: n_positions for GPT-2,
  * max_position_embeddings for the rotary families. */
 int32_t wb_model_max_ctx(const wb_model *m);

@@ -16,6 +16,7 @@
 #include "json_strict.h"
 #include "llama_internal.h"
 #include "quant.h"
+#include "weights_gguf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,9 @@ struct wb_weights {
     wb_safetensors **shards; /* [n_shards]; entries moved to a store are NULL */
     int n_shards;
     int quant; /* wb_weights_set_quant */
+    wb_gguf_src *gguf; /* a GGUF file instead of safetensors (weights_gguf.c) */
+    wb_type_count types[WB_MAX_TYPE_COUNTS]; /* file types of the last load */
+    int n_types;
 };
 
 void wb_weights_set_quant(wb_weights *w, int weights) { w->quant = weights; }
@@ -60,7 +64,42 @@ void wb_weights_free(wb_weights *w) {
     }
     free(w->shard_paths);
     free(w->shards);
+    wb_gguf_src_free(w->gguf);
     free(w);
+}
+
+wb_status wb_weights_open_gguf(struct wb_gguf *g, const char *path, const wb_config *c,
+                               wb_weights **out, wb_err *err) {
+    *out = NULL;
+    wb_weights *w = calloc(1, sizeof *w);
+    if (!w) {
+        wb_gguf_free(g);
+        return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", path);
+    }
+    wb_status s = wb_gguf_src_new(g, path, c, &w->gguf, err);
+    if (s) free(w);
+    else *out = w;
+    return s;
+}
+
+int wb_weights_types(const wb_weights *w, wb_type_count *out, int cap) {
+    if (w && w->gguf) return wb_gguf_src_types(w->gguf, out, cap);
+    int n = 0;
+    for (; w && n < w->n_types && n < cap; n++) out[n] = w->types[n];
+    return n;
+}
+
+/* Count one more tensor of file type `name` (safetensors dtypes). */
+static void note_type(wb_weights *w, const char *name) {
+    for (int i = 0; i < w->n_types; i++)
+        if (!strcmp(w->types[i].name, name)) {
+            w->types[i].n++;
+            return;
+        }
+    if (w->n_types < WB_MAX_TYPE_COUNTS) {
+        snprintf(w->types[w->n_types].name, sizeof w->types[0].name, "%s", name);
+        w->types[w->n_types++].n = 1;
+    }
 }
 
 static int by_file(const void *a, const void *b) {
@@ -182,6 +221,7 @@ static wb_status find(const wb_weights *w, const char *name, wb_tensor_view *v,
 int wb_weights_has(const wb_weights *w, const char *name) {
     wb_tensor_view v;
     const char *p;
+    if (w && w->gguf) return wb_gguf_src_has(w->gguf, name);
     return w && find(w, name, &v, &p, NULL) == WB_OK;
 }
 
@@ -324,6 +364,8 @@ static wb_status quantize_mats(const wb_want *wants, int n, int weights, wb_weig
 wb_status wb_weights_load(wb_weights *w, const wb_want *wants, int n, int keep_bf16,
                           wb_weight_store *out, int64_t *n_params, wb_err *err) {
     memset(out, 0, sizeof *out);
+    if (w->gguf) return wb_gguf_src_load(w->gguf, wants, n, keep_bf16, w->quant, out, n_params, err);
+    w->n_types = 0;
     wb_tensor_view *views = calloc((size_t)(n > 0 ? n : 1), sizeof *views);
     const char **paths = calloc((size_t)(n > 0 ? n : 1), sizeof *paths);
     float *tmp = NULL;
@@ -336,6 +378,7 @@ wb_status wb_weights_load(wb_weights *w, const wb_want *wants, int n, int keep_b
     int64_t np = 0, mapped = 0;
     for (int i = 0; i < n; i++) {
         if ((s = check(w, &wants[i], &views[i], &paths[i], err))) goto done;
+        note_type(w, views[i].dtype == WB_F32 ? "F32" : views[i].dtype == WB_F16 ? "F16" : "BF16");
         const size_t ne = (size_t)wants[i].d0 * (size_t)(wants[i].d1 ? wants[i].d1 : 1);
         np += (int64_t)ne;
         if (keeps_bf16(&wants[i], &views[i], keep_bf16)) {
@@ -438,12 +481,14 @@ void wb_weight_store_free(wb_weight_store *s) {
     free(s->bf16_copy);
     free(s->quant);
     free(s->loaded);
+    wb_gguf_free(s->gguf);
+    free(s->gguf_rows);
     memset(s, 0, sizeof *s);
 }
 
 size_t wb_weight_store_bytes(const wb_weight_store *s) {
     return s ? s->block_floats * sizeof(float) - s->unread_f32_bytes + s->mapped_bf16_bytes +
-                   s->quant_bytes
+                   s->quant_bytes + s->mapped_quant_bytes + s->gguf_rows_bytes
              : 0;
 }
 
@@ -515,4 +560,13 @@ void wb_mat_row(const wb_mat *m, int r, float *dst) {
     else if (m->dtype == WB_MAT_BF16)
         wb_bf16_to_f32_forward(dst, (const uint16_t *)m->w + (size_t)r * C, C);
     else memcpy(dst, (const float *)m->w + (size_t)r * C, C * sizeof *dst);
+}
+
+/* ------------------------------------------------------------- shared with weights_gguf.c */
+
+size_t wb_weights_nonfinite_f32(const float *x, size_t n) { return first_nonfinite_f32(x, n); }
+size_t wb_weights_nonfinite_bf16(const uint16_t *x, size_t n) { return first_nonfinite_bf16(x, n); }
+wb_status wb_weights_quantize(const wb_want *wants, int n, int weights, wb_weight_store *out,
+                              wb_err *err) {
+    return quantize_mats(wants, n, weights, out, err);
 }

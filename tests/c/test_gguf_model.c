@@ -126,6 +126,430 @@ static void tensor_names_map_per_architecture(void) {
     CHECK(wb_gguf_hf_name("llama", "blk.1.attn_q.weight", out, 8, &err) == WB_ERR_ARG);
 }
 
+/* ======================================================================================
+ * GGUF model loading: the same weights from safetensors and from a GGUF give the same logits.
+ *
+ * Each case writes a small random model of one family twice: a Hugging Face directory
+ * (config.json, model.safetensors, tokenizer.json) and a GGUF made here the way llama.cpp's
+ * convert_hf_to_gguf.py lays it out: its tensor names, ggml dims innermost first, GPT-2's
+ * Conv1D weights transposed to [out, in], the llama architecture's Q/K rows (and biases) in
+ * interleaved-pair order (re-implemented below, independently of wb_gguf_qk_row), no
+ * output.weight when tied, Phi-3's LongRoPE factors as tensors, config values as metadata.
+ * Matrices are stored in the case's type; the safetensors copy holds exactly the values that
+ * type represents (rounded, or dequantized), so the two loads compute on the same numbers.
+ * ====================================================================================== */
+
+#include <math.h>
+#include <sys/stat.h>
+
+#include "fixture.h"
+#include "quant.h"
+
+#define RT_V 640
+#define RT_C 256
+#define RT_NH 4
+#define RT_NKV 2
+#define RT_HD 64
+#define RT_F 512
+#define RT_L 2
+#define RT_T 64
+#define RT_ORIG 32
+
+enum { TY_F32, TY_F16, TY_BF16, TY_Q8_0, TY_Q4_0, TY_KMIX, TY_COUNT };
+static const char *const TY_NAME[] = {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K/Q6_K"};
+
+typedef struct rt_tensor {
+    char hf[96];
+    int64_t d0, d1;  /* safetensors shape ([d0] when d1 = 0) */
+    float *v;        /* values in safetensors order, replaced by what the GGUF type holds */
+} rt_tensor;
+
+typedef struct rt_model {
+    const char *arch;
+    int tied;
+    rt_tensor t[64];
+    int n;
+} rt_model;
+
+static uint64_t rt_rng;
+static float rt_rand(void) {
+    rt_rng ^= rt_rng << 13, rt_rng ^= rt_rng >> 7, rt_rng ^= rt_rng << 17;
+    return (float)((rt_rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+static void rt_add(rt_model *m, int64_t d0, int64_t d1, float scale, const char *fmt, int l) {
+    rt_tensor *t = &m->t[m->n++];
+    snprintf(t->hf, sizeof t->hf, fmt, l);
+    t->d0 = d0, t->d1 = d1;
+    const size_t ne = (size_t)d0 * (size_t)(d1 ? d1 : 1);
+    t->v = malloc(ne * sizeof *t->v);
+    for (size_t i = 0; i < ne; i++)
+        t->v[i] = scale < 0 ? 1.0f + 0.1f * rt_rand() : scale * rt_rand();
+}
+
+static void rt_free(rt_model *m) {
+    for (int i = 0; i < m->n; i++) free(m->t[i].v);
+}
+
+static void rt_make(rt_model *m, const char *arch, uint64_t seed) {
+    memset(m, 0, sizeof *m);
+    rt_rng = seed * 0x9E3779B97F4A7C15ull + 7;
+    m->arch = arch;
+    const int C = RT_C, F = RT_F, Q = RT_NH * RT_HD, KV = RT_NKV * RT_HD;
+    const float w = 0.08f; /* small enough that the logits stay O(1) */
+    if (!strcmp(arch, "gpt2")) {
+        m->tied = 1;
+        rt_add(m, RT_V, C, 0.3f, "wte.weight", 0);
+        rt_add(m, RT_T, C, 0.1f, "wpe.weight", 0);
+        for (int l = 0; l < RT_L; l++) {
+            rt_add(m, C, 0, -1, "h.%d.ln_1.weight", l);
+            rt_add(m, C, 0, 0.05f, "h.%d.ln_1.bias", l);
+            rt_add(m, C, 3 * C, w, "h.%d.attn.c_attn.weight", l); /* Conv1D [in, out] */
+            rt_add(m, 3 * C, 0, 0.05f, "h.%d.attn.c_attn.bias", l);
+            rt_add(m, C, C, w, "h.%d.attn.c_proj.weight", l);
+            rt_add(m, C, 0, 0.05f, "h.%d.attn.c_proj.bias", l);
+            rt_add(m, C, 0, -1, "h.%d.ln_2.weight", l);
+            rt_add(m, C, 0, 0.05f, "h.%d.ln_2.bias", l);
+            rt_add(m, C, F, w, "h.%d.mlp.c_fc.weight", l);
+            rt_add(m, F, 0, 0.05f, "h.%d.mlp.c_fc.bias", l);
+            rt_add(m, F, C, w, "h.%d.mlp.c_proj.weight", l);
+            rt_add(m, C, 0, 0.05f, "h.%d.mlp.c_proj.bias", l);
+        }
+        rt_add(m, C, 0, -1, "ln_f.weight", 0);
+        rt_add(m, C, 0, 0.05f, "ln_f.bias", 0);
+        return;
+    }
+    const int llama = !strcmp(arch, "llama"), qwen2 = !strcmp(arch, "qwen2"),
+              phi3 = !strcmp(arch, "phi3");
+    m->tied = qwen2;
+    rt_add(m, RT_V, C, 0.3f, "model.embed_tokens.weight", 0);
+    for (int l = 0; l < RT_L; l++) {
+        rt_add(m, C, 0, -1, "model.layers.%d.input_layernorm.weight", l);
+        if (phi3) {
+            rt_add(m, Q + 2 * KV, C, w, "model.layers.%d.self_attn.qkv_proj.weight", l);
+        } else {
+            rt_add(m, Q, C, w, "model.layers.%d.self_attn.q_proj.weight", l);
+            rt_add(m, KV, C, w, "model.layers.%d.self_attn.k_proj.weight", l);
+            rt_add(m, KV, C, w, "model.layers.%d.self_attn.v_proj.weight", l);
+            /* llama with attention_bias (all four), qwen2's q/k/v biases */
+            rt_add(m, Q, 0, 0.2f, "model.layers.%d.self_attn.q_proj.bias", l);
+            rt_add(m, KV, 0, 0.2f, "model.layers.%d.self_attn.k_proj.bias", l);
+            rt_add(m, KV, 0, 0.2f, "model.layers.%d.self_attn.v_proj.bias", l);
+        }
+        rt_add(m, C, Q, w, "model.layers.%d.self_attn.o_proj.weight", l);
+        if (llama) rt_add(m, C, 0, 0.05f, "model.layers.%d.self_attn.o_proj.bias", l);
+        rt_add(m, C, 0, -1, "model.layers.%d.post_attention_layernorm.weight", l);
+        if (phi3) {
+            rt_add(m, 2 * F, C, w, "model.layers.%d.mlp.gate_up_proj.weight", l);
+        } else {
+            rt_add(m, F, C, w, "model.layers.%d.mlp.gate_proj.weight", l);
+            rt_add(m, F, C, w, "model.layers.%d.mlp.up_proj.weight", l);
+        }
+        rt_add(m, C, F, w, "model.layers.%d.mlp.down_proj.weight", l);
+    }
+    rt_add(m, C, 0, -1, "model.norm.weight", 0);
+    if (!m->tied) rt_add(m, RT_V, C, 0.3f, "lm_head.weight", 0);
+}
+
+static int rt_ends(const char *s, const char *end) {
+    size_t n = strlen(s), k = strlen(end);
+    return n >= k && !strcmp(s + n - k, end);
+}
+
+static int rt_is_conv1d(const rt_model *m, const rt_tensor *t) {
+    return !strcmp(m->arch, "gpt2") && t->d1 && !rt_ends(t->hf, "wte.weight") &&
+           !rt_ends(t->hf, "wpe.weight");
+}
+
+/* llama.cpp's LlamaModel.permute: rows viewed as [heads, 2, hd/2] with the middle two axes
+ * swapped. out[h][i][a] = in[h][a][i], i.e. GGUF row h*hd + 2i + a holds HF row
+ * h*hd + a*hd/2 + i. */
+static int rt_permuted(const rt_model *m, const rt_tensor *t) {
+    return !strcmp(m->arch, "llama") &&
+           (strstr(t->hf, "q_proj.") != NULL || strstr(t->hf, "k_proj.") != NULL);
+}
+
+/* The GGUF type of a tensor in case `ty`: vectors stay F32; Q4_K_M-like mix for KMIX. */
+static uint32_t rt_type(const rt_model *m, const rt_tensor *t, int ty) {
+    if (!t->d1 || !strcmp(t->hf, "wpe.weight")) return WB_GGML_F32;
+    switch (ty) {
+    case TY_F16: return WB_GGML_F16;
+    case TY_BF16: return WB_GGML_BF16;
+    case TY_Q8_0: return WB_GGML_Q8_0;
+    case TY_Q4_0: return WB_GGML_Q4_0;
+    case TY_KMIX:
+        return strstr(t->hf, "down_proj") || strstr(t->hf, "mlp.c_proj") ||
+                       strstr(t->hf, "embed") || strstr(t->hf, "wte") || strstr(t->hf, "lm_head")
+                   ? WB_GGML_Q6_K
+                   : WB_GGML_Q4_K;
+    default: (void)m; return WB_GGML_F32;
+    }
+}
+
+/* Random K-quant blocks with sane scales: any bits are valid values. */
+static void rt_kblocks(uint8_t *p, size_t n_blocks, uint32_t type) {
+    const size_t bb = type == WB_GGML_Q4_K ? 144 : 210;
+    for (size_t b = 0; b < n_blocks; b++, p += bb) {
+        for (size_t i = 0; i < bb; i++) {
+            rt_rng = rt_rng * 6364136223846793005ull + 1442695040888963407ull;
+            p[i] = (uint8_t)(rt_rng >> 33);
+        }
+        const uint16_t d = wb_f32_to_f16(type == WB_GGML_Q4_K ? 0.0015f : 0.0008f),
+                       dm = wb_f32_to_f16(0.004f);
+        if (type == WB_GGML_Q4_K) memcpy(p, &d, 2), memcpy(p + 2, &dm, 2);
+        else memcpy(p + bb - 2, &d, 2);
+    }
+}
+
+/* Convert one tensor: GGUF dims and data (written to w) and the values the type holds, moved
+ * back into t->v in safetensors order. */
+static void rt_convert(const rt_model *m, rt_tensor *t, int ty, wb_gguf_writer *gw) {
+    wb_err err = {0};
+    const int conv = rt_is_conv1d(m, t), perm = rt_permuted(m, t);
+    const int64_t rows = !t->d1 ? 1 : conv ? t->d1 : t->d0, cols = !t->d1 ? t->d0 : conv ? t->d0 : t->d1;
+    const size_t ne = (size_t)rows * (size_t)cols;
+    float *g = malloc(ne * sizeof *g); /* GGUF order: [rows][cols] */
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            g[r * cols + c] = conv ? t->v[c * rows + r] : t->v[r * cols + c];
+    if (perm) { /* rows (or, for a bias, elements) reordered within each head */
+        const int64_t n = t->d1 ? rows : cols, per = t->d1 ? cols : 1, half = RT_HD / 2;
+        float *p = malloc(ne * sizeof *p);
+        for (int64_t hr = 0; hr < n; hr++) {
+            const int64_t h = hr / RT_HD, a = (hr % RT_HD) / half, i = hr % half;
+            memcpy(p + (h * RT_HD + 2 * i + a) * per, g + hr * per, (size_t)per * sizeof *p);
+        }
+        free(g);
+        g = p;
+    }
+    char gname[96];
+    CHECK(wb_gguf_name_from_hf(m->arch, t->hf, gname, sizeof gname, &err) == WB_OK);
+    const uint32_t type = rt_type(m, t, ty);
+    const int64_t dims[2] = {cols, rows};
+    const int nd = t->d1 ? 2 : 1;
+    if (type == WB_GGML_Q4_K || type == WB_GGML_Q6_K) {
+        const size_t nb = ne / 256, bytes = nb * (type == WB_GGML_Q4_K ? 144 : 210);
+        uint8_t *raw = malloc(bytes);
+        rt_kblocks(raw, nb, type);
+        CHECK_MSG(wb_gguf_add_tensor_raw(gw, gname, nd, dims, type, raw, bytes, &err) == WB_OK, "%s", err.msg);
+        const wb_qtype q = type == WB_GGML_Q4_K ? WB_QT_Q4_K : WB_QT_Q6_K;
+        for (int64_t r = 0; r < rows; r++)
+            wb_dequantize_row(q, g + r * cols, raw + (size_t)r * wb_quant_row_bytes(q, cols), (int)cols);
+        free(raw);
+    } else {
+        CHECK_MSG(wb_gguf_add_tensor(gw, gname, nd, dims, type, g, &err) == WB_OK, "%s", err.msg);
+        /* the values the type holds */
+        if (type == WB_GGML_F16 || type == WB_GGML_BF16) {
+            for (size_t i = 0; i < ne; i++)
+                g[i] = type == WB_GGML_F16 ? wb_f16_to_f32(wb_f32_to_f16(g[i]))
+                                           : wb_bf16_to_f32(wb_f32_to_bf16(g[i]));
+        } else if (type != WB_GGML_F32) {
+            const wb_qtype q = type == WB_GGML_Q8_0 ? WB_QT_Q8_0 : WB_QT_Q4_0;
+            uint8_t *blk = malloc(wb_quant_row_bytes(q, cols));
+            for (int64_t r = 0; r < rows; r++) {
+                wb_quantize_row(q, blk, g + r * cols, (int)cols);
+                wb_dequantize_row(q, g + r * cols, blk, (int)cols);
+            }
+            free(blk);
+        }
+    }
+    /* back to safetensors order */
+    float *u = malloc(ne * sizeof *u);
+    memcpy(u, g, ne * sizeof *u);
+    if (perm) {
+        const int64_t n = t->d1 ? rows : cols, per = t->d1 ? cols : 1, half = RT_HD / 2;
+        for (int64_t hr = 0; hr < n; hr++) {
+            const int64_t h = hr / RT_HD, a = (hr % RT_HD) / half, i = hr % half;
+            memcpy(u + hr * per, g + (h * RT_HD + 2 * i + a) * per, (size_t)per * sizeof *u);
+        }
+    }
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            t->v[conv ? c * rows + r : r * cols + c] = u[r * cols + c];
+    free(u);
+    free(g);
+}
+
+static void rt_meta(const rt_model *m, wb_gguf_writer *w) {
+    wb_err err = {0};
+    char k[96];
+    const char *a = m->arch;
+#define U32(key, v) do { snprintf(k, sizeof k, "%s.%s", a, key); CHECK(wb_gguf_set_u32(w, k, v, &err) == WB_OK); } while (0)
+#define F32(key, v) do { snprintf(k, sizeof k, "%s.%s", a, key); CHECK(wb_gguf_set_f32(w, k, v, &err) == WB_OK); } while (0)
+    CHECK(wb_gguf_set_str(w, "general.architecture", a, strlen(a), &err) == WB_OK);
+    U32("embedding_length", RT_C);
+    U32("block_count", RT_L);
+    U32("context_length", RT_T);
+    if (!strcmp(a, "gpt2")) {
+        U32("attention.head_count", RT_NH);
+        U32("feed_forward_length", RT_F);
+        F32("attention.layer_norm_epsilon", 1e-5f);
+    } else {
+        U32("attention.head_count", RT_NH);
+        U32("attention.head_count_kv", RT_NKV);
+        U32("feed_forward_length", RT_F);
+        U32("rope.dimension_count", RT_HD);
+        F32("rope.freq_base", 10000.0f);
+        F32("attention.layer_norm_rms_epsilon", 1e-6f);
+    }
+    if (!strcmp(a, "phi3")) {
+        U32("rope.scaling.original_context_length", RT_ORIG);
+        U32("attention.sliding_window", 48);
+        const double ratio = (double)RT_T / RT_ORIG;
+        F32("rope.scaling.attn_factor", (float)sqrt(1 + log(ratio) / log((double)RT_ORIG)));
+        float lf[RT_HD / 2], sf[RT_HD / 2];
+        for (int i = 0; i < RT_HD / 2; i++) sf[i] = 1.0f + 0.25f * i, lf[i] = 1.5f + 0.5f * i;
+        const int64_t d = RT_HD / 2;
+        CHECK(wb_gguf_add_tensor(w, "rope_factors_long.weight", 1, &d, WB_GGML_F32, lf, &err) == WB_OK);
+        CHECK(wb_gguf_add_tensor(w, "rope_factors_short.weight", 1, &d, WB_GGML_F32, sf, &err) == WB_OK);
+    }
+#undef U32
+#undef F32
+}
+
+static void rt_config(const rt_model *m, const char *dir) {
+    char cfg[2048], path[512];
+    if (!strcmp(m->arch, "gpt2")) {
+        snprintf(cfg, sizeof cfg, "{\"model_type\":\"gpt2\",\"vocab_size\":%d,\"n_positions\":%d,"
+                 "\"n_ctx\":%d,\"n_embd\":%d,\"n_layer\":%d,\"n_head\":%d,\"n_inner\":%d,"
+                 "\"layer_norm_epsilon\":1e-5}", RT_V, RT_T, RT_T, RT_C, RT_L, RT_NH, RT_F);
+    } else {
+        char extra[1024] = "";
+        if (!strcmp(m->arch, "llama")) snprintf(extra, sizeof extra, ",\"attention_bias\":true");
+        if (!strcmp(m->arch, "phi3")) {
+            char sf[400] = "", lf[400] = "";
+            for (int i = 0; i < RT_HD / 2; i++) {
+                snprintf(sf + strlen(sf), sizeof sf - strlen(sf), "%s%.9g", i ? "," : "", 1.0f + 0.25f * i);
+                snprintf(lf + strlen(lf), sizeof lf - strlen(lf), "%s%.9g", i ? "," : "", 1.5f + 0.5f * i);
+            }
+            snprintf(extra, sizeof extra, ",\"original_max_position_embeddings\":%d,"
+                     "\"sliding_window\":48,\"rope_scaling\":{\"type\":\"longrope\","
+                     "\"short_factor\":[%s],\"long_factor\":[%s]}", RT_ORIG, sf, lf);
+        }
+        snprintf(cfg, sizeof cfg, "{\"model_type\":\"%s\",\"vocab_size\":%d,\"hidden_size\":%d,"
+                 "\"intermediate_size\":%d,\"num_hidden_layers\":%d,\"num_attention_heads\":%d,"
+                 "\"num_key_value_heads\":%d,\"max_position_embeddings\":%d,\"rms_norm_eps\":1e-6,"
+                 "\"rope_theta\":10000.0,\"tie_word_embeddings\":%s%s}", m->arch, RT_V, RT_C, RT_F,
+                 RT_L, RT_NH, RT_NKV, RT_T, m->tied ? "true" : "false", extra);
+    }
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    fixture_write_text(path, cfg);
+}
+
+/* The safetensors copy: BF16 case matrices as BF16 (so both loads use the BF16 kernels), the
+ * rest F32. */
+static void rt_safetensors(const rt_model *m, const char *dir, int ty) {
+    wb_tensor_view tv[64];
+    uint16_t *h[64] = {0};
+    for (int i = 0; i < m->n; i++) {
+        const rt_tensor *t = &m->t[i];
+        const size_t ne = (size_t)t->d0 * (size_t)(t->d1 ? t->d1 : 1);
+        const int bf = ty == TY_BF16 && rt_type(m, t, ty) == WB_GGML_BF16;
+        tv[i] = (wb_tensor_view){.name = t->hf, .dtype = bf ? WB_BF16 : WB_F32,
+                                 .ndim = t->d1 ? 2 : 1, .shape = {t->d0, t->d1},
+                                 .data = t->v, .nbytes = ne * (bf ? 2 : 4)};
+        if (bf) {
+            h[i] = malloc(ne * 2);
+            for (size_t j = 0; j < ne; j++) h[i][j] = wb_f32_to_bf16(t->v[j]);
+            tv[i].data = h[i];
+        }
+    }
+    char path[512];
+    wb_err err = {0};
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    CHECK_MSG(wb_safetensors_write(path, tv, m->n, NULL, 0, &err) == WB_OK, "%s", err.msg);
+    for (int i = 0; i < m->n; i++) free(h[i]);
+}
+
+/* Writes <dir>/ref (safetensors) and <dir>/model.gguf (+ tokenizer.json) for arch in type ty. */
+static void rt_write(const char *dir, const char *arch, int ty, uint64_t seed) {
+    rt_model m;
+    rt_make(&m, arch, seed);
+    wb_gguf_writer *gw = NULL;
+    wb_err err = {0};
+    CHECK(wb_gguf_writer_new(&gw, &err) == WB_OK);
+    rt_meta(&m, gw);
+    for (int i = 0; i < m.n; i++) rt_convert(&m, &m.t[i], ty, gw);
+    char path[512];
+    snprintf(path, sizeof path, "%s/model.gguf", dir);
+    CHECK_MSG(wb_gguf_write(gw, path, &err) == WB_OK, "%s", err.msg);
+    wb_gguf_writer_free(gw);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    fixture_copy_file("tests/vectors/family_qwen2_tokenizer.json", path);
+    snprintf(path, sizeof path, "%s/ref", dir);
+    CHECK(mkdir(path, 0700) == 0);
+    rt_config(&m, path);
+    rt_safetensors(&m, path, ty);
+    snprintf(path, sizeof path, "%s/ref/tokenizer.json", dir);
+    fixture_copy_file("tests/vectors/family_qwen2_tokenizer.json", path);
+    rt_free(&m);
+}
+
+static float *rt_logits(const char *path, int weights, int n) {
+    wb_model *mo = NULL;
+    wb_err err = {0};
+    wb_model_params p = wb_model_default_params();
+    p.weights = weights;
+    CHECK_MSG(wb_model_load_ex(path, &p, &mo, &err) == WB_OK, "%s: %s", path, err.msg);
+    if (!mo) return NULL;
+    int32_t ids[64];
+    for (int i = 0; i < n; i++) ids[i] = (int32_t)((i * 97 + 13) % RT_V);
+    float *lg = malloc((size_t)n * RT_V * sizeof *lg);
+    CHECK_MSG(wb_model_forward(mo, ids, n, lg, 1, &err) == WB_OK, "%s", err.msg);
+    wb_model_free(mo);
+    return lg;
+}
+
+static double rt_maxdiff(const float *a, const float *b, size_t n, double *scale) {
+    double d = 0, s = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (fabs(a[i] - b[i]) > d) d = fabs(a[i] - b[i]);
+        if (fabs(b[i]) > s) s = fabs(b[i]);
+    }
+    if (scale) *scale = s;
+    return d;
+}
+
+static void rt_case(const char *arch, int ty) {
+    char *dir = fixture_new_dir("gguf_rt");
+    rt_write(dir, arch, ty, (uint64_t)(ty * 31 + strlen(arch)));
+    char gpath[512], rpath[512];
+    snprintf(gpath, sizeof gpath, "%s/model.gguf", dir);
+    snprintf(rpath, sizeof rpath, "%s/ref", dir);
+    const int n = !strcmp(arch, "phi3") ? 40 : 12; /* phi3: past original_max, long factors */
+    float *lg = rt_logits(gpath, 0, n), *ref = rt_logits(rpath, 0, n);
+    if (lg && ref) {
+        double scale, d = rt_maxdiff(lg, ref, (size_t)n * RT_V, &scale);
+        /* the same numbers through the same kernels: exact for the float types; quantized
+         * matrices multiply with on-the-fly quantized activations (Q8_0/Q4_0) or widened tiles
+         * (K types), so against the F32 reference they agree to the activation rounding */
+        const double tol = ty <= TY_BF16 ? 0.0 : ty == TY_KMIX ? 1e-4 * scale : 0.05 * scale;
+        CHECK_MSG(d <= tol, "%s %s: max |logit diff| %.3g (scale %.3g, tolerance %.3g)", arch,
+                  TY_NAME[ty], d, scale, tol);
+        CHECK(scale > 0.1); /* not a model of zeros */
+        printf("  %s %-9s max |diff| %.3g of %.3g\n", arch, TY_NAME[ty], d, scale);
+    }
+    if (ty == TY_Q8_0 || ty == TY_Q4_0) {
+        /* the same blocks quantized at load from the dequantized values: tight */
+        float *rq = rt_logits(rpath, ty == TY_Q8_0 ? WB_WEIGHTS_Q8_0 : WB_WEIGHTS_Q4_0, n);
+        if (lg && rq) {
+            double scale, d = rt_maxdiff(lg, rq, (size_t)n * RT_V, &scale);
+            CHECK_MSG(d <= 1e-4 * scale, "%s %s vs quantized at load: max |diff| %.3g of %.3g",
+                      arch, TY_NAME[ty], d, scale);
+        }
+        free(rq);
+    }
+    free(lg);
+    free(ref);
+    fixture_rm_dir(dir);
+}
+
+static void gguf_logits_match_safetensors_for_every_family_and_type(void) {
+    const char *archs[] = {"gpt2", "llama", "qwen2", "phi3"};
+    for (int a = 0; a < 4; a++)
+        for (int ty = 0; ty < TY_COUNT; ty++) rt_case(archs[a], ty);
+}
+
 int main(void) {
     snprintf(path, sizeof path, "/tmp/wb_test_gguf_model_%d.gguf", (int)getpid());
     RUN(llama_metadata_becomes_a_llama_config);
@@ -133,6 +557,7 @@ int main(void) {
     RUN(gpt2_metadata_becomes_a_gpt2_config);
     RUN(missing_or_unknown_metadata_is_a_clear_error);
     RUN(tensor_names_map_per_architecture);
+    RUN(gguf_logits_match_safetensors_for_every_family_and_type);
     unlink(path);
     return check_summary();
 }
