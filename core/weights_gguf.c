@@ -14,8 +14,8 @@
  *   F32, F16          widened into the store's 64-byte aligned F32 block
  *   BF16              mapped from the file as a BF16 wb_mat when the family keeps BF16
  *                     (keep_bf16), else widened
- *   Q8_0, Q4_0        mapped from the file as quantized wb_mat rows
- *   Q4_K, Q6_K        dequantized into the F32 block (until wb_mat has those dtypes)
+ *   Q8_0, Q4_0,       mapped from the file as quantized wb_mat rows (quant.c's kernels)
+ *   Q4_K, Q6_K
  *   vectors           always F32 (any type above dequantized)
  * The llama architecture's Q and K weights and biases come with their rows in llama.cpp's
  * interleaved-pair order (gguf_model.h, wb_gguf_qk_row); they are put back in transformers'
@@ -180,11 +180,13 @@ static size_t row_bytes(uint32_t type, int64_t cols) {
     return (size_t)cols * (type == WB_GGML_F32 ? 4 : 2);
 }
 
-/* The wb_mat dtype quantized GGUF rows are used as, or -1 when they are dequantized to F32. */
+/* The wb_mat dtype quantized GGUF rows are used as, or -1 for the float types. */
 static int mat_dtype_of(uint32_t type) {
     switch (type) {
     case WB_GGML_Q8_0: return WB_MAT_Q8_0;
     case WB_GGML_Q4_0: return WB_MAT_Q4_0;
+    case WB_GGML_Q4_K: return WB_MAT_Q4_K;
+    case WB_GGML_Q6_K: return WB_MAT_Q6_K;
     default: return -1;
     }
 }

@@ -146,6 +146,17 @@ static int model_info(lua_State *L) {
     }
     lua_pushboolean(L, c->tie_word_embeddings);
     lua_setfield(L, -2, "tie_word_embeddings");
+    lua_pushstring(L, wb_model_format(m)); /* "safetensors" or "gguf" */
+    lua_setfield(L, -2, "format");
+    /* the file types of the loaded tensors: {F32 = 65, Q4_K = 144, Q6_K = 25} */
+    lua_newtable(L);
+    const char *tn;
+    int64_t tc;
+    for (int i = 0; wb_model_tensor_types(m, i, &tn, &tc); i++) {
+        lua_pushinteger(L, (lua_Integer)tc);
+        lua_setfield(L, -2, tn);
+    }
+    lua_setfield(L, -2, "tensor_types");
     lua_pushstring(L, wb_kernels_info()); /* the dispatch level and kernel variants in use */
     lua_setfield(L, -2, "kernels");
     return 1;

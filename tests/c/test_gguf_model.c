@@ -408,7 +408,7 @@ static void rt_meta(const rt_model *m, wb_gguf_writer *w) {
 }
 
 static void rt_config(const rt_model *m, const char *dir) {
-    char cfg[2048], path[512];
+    char cfg[2048], path[1024];
     if (!strcmp(m->arch, "gpt2")) {
         snprintf(cfg, sizeof cfg, "{\"model_type\":\"gpt2\",\"vocab_size\":%d,\"n_positions\":%d,"
                  "\"n_ctx\":%d,\"n_embd\":%d,\"n_layer\":%d,\"n_head\":%d,\"n_inner\":%d,"
@@ -454,7 +454,7 @@ static void rt_safetensors(const rt_model *m, const char *dir, int ty) {
             tv[i].data = h[i];
         }
     }
-    char path[512];
+    char path[1024];
     wb_err err = {0};
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     CHECK_MSG(wb_safetensors_write(path, tv, m->n, NULL, 0, &err) == WB_OK, "%s", err.msg);
@@ -550,6 +550,46 @@ static void gguf_logits_match_safetensors_for_every_family_and_type(void) {
         for (int ty = 0; ty < TY_COUNT; ty++) rt_case(archs[a], ty);
 }
 
+static void info_names_the_format_and_the_tensor_types(void) {
+    char *dir = fixture_new_dir("gguf_info");
+    rt_write(dir, "qwen2", TY_KMIX, 5);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/model.gguf", dir);
+    wb_model *m = NULL;
+    wb_err err = {0};
+    CHECK_MSG(wb_model_load(path, &m, &err) == WB_OK, "%s", err.msg);
+    if (m) {
+        CHECK(!strcmp(wb_model_format(m), "gguf") && !strcmp(wb_model_type(m), "qwen2"));
+        /* per layer 2 norms + 3 biases, and the final norm; q k v o gate up; embed + downs */
+        int64_t f32 = 0, q4k = 0, q6k = 0, other = 0;
+        const char *name;
+        int64_t n;
+        for (int i = 0; wb_model_tensor_types(m, i, &name, &n); i++) {
+            if (!strcmp(name, "F32")) f32 = n;
+            else if (!strcmp(name, "Q4_K")) q4k = n;
+            else if (!strcmp(name, "Q6_K")) q6k = n;
+            else other += n;
+        }
+        CHECK_MSG(f32 == 5 * RT_L + 1 && q4k == 6 * RT_L && q6k == 1 + RT_L && !other,
+                  "F32 %lld Q4_K %lld Q6_K %lld other %lld", (long long)f32, (long long)q4k,
+                  (long long)q6k, (long long)other);
+        /* the quantized rows are used from the mapping, not widened: far below F32 bytes */
+        CHECK(wb_model_weight_bytes(m) < (size_t)wb_model_num_parameters(m)); /* < 1 byte each */
+        wb_model_free(m);
+    }
+    snprintf(path, sizeof path, "%s/ref", dir);
+    CHECK(wb_model_load(path, &m, &err) == WB_OK);
+    if (m) {
+        const char *name;
+        int64_t n;
+        CHECK(!strcmp(wb_model_format(m), "safetensors"));
+        CHECK(wb_model_tensor_types(m, 0, &name, &n) && !strcmp(name, "F32") && n > 0);
+        CHECK(!wb_model_tensor_types(m, 1, &name, &n));
+        wb_model_free(m);
+    }
+    fixture_rm_dir(dir);
+}
+
 int main(void) {
     snprintf(path, sizeof path, "/tmp/wb_test_gguf_model_%d.gguf", (int)getpid());
     RUN(llama_metadata_becomes_a_llama_config);
@@ -558,6 +598,7 @@ int main(void) {
     RUN(missing_or_unknown_metadata_is_a_clear_error);
     RUN(tensor_names_map_per_architecture);
     RUN(gguf_logits_match_safetensors_for_every_family_and_type);
+    RUN(info_names_the_format_and_the_tensor_types);
     unlink(path);
     return check_summary();
 }
