@@ -303,6 +303,13 @@ static void rt_kblocks(uint8_t *p, size_t n_blocks, uint32_t type) {
 
 /* Convert one tensor: GGUF dims and data (written to w) and the values the type holds, moved
  * back into t->v in safetensors order. */
+/* A hostile variation of the file rt_write makes (0: none). */
+enum {
+    MUT_NONE, MUT_SWAP_DIMS, MUT_Q5_K, MUT_EXTRA, MUT_UNUSED, MUT_NAN, MUT_NAN_SCALE, MUT_MISSING,
+    MUT_EXPERTS, MUT_ROPE_DIM, MUT_WINDOW, MUT_ROPE_FREQS, MUT_ROPE_LINEAR, MUT_NO_TOKENIZER
+};
+static int rt_mut;
+
 static void rt_convert(const rt_model *m, rt_tensor *t, int ty, wb_gguf_writer *gw) {
     wb_err err = {0};
     const int conv = rt_is_conv1d(m, t), perm = rt_permuted(m, t);
@@ -325,7 +332,32 @@ static void rt_convert(const rt_model *m, rt_tensor *t, int ty, wb_gguf_writer *
     char gname[96];
     CHECK(wb_gguf_name_from_hf(m->arch, t->hf, gname, sizeof gname, &err) == WB_OK);
     const uint32_t type = rt_type(m, t, ty);
-    const int64_t dims[2] = {cols, rows};
+    int64_t dims[2] = {cols, rows};
+    if (rt_mut == MUT_MISSING && !strcmp(gname, "blk.1.ffn_down.weight")) {
+        free(g);
+        return;
+    }
+    if (rt_mut == MUT_SWAP_DIMS && !strcmp(gname, "blk.0.attn_v.weight"))
+        dims[0] = rows, dims[1] = cols; /* the HF order, as a converter that forgot to reverse */
+    if (rt_mut == MUT_NAN && !strcmp(gname, "output_norm.weight")) g[7] = NAN;
+    if ((rt_mut == MUT_Q5_K && !strcmp(gname, "blk.0.ffn_up.weight")) ||
+        (rt_mut == MUT_NAN_SCALE && !strcmp(gname, "blk.1.ffn_down.weight"))) {
+        const int q5 = rt_mut == MUT_Q5_K;
+        const size_t bb = q5 ? 176 : 34, nb = ne / (q5 ? 256 : 32);
+        uint8_t *raw = calloc(nb, bb);
+        if (!q5) { /* Q8_0 blocks of ones, block 3's scale an f16 NaN */
+            for (size_t b = 0; b < nb; b++) {
+                const uint16_t d = b == 3 ? 0x7e00 : wb_f32_to_f16(0.01f);
+                memcpy(raw + b * bb, &d, 2);
+                memset(raw + b * bb + 2, 1, 32);
+            }
+        }
+        CHECK(wb_gguf_add_tensor_raw(gw, gname, 2, dims, q5 ? 13 : WB_GGML_Q8_0, raw, nb * bb,
+                                     &err) == WB_OK);
+        free(raw);
+        free(g);
+        return;
+    }
     const int nd = t->d1 ? 2 : 1;
     if (type == WB_GGML_Q4_K || type == WB_GGML_Q6_K) {
         const size_t nb = ne / 256, bytes = nb * (type == WB_GGML_Q4_K ? 144 : 210);
@@ -388,7 +420,7 @@ static void rt_meta(const rt_model *m, wb_gguf_writer *w) {
         U32("attention.head_count", RT_NH);
         U32("attention.head_count_kv", RT_NKV);
         U32("feed_forward_length", RT_F);
-        U32("rope.dimension_count", RT_HD);
+        U32("rope.dimension_count", rt_mut == MUT_ROPE_DIM ? RT_HD / 2 : RT_HD);
         F32("rope.freq_base", 10000.0f);
         F32("attention.layer_norm_rms_epsilon", 1e-6f);
     }
@@ -403,6 +435,21 @@ static void rt_meta(const rt_model *m, wb_gguf_writer *w) {
         CHECK(wb_gguf_add_tensor(w, "rope_factors_long.weight", 1, &d, WB_GGML_F32, lf, &err) == WB_OK);
         CHECK(wb_gguf_add_tensor(w, "rope_factors_short.weight", 1, &d, WB_GGML_F32, sf, &err) == WB_OK);
     }
+    if (rt_mut == MUT_EXPERTS) U32("expert_count", 8);
+    if (rt_mut == MUT_WINDOW) U32("attention.sliding_window", 16);
+    if (rt_mut == MUT_ROPE_LINEAR) {
+        snprintf(k, sizeof k, "%s.rope.scaling.type", a);
+        CHECK(wb_gguf_set_str(w, k, "linear", 6, &err) == WB_OK);
+    }
+    float ones[256];
+    for (int i = 0; i < 256; i++) ones[i] = 1.0f;
+    const int64_t d32 = RT_HD / 2, dc = RT_C;
+    if (rt_mut == MUT_ROPE_FREQS)
+        CHECK(wb_gguf_add_tensor(w, "rope_freqs.weight", 1, &d32, WB_GGML_F32, ones, &err) == WB_OK);
+    if (rt_mut == MUT_EXTRA)
+        CHECK(wb_gguf_add_tensor(w, "blk.0.attn_q_norm.weight", 1, &dc, WB_GGML_F32, ones, &err) == WB_OK);
+    if (rt_mut == MUT_UNUSED)
+        CHECK(wb_gguf_add_tensor(w, "blk.1.attn_output.bias", 1, &dc, WB_GGML_F32, ones, &err) == WB_OK);
 #undef U32
 #undef F32
 }
@@ -475,7 +522,8 @@ static void rt_write(const char *dir, const char *arch, int ty, uint64_t seed) {
     CHECK_MSG(wb_gguf_write(gw, path, &err) == WB_OK, "%s", err.msg);
     wb_gguf_writer_free(gw);
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-    fixture_copy_file("tests/vectors/family_qwen2_tokenizer.json", path);
+    if (rt_mut != MUT_NO_TOKENIZER)
+        fixture_copy_file("tests/vectors/family_qwen2_tokenizer.json", path);
     snprintf(path, sizeof path, "%s/ref", dir);
     CHECK(mkdir(path, 0700) == 0);
     rt_config(&m, path);
@@ -550,6 +598,42 @@ static void gguf_logits_match_safetensors_for_every_family_and_type(void) {
         for (int ty = 0; ty < TY_COUNT; ty++) rt_case(archs[a], ty);
 }
 
+/* One hostile variation: the load fails with status `want`, the message naming the file and
+ * `needle` (the tensor or key at fault). */
+static void expect_refused(const char *arch, int ty, int mut, wb_status want, const char *needle) {
+    char *dir = fixture_new_dir("gguf_bad");
+    rt_mut = mut;
+    rt_write(dir, arch, ty, 3);
+    rt_mut = MUT_NONE;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/model.gguf", dir);
+    wb_model *m = NULL;
+    wb_err err = {0};
+    const wb_status s = wb_model_load(path, &m, &err);
+    CHECK_MSG(s == want && m == NULL, "%s mutation %d: status %d (want %d): %s", arch, mut, s,
+              want, err.msg);
+    CHECK_MSG(strstr(err.msg, path) && strstr(err.msg, needle), "%s mutation %d: \"%s\" lacks %s",
+              arch, mut, err.msg, needle); if (getenv("WB_TEST_VERBOSE")) printf("  refused: %s\n", err.msg);
+    wb_model_free(m);
+    fixture_rm_dir(dir);
+}
+
+static void hostile_files_are_refused_naming_the_file_and_the_tensor(void) {
+    expect_refused("llama", TY_F32, MUT_SWAP_DIMS, WB_ERR_FORMAT, "blk.0.attn_v.weight");
+    expect_refused("qwen2", TY_F32, MUT_Q5_K, WB_ERR_FORMAT, "Q5_K");
+    expect_refused("llama", TY_F32, MUT_EXTRA, WB_ERR_FORMAT, "blk.0.attn_q_norm.weight");
+    expect_refused("qwen2", TY_F32, MUT_UNUSED, WB_ERR_FORMAT, "blk.1.attn_output.bias");
+    expect_refused("phi3", TY_F16, MUT_NAN, WB_ERR_FORMAT, "output_norm.weight");
+    expect_refused("gpt2", TY_Q8_0, MUT_NAN_SCALE, WB_ERR_FORMAT, "blk.1.ffn_down.weight");
+    expect_refused("qwen2", TY_Q4_0, MUT_MISSING, WB_ERR_NOTFOUND, "blk.1.ffn_down.weight");
+    expect_refused("llama", TY_F32, MUT_EXPERTS, WB_ERR_FORMAT, "expert_count");
+    expect_refused("qwen2", TY_F32, MUT_ROPE_DIM, WB_ERR_FORMAT, "rope.dimension_count");
+    expect_refused("llama", TY_F32, MUT_WINDOW, WB_ERR_FORMAT, "sliding_window");
+    expect_refused("llama", TY_F32, MUT_ROPE_FREQS, WB_ERR_FORMAT, "rope_freqs.weight");
+    expect_refused("qwen2", TY_F32, MUT_ROPE_LINEAR, WB_ERR_FORMAT, "rope.scaling.type");
+    expect_refused("llama", TY_F32, MUT_NO_TOKENIZER, WB_ERR_NOTFOUND, "tokenizer.json");
+}
+
 static void info_names_the_format_and_the_tensor_types(void) {
     char *dir = fixture_new_dir("gguf_info");
     rt_write(dir, "qwen2", TY_KMIX, 5);
@@ -599,6 +683,7 @@ int main(void) {
     RUN(tensor_names_map_per_architecture);
     RUN(gguf_logits_match_safetensors_for_every_family_and_type);
     RUN(info_names_the_format_and_the_tensor_types);
+    RUN(hostile_files_are_refused_naming_the_file_and_the_tensor);
     unlink(path);
     return check_summary();
 }
