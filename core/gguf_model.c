@@ -7,6 +7,7 @@
  */
 #include "gguf_model.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,6 +169,64 @@ static wb_status factor_array(const wb_gguf *g, const char *name, int64_t n, con
     return WB_OK;
 }
 
+/* Llama 3.1-style RoPE: llama.cpp's converter writes no rope_scaling keys but the per-frequency
+ * divisors it derives from them, as tensor rope_freqs.weight [head_dim / 2]: 1 for wavelengths
+ * below original / high_freq_factor, `factor` above original / low_freq_factor, and
+ * 1 / ((1 - s) / factor + s) between, s = (original / wavelength - low) / (high - low). The
+ * table is turned back into transformers' rope_scaling {rope_type: llama3, ...} so llama.c
+ * computes the angles exactly as for the safetensors checkpoint: the released Llama 3.x
+ * values (low 1, high 4, original 8192) with factor = the largest divisor, accepted only when
+ * they reproduce every entry (else refused, naming the tensor). */
+static wb_status llama3_rope(const wb_gguf *g, const char *arch, int64_t head_dim,
+                             const char *path, cJSON *root, wb_err *err) {
+    const wb_gguf_tensor *t = wb_gguf_tensor_find(g, "rope_freqs.weight");
+    const int64_t half = head_dim / 2;
+    if (strcmp(arch, "llama"))
+        return wb_err_set(err, WB_ERR_FORMAT, "%s: tensor 'rope_freqs.weight' (RoPE frequency "
+                          "factors) is not supported for %s", path, arch);
+    if (t->n_dims != 1 || t->dims[0] != half || t->type != WB_GGML_F32 || half > 512)
+        return wb_err_set(err, WB_ERR_FORMAT, "%s: tensor 'rope_freqs.weight' must be F32 of "
+                          "shape [%lld] (head_dim / 2)", path, (long long)half);
+    const cJSON *th = cJSON_GetObjectItemCaseSensitive(root, "rope_theta");
+    const double theta = th ? th->valuedouble : 10000.0, lo = 1.0, hi = 4.0, old = 8192.0;
+    double ff[512], factor = 1.0;
+    for (int64_t i = 0; i < half; i++) {
+        float f;
+        memcpy(&f, (const uint8_t *)t->data + 4 * i, 4);
+        ff[i] = f;
+        if (!(f >= 1.0f && f <= 1e6f))
+            return wb_err_set(err, WB_ERR_FORMAT, "%s: tensor 'rope_freqs.weight' element %lld "
+                              "is %g, not a divisor >= 1", path, (long long)i, (double)f);
+        if (f > factor) factor = f;
+    }
+    if (factor == 1.0) return WB_OK; /* every divisor 1: plain RoPE */
+    for (int64_t i = 0; i < half; i++) {
+        const double inv = 1.0 / pow(theta, (double)(2 * i) / (double)head_dim),
+                     wl = 2.0 * 3.14159265358979323846 / inv;
+        double want = 1.0;
+        if (wl > old / lo) want = factor;
+        else if (!(wl < old / hi)) want = 1.0 / ((1.0 - (old / wl - lo) / (hi - lo)) / factor +
+                                                 (old / wl - lo) / (hi - lo));
+        if (fabs(ff[i] - want) > 1e-5 * want)
+            return wb_err_set(err, WB_ERR_FORMAT, "%s: tensor 'rope_freqs.weight' does not match "
+                              "Llama 3's RoPE scaling (factor %g, low_freq_factor 1, "
+                              "high_freq_factor 4, original 8192) at element %lld (%g, expected "
+                              "%g); other tables are not supported", path, factor, (long long)i,
+                              ff[i], want);
+    }
+    cJSON *rs = cJSON_CreateObject();
+    if (!rs || !cJSON_AddStringToObject(rs, "rope_type", "llama3") ||
+        !cJSON_AddNumberToObject(rs, "factor", factor) ||
+        !cJSON_AddNumberToObject(rs, "low_freq_factor", lo) ||
+        !cJSON_AddNumberToObject(rs, "high_freq_factor", hi) ||
+        !cJSON_AddNumberToObject(rs, "original_max_position_embeddings", old) ||
+        !cJSON_AddItemToObject(root, "rope_scaling", rs)) {
+        cJSON_Delete(rs);
+        return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", path);
+    }
+    return WB_OK;
+}
+
 /* What a GGUF says that changes the computation beyond the renamed keys: refused when the
  * family does not implement it (mixture of experts, partial or scaled RoPE, sliding windows
  * where the family has none, Llama 3's frequency table), else added to the config (Phi-3's
@@ -192,9 +251,6 @@ static wb_status arch_checks(const wb_gguf *g, const char *arch, const char *pat
         !(!strcmp(arch, "phi3") && len == 8 && !memcmp(str, "longrope", 8)))
         return wb_err_set(err, WB_ERR_FORMAT, "%s: %s = \"%.*s\": this RoPE scaling is not "
                           "supported", path, k, (int)(len < 40 ? len : 40), str);
-    if (wb_gguf_tensor_find(g, "rope_freqs.weight"))
-        return wb_err_set(err, WB_ERR_FORMAT, "%s: tensor 'rope_freqs.weight' (Llama 3.1-style "
-                          "RoPE frequency factors) is not supported yet", path);
     if (!strcmp(arch, "gpt2")) return WB_OK;
     /* the head dimension the family will derive: head_dim, else hidden_size / heads */
     const cJSON *hd = cJSON_GetObjectItemCaseSensitive(root, "head_dim"),
@@ -212,6 +268,9 @@ static wb_status arch_checks(const wb_gguf *g, const char *arch, const char *pat
         return wb_err_set(err, WB_ERR_FORMAT, "%s: %s.rope.dimension_count = %lld but the head "
                           "dimension is %lld: partial rotary embedding is not supported", path,
                           arch, (long long)v, (long long)head_dim);
+    if (wb_gguf_tensor_find(g, "rope_freqs.weight") &&
+        (s = llama3_rope(g, arch, head_dim, path, root, err)))
+        return s;
     if ((s = opt_int(g, arch, "attention.sliding_window", path, &v, &has, err))) return s;
     if (has && v > 0) {
         if (strcmp(arch, "phi3"))

@@ -55,8 +55,9 @@ struct wb_gguf_src {
 };
 
 /* Tensors a GGUF carries that are read as metadata, not as weights (gguf_model.c reads them
- * into the config: Phi-3's LongRoPE factors). */
+ * into the config: Phi-3's LongRoPE factors, Llama 3's RoPE frequency divisors). */
 static int is_config_tensor(const char *arch, const char *name) {
+    if (!strcmp(arch, "llama")) return !strcmp(name, "rope_freqs.weight");
     return !strcmp(arch, "phi3") &&
            (!strcmp(name, "rope_factors_long.weight") || !strcmp(name, "rope_factors_short.weight"));
 }

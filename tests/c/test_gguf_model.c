@@ -309,6 +309,7 @@ enum {
     MUT_EXPERTS, MUT_ROPE_DIM, MUT_WINDOW, MUT_ROPE_FREQS, MUT_ROPE_LINEAR, MUT_NO_TOKENIZER
 };
 static int rt_mut;
+static int rt_llama3; /* llama: Llama 3.1 RoPE scaling (factor 8, low 1, high 4, original 8192) */
 
 static void rt_convert(const rt_model *m, rt_tensor *t, int ty, wb_gguf_writer *gw) {
     wb_err err = {0};
@@ -446,6 +447,21 @@ static void rt_meta(const rt_model *m, wb_gguf_writer *w) {
     const int64_t d32 = RT_HD / 2, dc = RT_C;
     if (rt_mut == MUT_ROPE_FREQS)
         CHECK(wb_gguf_add_tensor(w, "rope_freqs.weight", 1, &d32, WB_GGML_F32, ones, &err) == WB_OK);
+    if (rt_llama3) { /* the converter's divisors, in float32 as it computes them */
+        float ff[RT_HD / 2];
+        const float lo_wl = 8192.0f / 1.0f, hi_wl = 8192.0f / 4.0f;
+        for (int i = 0; i < RT_HD / 2; i++) {
+            const float freq = 1.0f / powf(10000.0f, (float)(2 * i) / RT_HD),
+                        wl = 2.0f * 3.14159265f / freq;
+            if (wl < hi_wl) ff[i] = 1.0f;
+            else if (wl > lo_wl) ff[i] = 8.0f;
+            else {
+                const float sm = (8192.0f / wl - 1.0f) / (4.0f - 1.0f);
+                ff[i] = 1.0f / ((1.0f - sm) / 8.0f + sm);
+            }
+        }
+        CHECK(wb_gguf_add_tensor(w, "rope_freqs.weight", 1, &d32, WB_GGML_F32, ff, &err) == WB_OK);
+    }
     if (rt_mut == MUT_EXTRA)
         CHECK(wb_gguf_add_tensor(w, "blk.0.attn_q_norm.weight", 1, &dc, WB_GGML_F32, ones, &err) == WB_OK);
     if (rt_mut == MUT_UNUSED)
@@ -462,7 +478,11 @@ static void rt_config(const rt_model *m, const char *dir) {
                  "\"layer_norm_epsilon\":1e-5}", RT_V, RT_T, RT_T, RT_C, RT_L, RT_NH, RT_F);
     } else {
         char extra[1024] = "";
-        if (!strcmp(m->arch, "llama")) snprintf(extra, sizeof extra, ",\"attention_bias\":true");
+        if (!strcmp(m->arch, "llama"))
+            snprintf(extra, sizeof extra, ",\"attention_bias\":true%s",
+                     rt_llama3 ? ",\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,"
+                                 "\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,"
+                                 "\"original_max_position_embeddings\":8192}" : "");
         if (!strcmp(m->arch, "phi3")) {
             char sf[400] = "", lf[400] = "";
             for (int i = 0; i < RT_HD / 2; i++) {
@@ -598,6 +618,15 @@ static void gguf_logits_match_safetensors_for_every_family_and_type(void) {
         for (int ty = 0; ty < TY_COUNT; ty++) rt_case(archs[a], ty);
 }
 
+/* Llama 3.1's RoPE scaling arrives as rope_freqs.weight (no rope_scaling keys): read back into
+ * the llama3 parameters, the logits equal the safetensors model's with its config. */
+static void llama3_rope_frequency_table_loads_as_its_rope_scaling(void) {
+    rt_llama3 = 1;
+    rt_case("llama", TY_F32);
+    rt_case("llama", TY_Q8_0);
+    rt_llama3 = 0;
+}
+
 /* One hostile variation: the load fails with status `want`, the message naming the file and
  * `needle` (the tensor or key at fault). */
 static void expect_refused(const char *arch, int ty, int mut, wb_status want, const char *needle) {
@@ -629,7 +658,7 @@ static void hostile_files_are_refused_naming_the_file_and_the_tensor(void) {
     expect_refused("llama", TY_F32, MUT_EXPERTS, WB_ERR_FORMAT, "expert_count");
     expect_refused("qwen2", TY_F32, MUT_ROPE_DIM, WB_ERR_FORMAT, "rope.dimension_count");
     expect_refused("llama", TY_F32, MUT_WINDOW, WB_ERR_FORMAT, "sliding_window");
-    expect_refused("llama", TY_F32, MUT_ROPE_FREQS, WB_ERR_FORMAT, "rope_freqs.weight");
+    expect_refused("qwen2", TY_F32, MUT_ROPE_FREQS, WB_ERR_FORMAT, "rope_freqs.weight");
     expect_refused("qwen2", TY_F32, MUT_ROPE_LINEAR, WB_ERR_FORMAT, "rope.scaling.type");
     expect_refused("llama", TY_F32, MUT_NO_TOKENIZER, WB_ERR_NOTFOUND, "tokenizer.json");
 }
@@ -682,6 +711,7 @@ int main(void) {
     RUN(missing_or_unknown_metadata_is_a_clear_error);
     RUN(tensor_names_map_per_architecture);
     RUN(gguf_logits_match_safetensors_for_every_family_and_type);
+    RUN(llama3_rope_frequency_table_loads_as_its_rope_scaling);
     RUN(info_names_the_format_and_the_tensor_types);
     RUN(hostile_files_are_refused_naming_the_file_and_the_tensor);
     unlink(path);
