@@ -350,12 +350,13 @@ wb_status wb_gguf_config_json(const wb_gguf *g, const char *path, cJSON **out, w
         !cJSON_AddItemToObject(root, "n_ctx",
                                cJSON_Duplicate(cJSON_GetObjectItem(root, "n_positions"), 1)))
         goto nomem;
-    /* vocab_size: the tokenizer's token count, else the embedding's rows (dims[1]) */
+    /* vocab_size: the embedding's rows (dims[1]; a tokenizer with more ids is refused at load),
+     * else the tokenizer's token count */
     const int64_t ti = wb_gguf_find(g, "tokenizer.ggml.tokens");
     const wb_gguf_tensor *emb = wb_gguf_tensor_find(g, "token_embd.weight");
     double vocab = 0;
-    if (ti >= 0 && wb_gguf_type(g, ti) == WB_GGUF_ARRAY) vocab = (double)wb_gguf_arr_n(g, ti);
-    else if (emb && emb->n_dims == 2) vocab = (double)emb->dims[1];
+    if (emb && emb->n_dims == 2) vocab = (double)emb->dims[1]; /* as transformers' vocab_size */
+    else if (ti >= 0 && wb_gguf_type(g, ti) == WB_GGUF_ARRAY) vocab = (double)wb_gguf_arr_n(g, ti);
     else {
         cJSON_Delete(root);
         return wb_err_set(err, WB_ERR_NOTFOUND, "%s: no tokenizer.ggml.tokens and no 2-D "

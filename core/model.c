@@ -8,6 +8,7 @@
 #include "fileio.h"
 #include "gguf.h"
 #include "gguf_model.h"
+#include "gguf_tokenizer.h"
 #include "json_strict.h"
 #include "model_family.h"
 #include "wb_generation_config.h"
@@ -110,6 +111,7 @@ void wb_model_free(wb_model *m) {
     free(m->eos_ids);
     wb_tokenizer_free(m->tok);
     free(m->config_json);
+    free(m->chat_template);
     free(m->dir);
     free(m);
 }
@@ -177,9 +179,18 @@ static wb_status gguf_eos(wb_model *m, const wb_gguf *g, const char *path, wb_er
     return WB_OK;
 }
 
-/* The tokenizer of a GGUF model: tokenizer.json in the file's directory (the GGUF's own
- * tokenizer.ggml.* metadata is not read yet). */
-static wb_status gguf_tokenizer(wb_model *m, const char *path, wb_err *err) {
+/* The tokenizer of a GGUF model: from its tokenizer.ggml.* metadata (core/gguf_tokenizer.c, with
+ * tokenizer.chat_template), else, for a file without one, tokenizer.json in the file's
+ * directory. */
+static wb_status gguf_tokenizer(wb_model *m, const wb_gguf *g, const char *path, wb_err *err) {
+    if (wb_gguf_find(g, "tokenizer.ggml.model") >= 0 || wb_gguf_find(g, "tokenizer.ggml.tokens") >= 0) {
+        wb_status s = wb_gguf_tokenizer_load(g, &m->tok, &m->chat_template, err);
+        if (!s && wb_tokenizer_vocab_size(m->tok) > m->cfg.vocab_size)
+            s = wb_err_set(err, WB_ERR_FORMAT, "%s: the tokenizer has %d ids but the model's "
+                           "vocabulary is %d", path, wb_tokenizer_vocab_size(m->tok),
+                           m->cfg.vocab_size);
+        return s;
+    }
     const char *slash = strrchr(path, '/');
     char *dir = slash ? strndup(path, (size_t)(slash - path > 0 ? slash - path : 1)) : strdup(".");
     char *tpath = dir ? wb_path_join(dir, "tokenizer.json") : NULL;
@@ -188,8 +199,8 @@ static wb_status gguf_tokenizer(wb_model *m, const char *path, wb_err *err) {
     struct stat sb;
     wb_status s;
     if (stat(tpath, &sb) != 0)
-        s = wb_err_set(err, WB_ERR_NOTFOUND, "%s: no tokenizer: the tokenizer in GGUF metadata is "
-                       "not read yet, and there is no %s beside the file", path, tpath);
+        s = wb_err_set(err, WB_ERR_NOTFOUND, "%s: no tokenizer: the file has no tokenizer.ggml.* "
+                       "metadata and there is no %s beside it", path, tpath);
     else if (!(s = wb_tokenizer_load(tpath, &m->tok, err)) &&
              wb_tokenizer_vocab_size(m->tok) > m->cfg.vocab_size)
         s = wb_err_set(err, WB_ERR_FORMAT, "%s: the tokenizer has %d ids but %s has a vocabulary "
@@ -230,7 +241,7 @@ static wb_status load_gguf(wb_gguf *g, const char *path, const wb_model_params *
     }
     const int32_t want = prm->n_ctx > 0 ? prm->n_ctx : 4096, most = m->family->max_ctx(&m->cfg);
     m->cfg.n_ctx = want < most ? want : most;
-    if ((with_tokenizer && (s = gguf_tokenizer(m, path, err))) || (s = gguf_eos(m, g, path, err)))
+    if ((with_tokenizer && (s = gguf_tokenizer(m, g, path, err))) || (s = gguf_eos(m, g, path, err)))
         goto done;
     s = wb_weights_open_gguf(g, path, &m->cfg, &w, err);
     g = NULL; /* taken */
@@ -355,6 +366,7 @@ int64_t wb_model_num_parameters(const wb_model *m) { return m ? m->n_params : 0;
 const char *wb_model_type(const wb_model *m) { return m ? m->model_type : NULL; }
 const char *wb_model_family(const wb_model *m) { return m ? m->family->name : NULL; }
 const char *wb_model_format(const wb_model *m) { return m ? m->format : NULL; }
+const char *wb_model_chat_template(const wb_model *m) { return m ? m->chat_template : NULL; }
 
 int wb_model_tensor_types(const wb_model *m, int i, const char **name, int64_t *count) {
     if (!m || i < 0 || i >= m->n_types) return 0;

@@ -267,6 +267,7 @@ struct wb_model {
     size_t n_eos;
     char model_type[32];
     const char *format;           /* "safetensors" or "gguf" */
+    char *chat_template;          /* a GGUF's tokenizer.chat_template (malloc'd), else NULL */
     wb_type_count types[WB_MAX_TYPE_COUNTS]; /* file types of the loaded tensors */
     int n_types;
 

@@ -9,6 +9,7 @@
 #include "gguf.h"
 #include "gguf_model.h"
 #include "gguf_save.h"
+#include "gguf_tokenizer.h"
 #include "fileio.h"
 #include "model_family.h"
 #include "wb_model.h"
@@ -312,7 +313,8 @@ enum {
     MUT_EXPERTS, MUT_ROPE_DIM, MUT_WINDOW, MUT_ROPE_FREQS, MUT_ROPE_LINEAR, MUT_NO_TOKENIZER
 };
 static int rt_mut;
-static int rt_llama3; /* llama: Llama 3.1 RoPE scaling (factor 8, low 1, high 4, original 8192) */
+static int rt_llama3;
+static int rt_gguf_tok; /* tokenizer and chat template in the GGUF metadata, no tokenizer.json */ /* llama: Llama 3.1 RoPE scaling (factor 8, low 1, high 4, original 8192) */
 
 static void rt_convert(const rt_model *m, rt_tensor *t, int ty, wb_gguf_writer *gw) {
     wb_err err = {0};
@@ -540,12 +542,19 @@ static void rt_write(const char *dir, const char *arch, int ty, uint64_t seed) {
     CHECK(wb_gguf_writer_new(&gw, &err) == WB_OK);
     rt_meta(&m, gw);
     for (int i = 0; i < m.n; i++) rt_convert(&m, &m.t[i], ty, gw);
+    if (rt_gguf_tok) {
+        wb_tokenizer *tok = NULL;
+        CHECK(wb_tokenizer_load("tests/vectors/family_qwen2_tokenizer.json", &tok, &err) == WB_OK);
+        CHECK_MSG(wb_gguf_tokenizer_put(gw, tok, "{{ messages[0].content }}!", &err) == WB_OK, "%s",
+                  err.msg);
+        wb_tokenizer_free(tok);
+    }
     char path[512];
     snprintf(path, sizeof path, "%s/model.gguf", dir);
     CHECK_MSG(wb_gguf_write(gw, path, &err) == WB_OK, "%s", err.msg);
     wb_gguf_writer_free(gw);
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-    if (rt_mut != MUT_NO_TOKENIZER)
+    if (rt_mut != MUT_NO_TOKENIZER && !rt_gguf_tok)
         fixture_copy_file("tests/vectors/family_qwen2_tokenizer.json", path);
     snprintf(path, sizeof path, "%s/ref", dir);
     CHECK(mkdir(path, 0700) == 0);
@@ -581,20 +590,62 @@ static double rt_maxdiff(const float *a, const float *b, size_t n, double *scale
     return d;
 }
 
+/* Every tensor the GGUF model loaded, row by row as the forward pass reads it (wb_mat_row:
+ * dequantized, widened), equals the safetensors model's: the reading itself, exactly, whatever
+ * the kernels then do with the rows. */
+static void rt_rows_equal(const char *gpath, const char *rpath, const char *what) {
+    wb_model *a = NULL, *b = NULL;
+    wb_err err = {0};
+    CHECK_MSG(wb_model_load(gpath, &a, &err) == WB_OK, "%s", err.msg);
+    CHECK_MSG(wb_model_load(rpath, &b, &err) == WB_OK, "%s", err.msg);
+    const wb_weight_store *sa = a ? wb_model_store(a) : NULL, *sb = b ? wb_model_store(b) : NULL;
+    CHECK(sa && sb && sa->n_loaded == sb->n_loaded && sa->n_loaded > 0);
+    int bad = 0;
+    for (int i = 0; sa && sb && i < sa->n_loaded && i < sb->n_loaded; i++) {
+        const wb_loaded_tensor *x = &sa->loaded[i], *y = &sb->loaded[i];
+        CHECK(!strcmp(x->name, y->name));
+        if (x->mat.w && y->mat.w) {
+            CHECK(x->mat.rows == y->mat.rows && x->mat.cols == y->mat.cols);
+            float *u = malloc((size_t)x->mat.cols * 2 * sizeof *u), *v = u + x->mat.cols;
+            for (int r = 0; r < x->mat.rows && !bad; r++) {
+                wb_mat_row(&x->mat, r, u);
+                wb_mat_row(&y->mat, r, v);
+                if (memcmp(u, v, (size_t)x->mat.cols * sizeof *u)) {
+                    bad = 1;
+                    CHECK_MSG(0, "%s: %s row %d differs", what, x->name, r);
+                }
+            }
+            free(u);
+        } else if (x->vec && y->vec) {
+            const size_t n = (size_t)x->d0 * (size_t)(x->d1 ? x->d1 : 1);
+            CHECK_MSG(!memcmp(x->vec, y->vec, n * sizeof(float)), "%s: %s differs", what, x->name);
+        } else {
+            CHECK_MSG(0, "%s: %s loaded as a matrix on one side only", what, x->name);
+        }
+    }
+    wb_model_free(a);
+    wb_model_free(b);
+}
+
 static void rt_case(const char *arch, int ty) {
     char *dir = fixture_new_dir("gguf_rt");
     rt_write(dir, arch, ty, (uint64_t)(ty * 31 + strlen(arch)));
     char gpath[512], rpath[512];
     snprintf(gpath, sizeof gpath, "%s/model.gguf", dir);
     snprintf(rpath, sizeof rpath, "%s/ref", dir);
+    char what[64];
+    snprintf(what, sizeof what, "%s %s", arch, TY_NAME[ty]);
+    rt_rows_equal(gpath, rpath, what);
     const int n = !strcmp(arch, "phi3") ? 40 : 12; /* phi3: past original_max, long factors */
     float *lg = rt_logits(gpath, 0, n), *ref = rt_logits(rpath, 0, n);
     if (lg && ref) {
         double scale, d = rt_maxdiff(lg, ref, (size_t)n * RT_V, &scale);
         /* the same numbers through the same kernels: exact for the float types; quantized
-         * matrices multiply with on-the-fly quantized activations (Q8_0/Q4_0) or widened tiles
-         * (K types), so against the F32 reference they agree to the activation rounding */
-        const double tol = ty <= TY_BF16 ? 0.0 : ty == TY_KMIX ? 1e-4 * scale : 0.05 * scale;
+         * matrices multiply with on-the-fly quantized activations (quant.c's integer dots), so
+         * against the F32 reference they agree to the activation rounding only (measured: Q8_0
+         * and Q4_0 1-2% of the logit range; Q4_K/Q6_K 1% for the Llama-style ones, 8% for GPT-2
+         * with these random blocks); the rows themselves are checked exactly above */
+        const double tol = ty <= TY_BF16 ? 0.0 : ty == TY_KMIX ? 0.12 * scale : 0.05 * scale;
         CHECK_MSG(d <= tol, "%s %s: max |logit diff| %.3g (scale %.3g, tolerance %.3g)", arch,
                   TY_NAME[ty], d, scale, tol);
         CHECK(scale > 0.1); /* not a model of zeros */
@@ -748,12 +799,13 @@ static void llama_cpp_quantized_files_give_llama_cpp_logits(void) {
             }
             printf("  %-16s %d steps: max |logit diff| %.3g of %.3g, top-1 equal %d/%d\n",
                    files[f], k, worst, range, top_same, k);
-            /* measured: 0.027-0.031 of the range for all three, and the same when the files'
-             * tensors are first dequantized to F32 here, so it is llama.cpp's activation
-             * quantization, not the reading of the blocks */
-            const double tol = 0.04;
+            /* measured: Q8_0 0.014 of the range, Q4_K_M 0.033, Q6_K 0.050. With the files'
+             * tensors first dequantized to F32 here: 0.024-0.031 for all three, so the rest is
+             * the two implementations' activation quantization (here quant.c's integer dots),
+             * not the reading of the blocks (rows checked exactly in rt_rows_equal) */
+            const double tol = 0.06;
             CHECK_MSG(k >= 2 && worst <= tol * range, "%s: %.3g of %.3g", files[f], worst, range);
-            CHECK(top_same >= k - 1);
+            CHECK_MSG(top_same >= k - 2, "%s: top-1 equal %d/%d", files[f], top_same, k);
             free(lg);
         }
         wb_model_free(m);
@@ -761,6 +813,36 @@ static void llama_cpp_quantized_files_give_llama_cpp_logits(void) {
         free(json);
         free(bin);
     }
+}
+
+/* The tokenizer and chat template come from the GGUF metadata (core/gguf_tokenizer.c) when the
+ * file has them: same ids as the tokenizer.json they were written from, the template text kept. */
+static void gguf_tokenizer_and_chat_template_come_from_the_metadata(void) {
+    char *dir = fixture_new_dir("gguf_tok");
+    rt_gguf_tok = 1;
+    rt_write(dir, "qwen2", TY_Q8_0, 9);
+    rt_gguf_tok = 0;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/model.gguf", dir);
+    wb_model *m = NULL;
+    wb_tokenizer *ref = NULL;
+    wb_err err = {0};
+    CHECK_MSG(wb_model_load(path, &m, &err) == WB_OK, "%s", err.msg);
+    CHECK(wb_tokenizer_load("tests/vectors/family_qwen2_tokenizer.json", &ref, &err) == WB_OK);
+    if (m && ref) {
+        const char *text = "Hello world, it's 12 o'clock: time <|im_end|> to read!";
+        int32_t *a = NULL, *b = NULL;
+        size_t na = 0, nb = 0;
+        CHECK(wb_tokenizer_encode(wb_model_tokenizer(m), text, strlen(text), &a, &na, &err) == WB_OK);
+        CHECK(wb_tokenizer_encode(ref, text, strlen(text), &b, &nb, &err) == WB_OK);
+        CHECK(na == nb && na > 3 && !memcmp(a, b, na * sizeof *a));
+        wb_free(a);
+        wb_free(b);
+        CHECK(wb_model_chat_template(m) && !strcmp(wb_model_chat_template(m), "{{ messages[0].content }}!"));
+    }
+    wb_tokenizer_free(ref);
+    wb_model_free(m);
+    fixture_rm_dir(dir);
 }
 
 static void info_names_the_format_and_the_tensor_types(void) {
@@ -813,6 +895,7 @@ int main(void) {
     RUN(gguf_logits_match_safetensors_for_every_family_and_type);
     RUN(llama3_rope_frequency_table_loads_as_its_rope_scaling);
     RUN(info_names_the_format_and_the_tensor_types);
+    RUN(gguf_tokenizer_and_chat_template_come_from_the_metadata);
     RUN(llama_cpp_quantized_files_give_llama_cpp_logits);
     RUN(gguf_loaded_then_saved_loads_back_the_same);
     RUN(hostile_files_are_refused_naming_the_file_and_the_tensor);
