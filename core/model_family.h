@@ -96,6 +96,7 @@ wb_mat wb_mat_rows(const wb_mat *m, int r0, int r1);
  *   Y[t, r] = (accumulate ? Y[t, r] : 0) + b[r] + W[r, :] . X[t, :]      (b may be NULL)
  * Up to WB_SMALL_ROWS inputs every output gets exactly the sums it gets with n = 1 (a row in a
  * batch computes what it computes alone), and the weights stream once per call whatever n is.
+ * Quantized dtypes keep that at any n (integer block sums, one float chain per output: quant.c).
  * Above, F32 weights go through a single-threaded cblas_sgemm over this slice of rows.
  * batch_variant (wb_model_batch_variant: a lesson, never the default) sends F32 weights to the
  * GEMM from n = 2 rows: OpenBLAS picks its kernel and blocking from the shape, so a row's sums

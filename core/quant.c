@@ -171,6 +171,9 @@ typedef struct qact {
     const int16_t *h;
 } qact;
 
+/* a row's canonical dot with one input (no bias) */
+typedef float (*qdot_fn)(const uint8_t *w, const qact *a, int nblk);
+
 static size_t act_bytes(int n) { return ((size_t)n + (size_t)(n / 32) * 12 + 63) & ~(size_t)63; }
 size_t wb_quant_act_bytes(int n) { return n > 0 && n % 32 == 0 ? act_bytes(n) : 0; }
 
@@ -452,6 +455,71 @@ AVXVNNI static inline __m256i vnni_u8s8(__m256i u, __m256i s) {
     (hsum_i32(vnni_u8s8(_mm256_xor_si256(wv, _mm256_set1_epi8((char)0x80)), xv)) - 128 * (sx))
 DEFINE_DOTS_256(avx2, AVX2, mul_u8s8)
 DEFINE_DOTS_256(avxvnni, AVXVNNI, vnni_u8s8)
+
+/* Decode on the AVX2 level, Q8_0 and Q4_0: 8 rows at a time, one row per float lane, each row's
+ * block a 256-bit multiply whose 8 partial sums are folded to one lane per row by horizontal
+ * adds; then the chain of the per-row dots above (so these give the same bits as they do). */
+AVX2 static inline __m256i fold8(const __m256i P[8]) {
+    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(P[0], P[1]), _mm256_hadd_epi32(P[2], P[3]));
+    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(P[4], P[5]), _mm256_hadd_epi32(P[6], P[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+#define DEFINE_GEMV_256(SUFFIX, ATTR, MULU, Q8MUL, Q8CORR)                                        \
+    ATTR static void gemv8_##SUFFIX(const int q8, float *Y, const qact *a, const uint8_t *W,      \
+                                    size_t rb, const float *bias, int nblk, int r, int keep_from, \
+                                    int accumulate) {                                             \
+        const size_t bs = q8 ? 34 : 18;                                                           \
+        const uint8_t *base = W + (size_t)r * rb;                                                 \
+        __m256 y = _mm256_setzero_ps();                                                           \
+        for (int b = 0; b < nblk; b++) {                                                          \
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));              \
+            const uint8_t *c = base + (size_t)b * bs;                                             \
+            _Alignas(16) uint16_t h[8];                                                           \
+            __m256i P[8];                                                                         \
+            for (int i = 0; i < 8; i++) {                                                         \
+                const uint8_t *w = c + (size_t)i * rb;                                            \
+                h[i] = rd16(w);                                                                   \
+                P[i] = q8 ? Q8MUL(_mm256_loadu_si256((const __m256i *)(w + 2)), xv)               \
+                          : MULU(nibbles(w + 2), xv);                                             \
+            }                                                                                     \
+            const int corr = q8 ? Q8CORR : -8;                                                    \
+            const __m256i isum = _mm256_add_epi32(fold8(P), _mm256_set1_epi32(corr * a->s[b]));  \
+            const __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)h));                \
+            y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(a->d[b])), y); \
+        }                                                                                         \
+        _Alignas(32) float v[8];                                                                  \
+        _mm256_store_ps(v, y);                                                                    \
+        for (int i = keep_from; i < 8; i++) {                                                     \
+            const float s = v[i] + (bias ? bias[r + i] : 0.0f);                                   \
+            Y[r + i] = accumulate ? Y[r + i] + s : s;                                             \
+        }                                                                                         \
+    }                                                                                             \
+    ATTR static void gemv_##SUFFIX(wb_qtype t, float *Y, const uint8_t *act, const uint8_t *W,    \
+                                   size_t rb, const float *bias, int in, int r0, int r1,          \
+                                   int accumulate) {                                              \
+        const qact a = act_view(act, in);                                                         \
+        if ((t != WB_QT_Q8_0 && t != WB_QT_Q4_0) || r1 - r0 < 8) {                                \
+            const qdot_fn dot = t == WB_QT_Q8_0   ? dot_q8_0_##SUFFIX                             \
+                                : t == WB_QT_Q4_0 ? dot_q4_0_##SUFFIX                             \
+                                : t == WB_QT_Q4_K ? dot_q4_k_##SUFFIX                             \
+                                                  : dot_q6_k_##SUFFIX;                            \
+            for (int r = r0; r < r1; r++) {                                                       \
+                const float s = dot(W + (size_t)r * rb, &a, in / 32) + (bias ? bias[r] : 0.0f);   \
+                Y[r] = accumulate ? Y[r] + s : s;                                                 \
+            }                                                                                     \
+            return;                                                                               \
+        }                                                                                         \
+        const int q8 = t == WB_QT_Q8_0;                                                           \
+        int r = r0;                                                                               \
+        for (; r + 8 <= r1; r += 8) gemv8_##SUFFIX(q8, Y, &a, W, rb, bias, in / 32, r, 0, accumulate); \
+        if (r < r1) gemv8_##SUFFIX(q8, Y, &a, W, rb, bias, in / 32, r1 - 8, 8 - (r1 - r), accumulate); \
+    }
+
+#define Q8MUL_avx2(w, x) mul_s8s8(w, x)
+#define Q8MUL_avxvnni(w, x) vnni_u8s8(_mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)), x)
+DEFINE_GEMV_256(avx2, AVX2, mul_u8s8, Q8MUL_avx2, 0)
+DEFINE_GEMV_256(avxvnni, AVXVNNI, vnni_u8s8, Q8MUL_avxvnni, -128)
 
 VNNI512 static inline __m256i vnni512_u8s8(__m256i u, __m256i s) {
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
@@ -917,7 +985,6 @@ VNNI512 static void gemv_q_512(wb_qtype t, float *Y, const uint8_t *act, const u
 
 /* -------------------------------------------------------------------------- the variants */
 
-typedef float (*qdot_fn)(const uint8_t *w, const qact *a, int nblk);
 
 struct wb_quant_kernels {
     const char *name;
@@ -946,10 +1013,10 @@ static int has_vnni512(const wb_cpu_features *f) {
 static const wb_quant_kernels k_variants[] = {
     {"portable", {dot_q8_0_c, dot_q4_0_c, dot_q4_k_c, dot_q6_k_c}, NULL, NULL, WB_ISA_PORTABLE, always},
 #ifdef WB_X86
-    {"avx2 maddubs", {dot_q8_0_avx2, dot_q4_0_avx2, dot_q4_k_avx2, dot_q6_k_avx2}, NULL, NULL,
+    {"avx2 maddubs", {dot_q8_0_avx2, dot_q4_0_avx2, dot_q4_k_avx2, dot_q6_k_avx2}, NULL, gemv_avx2,
      WB_ISA_AVX2, has_avx2},
     {"avx2 avx-vnni vpdpbusd", {dot_q8_0_avxvnni, dot_q4_0_avxvnni, dot_q4_k_avxvnni, dot_q6_k_avxvnni},
-     NULL, NULL, WB_ISA_AVX2, has_avxvnni},
+     NULL, gemv_avxvnni, WB_ISA_AVX2, has_avxvnni},
     {"avx512-vnni 16-row tiles", {dot_q8_0_vnni512, dot_q4_0_vnni512, dot_q4_k_vnni512, dot_q6_k_vnni512},
      gemm_q_512, gemv_q_512, WB_ISA_AVX512, has_vnni512},
 #endif
