@@ -7,6 +7,7 @@
 #   LLAMA_CPP=/path/to/llama.cpp   source tree with build/bin/llama-bench (default /work/peer/llama.cpp)
 #   WB_BUILD=build                 the workbench build directory
 #   MODELS="qwen tinylm"           which models; TYPES="bf16 f32 q8_0 q4_0"; THREADS="1 2"
+#   TABLE_ONLY=1                   print the table of the results already in $WORK, run nothing
 #
 # Models: bench_llama's Qwen2.5-0.5B-shaped random BF16 checkpoint (bench_peer_fixture writes it)
 # and TinyLM. The workbench loads the directory (bf16: as stored; f32: compute_f32; q8_0/q4_0:
@@ -35,11 +36,12 @@ WB=$WB_BUILD/workbench
 WORK=${WORK:-/tmp/wb_peer_bench}
 mkdir -p "$WORK"
 RES=$WORK/results.txt
-: > "$RES"
 
 model_dir() { [[ $1 == qwen ]] && echo "$WORK/qwen" || echo models/tinylm-base; }
 tests_of() { [[ $1 == qwen ]] && echo "44,268" || echo "44,96"; }
 
+if [[ -z ${TABLE_ONLY:-} ]]; then
+: > "$RES"
 # the weights, once: the checkpoint, then one GGUF per type written by the workbench
 for model in $MODELS; do
   dir=$(model_dir "$model")
@@ -79,18 +81,20 @@ for r in $(seq 1 "$ROUNDS"); do
   echo "round $r/$ROUNDS done, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 done
 echo "uptime after: $(uptime)"
+fi
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) cores; llama.cpp $(cat "$LLAMA_CPP/COMMIT" 2>/dev/null || echo '(commit unknown)')"
 echo
 echo "| model | weights | threads | test | workbench ms (spread) | llama.cpp ms (spread) | ratio wb/llama.cpp |"
 echo "|---|---|---|---|---|---|---|"
-sort -k1,1 -k2,2 -k3,3n -k4,4 "$RES" | awk '
+sort -k1,1 -k2,2 -k3,3n -k4,4V "$RES" | awk '
   function med(a, n,   i, j, t) { for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
                                   return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2 }
+  function f(x) { return x >= 100 ? sprintf("%.0f", x) : x >= 10 ? sprintf("%.1f", x) : sprintf("%.3g", x) }
   function emit(   mw, ml, i) {
     if (key == "") return
     mw = med(w, nw); ml = med(l, nl)
-    printf "| %s | %s | %s | %s | %.3g (%.3g-%.3g) | %.3g (%.3g-%.3g) | %.2f |\n", km, kt, kn, ks,
-           mw, w[1], w[nw], ml, l[1], l[nl], mw / ml
+    printf "| %s | %s | %s | %s | %s (%s-%s) | %s (%s-%s) | %.2f |\n", km, kt, kn, ks,
+           f(mw), f(w[1]), f(w[nw]), f(ml), f(l[1]), f(l[nl]), mw / ml
   }
   { k = $1 " " $2 " " $3 " " $4
     if (k != key) { emit(); key = k; km = $1; kt = $2; kn = $3; ks = $4; nw = 0; nl = 0; delete w; delete l }
