@@ -132,11 +132,11 @@ const char *wb_isa_name(wb_isa isa) {
 const wb_kernel_table *wb_kt(void) { return &g_tables[wb_isa_current()]; }
 
 const char *wb_kernels_describe(void) {
-    static _Thread_local char buf[320];
+    static _Thread_local char buf[400];
     const wb_cpu_features *f = wb_cpu();
     const wb_kernel_table *t = wb_kt();
     snprintf(buf, sizeof buf,
-             "kernels %s (cpu%s%s%s%s%s%s%s%s): gemv %s, bf16 gemv %s, bf16 gemm %s, q8 dot %s",
+             "kernels %s (cpu%s%s%s%s%s%s%s%s): gemv %s, bf16 gemv/gemm %s, tile gemm %s, q8 dot %s",
              wb_isa_name(t->isa), f->avx2 ? " avx2" : "", f->fma ? " fma" : "",
              f->avx512f ? " avx512f" : "", f->avx512bw ? " bw" : "",
              f->avx512vnni ? " vnni" : "", f->avx512bf16 ? " bf16" : "",

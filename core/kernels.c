@@ -729,10 +729,73 @@ static const micro_f32_fn mk_f32_1[F32_GMAX2 + 1] = {
     NULL, mk_f32_1_1, mk_f32_1_2, mk_f32_1_3, mk_f32_1_4, mk_f32_1_5, mk_f32_1_6,
     mk_f32_1_7, mk_f32_1_8, mk_f32_1_9, mk_f32_1_10, mk_f32_1_11, mk_f32_1_12};
 
+
+/* Decode (nb = 1): blocks of 8 rows (two adjacent rows in each of the four streams), each
+ * output summed exactly as micro_f32_512 sums it (16-lane chain, the same tree), then bias and
+ * Y added per output. Measured on TinyLM (C = 128, weights in L3), 4-row blocks through the
+ * batch kernel's table were 5-7% slower than the AVX2 GEMV; this is level with it, and 1 KB
+ * prefetches into L1 measured 2% faster than 2 KB into L2. */
+AVX512F static void gemv1_f32_512(float *y, const float *x, const float *W, const float *b, int in,
+                                  int r0, int r1, int accumulate) {
+    const int q = (r1 - r0) / 4, q2 = q & ~1, in16 = in & ~15;
+    const __mmask16 tail = (__mmask16)(in & 15 ? (1u << (in & 15)) - 1 : 0);
+    for (int v = 0; v < q2; v += 2) {
+        const float *w[8];
+        int rows[8];
+        for (int k = 0; k < 8; k++) {
+            rows[k] = r0 + (k >> 1) * q + v + (k & 1);
+            w[k] = W + (size_t)rows[k] * in;
+        }
+        __m512 a[8];
+        for (int k = 0; k < 8; k++) a[k] = _mm512_setzero_ps();
+        int i = 0;
+        for (; i < in16; i += 16) {
+            for (int k = 0; k < 8; k += 2) _mm_prefetch((const char *)(w[k] + i) + 1024, _MM_HINT_T0);
+            const __m512 xv = _mm512_loadu_ps(x + i);
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) a[k] = _mm512_fmadd_ps(_mm512_loadu_ps(w[k] + i), xv, a[k]);
+        }
+        if (i < in) {
+            const __m512 xv = _mm512_maskz_loadu_ps(tail, x + i);
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++)
+                a[k] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, w[k] + i), xv, a[k]);
+        }
+        float s[8];
+        _mm_storeu_ps(s, sum4_f32_512(a[0], a[1], a[2], a[3]));
+        _mm_storeu_ps(s + 4, sum4_f32_512(a[4], a[5], a[6], a[7]));
+        for (int k = 0; k < 8; k++) {
+            float o = s[k];
+            if (b) o += b[rows[k]];
+            if (accumulate) o += y[rows[k]];
+            y[rows[k]] = o;
+        }
+    }
+    /* the rest (an odd row per stream, the last 0-3 rows) through the block kernel */
+    if (q2 < q) {
+        float s[4];
+        for (int k = 0; k < 4; k++) {
+            const int r = r0 + k * q + q2;
+            const float *const w[1] = {W + (size_t)r * in};
+            mk_f32_1[1](w, in, x, 0, F32_PF, s);
+            put_f32(y, 0, 0, 1, 1, &r, s, b, accumulate);
+        }
+    }
+    for (int r = r0 + 4 * q; r < r1; r++) {
+        float s[4];
+        const float *const w[1] = {W + (size_t)r * in};
+        mk_f32_1[1](w, in, x, 0, F32_PF, s);
+        put_f32(y, 0, 0, 1, 1, &r, s, b, accumulate);
+    }
+}
 AVX512F static void gemv_batch_avx512(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
                                       const float *W, const float *b, int in, int r0, int r1,
                                       int accumulate) {
     if (r1 <= r0 || nb < 1) return;
+    if (nb == 1) {
+        gemv1_f32_512(Y, X, W, b, in, r0, r1, accumulate);
+        return;
+    }
     /* R = 4 rows x up to 6 inputs; 7-16 inputs R = 2 x one or two groups of up to 12 */
     const int R = nb <= F32_GMAX4 || nb > 16 ? 4 : 2, gmax = R == 4 ? F32_GMAX4 : F32_GMAX2;
     const int ngr = (nb + gmax - 1) / gmax, gsz = (nb + ngr - 1) / ngr;
@@ -838,7 +901,7 @@ void wb_kernels_f32_register(wb_kernel_table *t, wb_isa isa) {
     if (isa == WB_ISA_AVX512) { /* GEMV and batched GEMV change together: they sum alike */
         t->gemv = gemv_avx512;
         t->gemv_batch = gemv_batch_avx512;
-        t->name_gemv = "avx512 4-stream, batches 4x6 / 2x12 register blocks";
+        t->name_gemv = "avx512 register blocks 4x6 / 2x12 (4 streams)";
     }
 #endif
 }

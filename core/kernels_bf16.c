@@ -799,7 +799,7 @@ void wb_kernels_bf16_register(wb_kernel_table *t, wb_isa isa) {
         t->rmsnorm = rmsnorm_avx512;
         t->swiglu = swiglu_avx512;
         t->gemm_tiled = gemm_tiled_avx512;
-        t->name_gemv_bf16 = "avx512 4-stream";
+        t->name_gemv_bf16 = "avx512 register blocks 4x5 / 2x12 (even/odd widening, 4 streams)";
         t->name_gemm_bf16 = "avx512 widened tile 4x6 fma";
     }
 #endif
