@@ -6,8 +6,10 @@
  * and for every level the CPU supports, on Qwen2.5-0.5B's gate/up shape (4864 x 896):
  *   - BF16 GEMM over 44 and 268 inputs (prefill), GFLOP/s and the fraction of FMA peak;
  *   - Q8_0 GEMM over 44 inputs, Gop/s and the fraction of the int8 peak (when built in).
- * Each figure is the median [min - max] of the repeats. The machine may be shared: report
- * `uptime` with the numbers, and read the ratios, which were measured side by side.
+ * Each figure is the median [min - max] of the repeats. Times are this thread's CPU time
+ * (CLOCK_THREAD_CPUTIME_ID), so on a shared machine the time it spent descheduled is left out;
+ * what other work does to the caches and the memory bus still counts: report `uptime` with the
+ * numbers, and read the ratios, which were measured side by side.
  *
  *   bench_kernels [repeats]
  */
@@ -16,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <immintrin.h>
 
@@ -33,6 +36,12 @@ static double med(double *v, int n) {
             v[j] = v[j - 1], v[j - 1] = t;
         }
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static double cpu_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
 static double lo(const double *v, int n) {
@@ -54,12 +63,12 @@ AVX512 static double fma_peak_512(long iters) {
     __m512 a[24];
     for (int i = 0; i < 24; i++) a[i] = _mm512_set1_ps(1.0f + i * 1e-7f);
     const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
-    double t0 = wb_clock_ms();
+    double t0 = cpu_ms();
     for (long k = 0; k < iters; k++) {
 #pragma GCC unroll 24
         for (int i = 0; i < 24; i++) a[i] = _mm512_fmadd_ps(a[i], m, c);
     }
-    double ms = wb_clock_ms() - t0;
+    double ms = cpu_ms() - t0;
     float s = 0;
     for (int i = 0; i < 24; i++) s += _mm512_reduce_add_ps(a[i]);
     if (s == 12345.0f) puts("");
@@ -70,12 +79,12 @@ AVX2 static double fma_peak_256(long iters) {
     __m256 a[12];
     for (int i = 0; i < 12; i++) a[i] = _mm256_set1_ps(1.0f + i * 1e-7f);
     const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
-    double t0 = wb_clock_ms();
+    double t0 = cpu_ms();
     for (long k = 0; k < iters; k++) {
 #pragma GCC unroll 12
         for (int i = 0; i < 12; i++) a[i] = _mm256_fmadd_ps(a[i], m, c);
     }
-    double ms = wb_clock_ms() - t0;
+    double ms = cpu_ms() - t0;
     float s = 0;
     float t[8];
     for (int i = 0; i < 12; i++) {
@@ -91,12 +100,12 @@ AVX512 static double vnni_peak(long iters) {
     __m512i a[24];
     for (int i = 0; i < 24; i++) a[i] = _mm512_set1_epi32(i);
     const __m512i u = _mm512_set1_epi8(3), s8 = _mm512_set1_epi8(-2);
-    double t0 = wb_clock_ms();
+    double t0 = cpu_ms();
     for (long k = 0; k < iters; k++) {
 #pragma GCC unroll 24
         for (int i = 0; i < 24; i++) a[i] = _mm512_dpbusd_epi32(a[i], u, s8);
     }
-    double ms = wb_clock_ms() - t0;
+    double ms = cpu_ms() - t0;
     long long s = 0;
     for (int i = 0; i < 24; i++) s += _mm512_reduce_add_epi32(a[i]);
     if (s == 12345) puts("");
@@ -107,14 +116,14 @@ AVX512 static double vnni_peak(long iters) {
 AVX2 static double stream_gbs(const float *p, size_t n) {
     const size_t q = n / 4;
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    double t0 = wb_clock_ms();
+    double t0 = cpu_ms();
     for (size_t i = 0; i + 8 <= q; i += 8) {
         a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
         a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + q + i));
         a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + 2 * q + i));
         a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + 3 * q + i));
     }
-    double ms = wb_clock_ms() - t0;
+    double ms = cpu_ms() - t0;
     float t[8];
     _mm256_storeu_ps(t, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
     if (t[0] == 12345.0f) puts("");
@@ -157,13 +166,13 @@ int main(int argc, char **argv) {
         pv[k] = have_vnni ? vnni_peak(1000000) : 0;
         for (int lv = WB_ISA_AVX2; lv <= levels; lv++) {
             wb_isa o = wb_isa_limit((wb_isa)lv);
-            double t0 = wb_clock_ms();
+            double t0 = cpu_ms();
             wb_gemv_bf16_forward(Y, ROWS, X, IN, 44, W, NULL, IN, 0, ROWS, 0);
-            double t1 = wb_clock_ms();
+            double t1 = cpu_ms();
             wb_gemv_bf16_forward(Y, ROWS, X, IN, 268, W, NULL, IN, 0, ROWS, 0);
-            double t2 = wb_clock_ms();
+            double t2 = cpu_ms();
             wb_gemm_q(WB_QT_Q8_0, Y, ROWS, X, IN, 44, Wq, NULL, IN, 0, ROWS, 0, xq);
-            double t3 = wb_clock_ms();
+            double t3 = cpu_ms();
             wb_isa_limit(o);
             g44[lv][k] = 2.0 * 44 * ROWS * IN / ((t1 - t0) * 1e6);
             g268[lv][k] = 2.0 * 268 * ROWS * IN / ((t2 - t1) * 1e6);
@@ -209,11 +218,11 @@ int main(int argc, char **argv) {
         bw[k] = stream_gbs(S, SB / sizeof(float));
         for (int lv = WB_ISA_AVX2; lv <= levels; lv++) {
             wb_isa o = wb_isa_limit((wb_isa)lv);
-            double t0 = wb_clock_ms();
+            double t0 = cpu_ms();
             wb_gemv_bf16_forward(Dy, DROWS, X, IN, 1, Db, NULL, IN, 0, DROWS, 0);
-            double t1 = wb_clock_ms();
+            double t1 = cpu_ms();
             wb_gemm_q(WB_QT_Q8_0, Dy, DROWS, X, IN, 1, Dq, NULL, IN, 0, DROWS, 0, NULL);
-            double t2 = wb_clock_ms();
+            double t2 = cpu_ms();
             wb_isa_limit(o);
             db[lv][k] = 2.0 * DROWS * IN / ((t1 - t0) * 1e6);
             dqv[lv][k] = (double)dq / ((t2 - t1) * 1e6);
@@ -239,22 +248,24 @@ int main(int argc, char **argv) {
     if (!Df || !Dyb) return 1;
     for (size_t i = 0; i < (size_t)DROWS * IN; i++) Df[i] = Wf[i % ((size_t)ROWS * IN)];
     double bt[2][WB_ISA_COUNT][NBS][MAXR];
+    /* thread CPU time, not wall time: on a shared machine the time this thread was descheduled
+     * is left out (what other work does to the caches and the memory bus still counts) */
     for (int k = 0; k < reps; k++)
         for (int lv = WB_ISA_PORTABLE + 1; lv <= levels; lv++) {
             wb_isa o = wb_isa_limit((wb_isa)lv);
             for (int bi = 0; bi < NBS; bi++) {
-                double t0 = wb_clock_ms();
+                double t0 = cpu_ms();
                 wb_gemv_bf16_forward(Dyb, DROWS, X, IN, nbs[bi], Db, NULL, IN, 0, DROWS, 0);
-                double t1 = wb_clock_ms();
+                double t1 = cpu_ms();
                 wb_mat Mf = {Df, WB_MAT_F32, DROWS, IN};
                 wb_mat_mul(Dyb, X, nbs[bi], &Mf, NULL, 0, DROWS, 0, 0);
-                double t2 = wb_clock_ms();
+                double t2 = cpu_ms();
                 bt[0][lv][bi][k] = t1 - t0;
                 bt[1][lv][bi][k] = t2 - t1;
             }
             wb_isa_limit(o);
         }
-    printf("\nBatched GEMV, %d x %d from memory (BF16 %.0f MB, F32 %.0f MB), 1 thread: ms per call "
+    printf("\nBatched GEMV, %d x %d from memory (BF16 %.0f MB, F32 %.0f MB), 1 thread: thread CPU ms per call "
            "median [min - max], GFLOP/s, and x nb=1 = nb * t(1) / t(nb) (median of per-repeat ratios)\n\n",
            DROWS, IN, 2.0 * DROWS * IN / 1e6, 4.0 * DROWS * IN / 1e6);
     printf("| level | weights | nb | ms | GFLOP/s | of FMA peak | x nb=1 |\n|---|---|---|---|---|---|---|\n");
