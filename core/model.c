@@ -11,6 +11,7 @@
 #include "gguf_tokenizer.h"
 #include "json_strict.h"
 #include "model_family.h"
+#include "wb_chat.h"
 #include "wb_generation_config.h"
 
 #include <math.h>
@@ -367,6 +368,26 @@ const char *wb_model_type(const wb_model *m) { return m ? m->model_type : NULL; 
 const char *wb_model_family(const wb_model *m) { return m ? m->family->name : NULL; }
 const char *wb_model_format(const wb_model *m) { return m ? m->format : NULL; }
 const char *wb_model_chat_template(const wb_model *m) { return m ? m->chat_template : NULL; }
+
+wb_status wb_model_chat_template_load(const wb_model *m, struct wb_chat_template **out,
+                                      wb_err *err) {
+    if (!m || !out) return wb_err_set(err, WB_ERR_ARG, "wb_model_chat_template_load: NULL argument");
+    if (!m->chat_template) return wb_chat_template_load(m->dir, out, err);
+    /* a GGUF's template as the tokenizer_config.json object chat.c reads, with the end token */
+    cJSON *cfg = cJSON_CreateObject();
+    const char *eos = m->n_eos && m->tok ? wb_tokenizer_token_str(m->tok, m->eos_ids[0]) : NULL;
+    char *text = NULL;
+    if (!cfg || !cJSON_AddStringToObject(cfg, "chat_template", m->chat_template) ||
+        (eos && !cJSON_AddStringToObject(cfg, "eos_token", eos)) ||
+        !(text = cJSON_PrintUnformatted(cfg))) {
+        cJSON_Delete(cfg);
+        return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", m->dir);
+    }
+    cJSON_Delete(cfg);
+    wb_status s = wb_chat_template_load_json(text, strlen(text), NULL, 0, m->dir, out, err);
+    free(text);
+    return s;
+}
 
 int wb_model_tensor_types(const wb_model *m, int i, const char **name, int64_t *count) {
     if (!m || i < 0 || i >= m->n_types) return 0;

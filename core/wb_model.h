@@ -143,6 +143,11 @@ const char *wb_model_format(const wb_model *m);
 /* A GGUF model's tokenizer.chat_template text, NULL when it has none (and for directories, whose
  * template is read by wb_chat_template_load). */
 const char *wb_model_chat_template(const wb_model *m);
+/* The model's chat template parsed: a GGUF's tokenizer.chat_template, else the directory's
+ * (wb_chat_template_load). */
+struct wb_chat_template;
+wb_status wb_model_chat_template_load(const wb_model *m, struct wb_chat_template **out,
+                                      wb_err *err);
 /* Entry i of the file types of the tensors the model loaded ("F32", "BF16", "Q4_K", ...) and how
  * many tensors had it; returns 0 when i is past the last entry. */
 int wb_model_tensor_types(const wb_model *m, int i, const char **name, int64_t *count);

@@ -186,7 +186,7 @@ static const wb_chat_template *model_template(lua_State *L, int mi) {
     c->t = NULL;
     luaL_setmetatable(L, CHAT);
     wb_err err = {0};
-    if (wb_chat_template_load(wb_model_dir(m), &c->t, &err) != WB_OK) lwb_raise(L, &err);
+    if (wb_model_chat_template_load(m, &c->t, &err) != WB_OK) lwb_raise(L, &err);
     lua_pushvalue(L, mi);
     lua_pushvalue(L, -2);
     lua_rawset(L, -4);

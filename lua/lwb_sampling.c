@@ -821,7 +821,7 @@ static void check_has_chat_template(lua_State *L, const char *dir) {
 
 static void render_chat(lua_State *L) {
     wb_model *m = lwb_check_model(L, 1);
-    check_has_chat_template(L, wb_model_dir(m));
+    if (!wb_model_chat_template(m)) check_has_chat_template(L, wb_model_dir(m)); /* GGUF: its own */
     luaL_checktype(L, 2, LUA_TTABLE);
     const size_t n = lua_rawlen(L, 2);
     if (n == 0) luaL_argerror(L, 2, "messages must be a non-empty list of {role=, content=}");
@@ -841,7 +841,7 @@ static void render_chat(lua_State *L) {
     wb_err err = {0};
     char *text = NULL;
     size_t len = 0;
-    if (wb_chat_template_load(wb_model_dir(m), &t, &err) != WB_OK ||
+    if (wb_model_chat_template_load(m, &t, &err) != WB_OK ||
         wb_chat_render(t, msgs, n, 1, &text, &len, &err) != WB_OK) {
         wb_chat_template_free(t);
         lwb_raise(L, &err);

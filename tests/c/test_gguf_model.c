@@ -10,6 +10,7 @@
 #include "gguf_model.h"
 #include "gguf_save.h"
 #include "gguf_tokenizer.h"
+#include "wb_chat.h"
 #include "fileio.h"
 #include "model_family.h"
 #include "wb_model.h"
@@ -839,6 +840,15 @@ static void gguf_tokenizer_and_chat_template_come_from_the_metadata(void) {
         wb_free(a);
         wb_free(b);
         CHECK(wb_model_chat_template(m) && !strcmp(wb_model_chat_template(m), "{{ messages[0].content }}!"));
+        wb_chat_template *ct = NULL;
+        const wb_chat_message msg = {.role = "user", .content = "hi"};
+        char *out = NULL;
+        size_t ol = 0;
+        CHECK_MSG(wb_model_chat_template_load(m, &ct, &err) == WB_OK, "%s", err.msg);
+        CHECK(ct && wb_chat_render(ct, &msg, 1, 0, &out, &ol, &err) == WB_OK && out &&
+              !strcmp(out, "hi!"));
+        wb_free(out);
+        wb_chat_template_free(ct);
     }
     wb_tokenizer_free(ref);
     wb_model_free(m);
