@@ -77,17 +77,16 @@ static float *take(save_ctx *c, size_t n, wb_err *err) {
 }
 
 /* Rows of one Q/K projection (or its bias: cols = 1) reordered from HF's rotate-half layout to
- * llama.cpp's adjacent pairs, per head of hd rows. */
-static wb_status permute_rows(float *v, int rows, int cols, int hd, float *tmp) {
+ * llama.cpp's adjacent pairs, per head of hd rows: gguf[r] = hf[wb_gguf_qk_row(r)], the same map
+ * the GGUF reader undoes (gguf_model.h). tmp holds one head. */
+static void permute_rows(float *v, int rows, int cols, int hd, float *tmp) {
     for (int h = 0; h < rows / hd; h++) {
         float *head = v + (size_t)h * hd * cols;
         memcpy(tmp, head, (size_t)hd * cols * sizeof *tmp);
-        for (int j = 0; j < hd / 2; j++)
-            for (int a = 0; a < 2; a++)
-                memcpy(head + (size_t)(2 * j + a) * cols, tmp + (size_t)(a * hd / 2 + j) * cols,
-                       (size_t)cols * sizeof *tmp);
+        for (int r = 0; r < hd; r++)
+            memcpy(head + (size_t)r * cols, tmp + (size_t)wb_gguf_qk_row(r, hd) * cols,
+                   (size_t)cols * sizeof *tmp);
     }
-    return WB_OK;
 }
 
 static wb_status add(save_ctx *c, const char *name, int rows, int cols, int is_matrix,
@@ -123,17 +122,10 @@ static wb_status put_tensor(save_ctx *c, const wb_loaded_tensor *lt, wb_err *err
             return WB_ERR_NOMEM;
         memcpy(v, lt->vec, (size_t)rows * cols * sizeof *v);
     }
-    if (!strcmp(c->arch, "llama")) {
-        const size_t nl = strlen(name);
-        const int is_q = nl > 14 && (!strcmp(name + nl - 14, ".attn_q.weight") ||
-                                     !strcmp(name + nl - 12, ".attn_q.bias"));
-        const int is_k = nl > 14 && (!strcmp(name + nl - 14, ".attn_k.weight") ||
-                                     !strcmp(name + nl - 12, ".attn_k.bias"));
-        if (is_q || is_k) {
-            /* a bias is a vector of rows values: permute it as rows x 1 */
-            const int R = lt->mat.w ? rows : cols, K = lt->mat.w ? cols : 1;
-            permute_rows(v, R, K, cfg->head_dim, v + (size_t)rows * cols);
-        }
+    if (wb_gguf_qk_permuted(c->arch, hf)) {
+        /* a bias is a vector of rows values: permute it as rows x 1 */
+        const int R = lt->mat.w ? rows : cols, K = lt->mat.w ? cols : 1;
+        permute_rows(v, R, K, cfg->head_dim, v + (size_t)rows * cols);
     }
     return add(c, name, rows, cols, lt->mat.w != NULL, v, err);
 }
