@@ -186,6 +186,8 @@ static wb_status gguf_eos(wb_model *m, const wb_gguf *g, const char *path, wb_er
 static wb_status gguf_tokenizer(wb_model *m, const wb_gguf *g, const char *path, wb_err *err) {
     if (wb_gguf_find(g, "tokenizer.ggml.model") >= 0 || wb_gguf_find(g, "tokenizer.ggml.tokens") >= 0) {
         wb_status s = wb_gguf_tokenizer_load(g, &m->tok, &m->chat_template, err);
+        wb_gguf_tok_specials sp;
+        if (!s && !(s = wb_gguf_tokenizer_specials(g, &sp, err))) m->gguf_bos_id = sp.bos_id;
         if (!s && wb_tokenizer_vocab_size(m->tok) > m->cfg.vocab_size)
             s = wb_err_set(err, WB_ERR_FORMAT, "%s: the tokenizer has %d ids but the model's "
                            "vocabulary is %d", path, wb_tokenizer_vocab_size(m->tok),
@@ -221,6 +223,7 @@ static wb_status load_gguf(wb_gguf *g, const char *path, const wb_model_params *
     }
     wb_pool_slot_init(&m->pool);
     m->format = "gguf";
+    m->gguf_bos_id = -1;
     cJSON *root = NULL;
     wb_weights *w = NULL;
     const char *mt = NULL;
@@ -306,6 +309,7 @@ wb_status wb_model_load_ex(const char *dir, const wb_model_params *params, wb_mo
     if (!m) return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", dir);
     wb_pool_slot_init(&m->pool);
     m->format = "safetensors";
+    m->gguf_bos_id = -1;
     char *cpath = wb_path_join(dir, "config.json"), *tpath = wb_path_join(dir, "tokenizer.json");
     cJSON *root = NULL;
     wb_weights *w = NULL;
@@ -376,9 +380,12 @@ wb_status wb_model_chat_template_load(const wb_model *m, struct wb_chat_template
     /* a GGUF's template as the tokenizer_config.json object chat.c reads, with the end token */
     cJSON *cfg = cJSON_CreateObject();
     const char *eos = m->n_eos && m->tok ? wb_tokenizer_token_str(m->tok, m->eos_ids[0]) : NULL;
+    const char *bos = m->gguf_bos_id >= 0 && m->tok ? wb_tokenizer_token_str(m->tok, m->gguf_bos_id)
+                                                    : NULL;
     char *text = NULL;
     if (!cfg || !cJSON_AddStringToObject(cfg, "chat_template", m->chat_template) ||
         (eos && !cJSON_AddStringToObject(cfg, "eos_token", eos)) ||
+        (bos && !cJSON_AddStringToObject(cfg, "bos_token", bos)) ||
         !(text = cJSON_PrintUnformatted(cfg))) {
         cJSON_Delete(cfg);
         return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", m->dir);

@@ -269,6 +269,8 @@ struct wb_model {
     char model_type[32];
     const char *format;           /* "safetensors" or "gguf" */
     char *chat_template;          /* a GGUF's tokenizer.chat_template (malloc'd), else NULL */
+    int32_t gguf_bos_id;          /* a GGUF's tokenizer.ggml.bos_token_id (the template's
+                                   * bos_token), -1 when absent or not a GGUF */
     wb_type_count types[WB_MAX_TYPE_COUNTS]; /* file types of the loaded tensors */
     int n_types;
 
