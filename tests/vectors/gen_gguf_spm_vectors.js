@@ -12,23 +12,9 @@
 // tests/vectors/gguf_spm_first_tokenizer.json (Metaspace prepend_scheme "first", TinyLlama's newer
 // conversions) and tests/vectors/gguf_spm_vectors.json (the pieces' scores and the cases).
 'use strict';
-const fs = require('fs');
 const path = require('path');
-const { Tokenizer } = require('@anush008/tokenizers');
-
-const DIR = __dirname;
-
-function rng(seed) {
-  let s = BigInt(seed);
-  const M = (1n << 64n) - 1n;
-  return () => {
-    s = (s + 0x9e3779b97f4a7c15n) & M;
-    let z = s;
-    z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & M;
-    z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & M;
-    return Number((z ^ (z >> 31n)) & 0xffffffffn);
-  };
-}
+const { Tokenizer, DIR, rng, added, symbolWords, charCounts, countPairs, bestPair, mergePair, writeFixture,
+  writeVectors } = require('./vector_util');
 
 // words from syllables, with a few accented and non-Latin ones (SentencePiece keeps frequent
 // characters as pieces and leaves rare ones to byte fallback)
@@ -52,30 +38,16 @@ function corpus(seed, nWords) {
 function trainPieces(words, nMerges) {
   const counts = new Map();
   for (const w of words) counts.set('▁' + w, (counts.get('▁' + w) || 0) + 1);
-  let ws = [...counts.entries()].map(([w, c]) => [Array.from(w), c]);
-  const chars = new Map();
-  for (const [sy, c] of ws) for (const ch of sy) chars.set(ch, (chars.get(ch) || 0) + c);
+  let ws = symbolWords(counts);
+  const chars = charCounts(ws);
   const pieces = [];
   const seen = new Set();
   for (let m = 0; m < nMerges; m++) {
-    const pc = new Map();
-    for (const [sy, c] of ws)
-      for (let i = 0; i + 1 < sy.length; i++) {
-        const k = sy[i] + '\u0000' + sy[i + 1];
-        pc.set(k, (pc.get(k) || 0) + c);
-      }
-    let best = null, bc = 1;
-    for (const [k, c] of pc) if (c > bc || (c === bc && best !== null && k < best)) { best = k; bc = c; }
+    const best = bestPair(countPairs(ws, '\u0000'));
     if (best === null) break;
     const [a, b] = best.split('\u0000');
     if (!seen.has(a + b)) { seen.add(a + b); pieces.push(a + b); }
-    ws = ws.map(([sy, c]) => {
-      const o = [];
-      for (let i = 0; i < sy.length; i++) {
-        if (i + 1 < sy.length && sy[i] === a && sy[i + 1] === b) { o.push(a + b); i++; } else o.push(sy[i]);
-      }
-      return [o, c];
-    });
+    ws = mergePair(ws, a, b);
   }
   // every character of a piece is a piece itself, as in a real SentencePiece model
   const inPieces = new Set(pieces.flatMap((p) => Array.from(p)));
@@ -116,8 +88,6 @@ function extractMerges(pieces) {
   return merges.map(([l, r]) => [l, r]);
 }
 
-const added = (id, content) => ({ id, content, single_word: false, lstrip: false, rstrip: false,
-  normalized: false, special: true });
 const DECODER = { type: 'Sequence', decoders: [
   { type: 'Replace', pattern: { String: '▁' }, content: ' ' }, { type: 'ByteFallback' },
   { type: 'Fuse' }, { type: 'Strip', content: ' ', start: 1, stop: 0 },
@@ -174,8 +144,7 @@ async function main() {
   const tokenizers = [];
   const texts = inputs();
   for (const [name, shape] of files) {
-    const json = JSON.stringify(tokenizerJson(pieces, shape), null, 1);
-    fs.writeFileSync(path.join(DIR, name), json + '\n');
+    writeFixture(name, tokenizerJson(pieces, shape));
     const tok = Tokenizer.fromFile(path.join(DIR, name));
     const cases = [];
     for (const t of texts) {
@@ -186,7 +155,7 @@ async function main() {
   }
   const out = { generator: 'tests/vectors/gen_gguf_spm_vectors.js', library: '@anush008/tokenizers 0.6.0',
     pieces: pieces.map(([p, s]) => [p, s]), tokenizers };
-  fs.writeFileSync(path.join(DIR, 'gguf_spm_vectors.json'), JSON.stringify(out) + '\n');
+  writeVectors('gguf_spm_vectors.json', out);
   console.log(`${pieces.length} pieces, ${tokenizers[0].cases.length} cases per tokenizer`);
 }
 

@@ -16,24 +16,9 @@
 'use strict';
 const fs = require('fs');
 const path = require('path');
-const { Tokenizer } = require('@anush008/tokenizers');
+const { Tokenizer, DIR, rng, added, symbolWords, charCounts, countPairs, bestPair, mergePair, writeFixture,
+  writeVectors } = require('./vector_util');
 
-const DIR = __dirname;
-
-function rng(seed) {
-  let s = BigInt(seed);
-  const M = (1n << 64n) - 1n;
-  return () => {
-    s = (s + 0x9e3779b97f4a7c15n) & M;
-    let z = s;
-    z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & M;
-    z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & M;
-    return Number((z ^ (z >> 31n)) & 0xffffffffn);
-  };
-}
-
-const added = (id, content, o) => Object.assign({ id, content, single_word: false, lstrip: false,
-  rstrip: false, normalized: false, special: true }, o || {});
 
 const QWEN2_RE = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 const LLAMA3_RE = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
@@ -169,29 +154,15 @@ function trainSpm(text, nMerges) {
     const k = '▁' + w;
     counts.set(k, (counts.get(k) || 0) + 1);
   }
-  let words = [...counts.entries()].map(([w, c]) => [Array.from(w), c]);
-  const chars = new Map();
-  for (const [sy, c] of words) for (const ch of sy) chars.set(ch, (chars.get(ch) || 0) + c);
+  let words = symbolWords(counts);
+  const chars = charCounts(words);
   const merges = [];
   for (let m = 0; m < nMerges; m++) {
-    const pc = new Map();
-    for (const [sy, c] of words)
-      for (let i = 0; i + 1 < sy.length; i++) {
-        const k = sy[i] + '\u0000' + sy[i + 1];
-        pc.set(k, (pc.get(k) || 0) + c);
-      }
-    let best = null, bc = 1;
-    for (const [k, c] of pc) if (c > bc || (c === bc && best !== null && k < best)) { best = k; bc = c; }
+    const best = bestPair(countPairs(words, '\u0000'));
     if (best === null) break;
     const [a, b] = best.split('\u0000');
     merges.push([a, b]);
-    words = words.map(([sy, c]) => {
-      const o = [];
-      for (let i = 0; i < sy.length; i++) {
-        if (i + 1 < sy.length && sy[i] === a && sy[i + 1] === b) { o.push(a + b); i++; } else o.push(sy[i]);
-      }
-      return [o, c];
-    });
+    words = mergePair(words, a, b);
   }
   // rare characters are left to byte fallback, as in real SentencePiece vocabularies
   const keep = [...chars.entries()].filter(([, c]) => c >= 20).map(([ch]) => ch).sort();
@@ -369,12 +340,12 @@ async function main() {
   const sets = [];
   let seed = 21;
   for (const [f, obj] of Object.entries(fixtures)) {
-    fs.writeFileSync(path.join(DIR, f), JSON.stringify(obj, null, 1) + '\n');
+    writeFixture(f, obj);
     sets.push(await vectorsFor(f, seed++));
   }
   const out = { generator: 'tests/vectors/gen_tokenizer_family_vectors.js',
     library: 'Hugging Face tokenizers 0.22 via @anush008/tokenizers 0.6.0', tokenizers: sets };
-  fs.writeFileSync(path.join(DIR, 'tokenizer_family_vectors.json'), JSON.stringify(out) + '\n');
+  writeVectors('tokenizer_family_vectors.json', out);
   console.log(sets.map((s) => `${s.file}: ${s.cases.length} cases, ${s.decodes.length} decodes`).join('\n'));
 }
 

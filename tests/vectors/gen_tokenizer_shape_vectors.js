@@ -28,27 +28,11 @@
 //   Sequence[Digits(individual_digits), ByteLevel(use_regex)], ByteLevel post-processor and
 //   decoder with SmolLM2's flags.
 'use strict';
-const fs = require('fs');
 const path = require('path');
-const { Tokenizer } = require('@anush008/tokenizers');
-
-const DIR = __dirname;
+const { Tokenizer, DIR, rng, added, symbolWords, charCounts, countPairs, bestPair, mergePair, writeFixture,
+  writeVectors } = require('./vector_util');
 const SP = '\u2581';
 
-function rng(seed) {
-  let s = BigInt(seed);
-  const M = (1n << 64n) - 1n;
-  return () => {
-    s = (s + 0x9e3779b97f4a7c15n) & M;
-    let z = s;
-    z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & M;
-    z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & M;
-    return Number((z ^ (z >> 31n)) & 0xffffffffn);
-  };
-}
-
-const added = (id, content, o) => Object.assign({ id, content, single_word: false, lstrip: false,
-  rstrip: false, normalized: false, special: true }, o || {});
 
 // ---- a training corpus: English-like words, code, numbers, some other scripts ----------------
 
@@ -94,35 +78,20 @@ function trainSpm(text, nMerges, minCount) {
   const words = new Map();
   const re = new RegExp(`${SP}+(?=${SP})|${SP}?[^${SP}]+|${SP}+`, 'gu');
   for (const m of t.matchAll(re)) words.set(m[0], (words.get(m[0]) || 0) + 1);
-  let ws = [...words.entries()].map(([w, c]) => [Array.from(w), c]);
-  const chars = new Map();
-  for (const [sy, c] of ws) for (const ch of sy) chars.set(ch, (chars.get(ch) || 0) + c);
+  let ws = symbolWords(words);
+  const chars = charCounts(ws);
   const keepChar = new Set([...chars.entries()].filter(([, c]) => c >= minCount).map(([ch]) => ch));
   keepChar.add(SP);
+  // digits never merge; a pair with a rare character is left to byte fallback
+  const mergeable = (a, b) => !(isDigit(a) || isDigit(b) || !keepChar.has(Array.from(a)[0])
+    || !keepChar.has(Array.from(b)[0])) && !([...a, ...b].some((ch) => !keepChar.has(ch)));
   const pieces = [];
   for (let m = 0; m < nMerges; m++) {
-    const pc = new Map();
-    for (const [sy, c] of ws)
-      for (let i = 0; i + 1 < sy.length; i++) {
-        const a = sy[i], b = sy[i + 1];
-        if (isDigit(a) || isDigit(b) || !keepChar.has(Array.from(a)[0]) || !keepChar.has(Array.from(b)[0]))
-          continue;
-        if ([...a, ...b].some((ch) => !keepChar.has(ch))) continue;
-        const k = a + '\u0000' + b;
-        pc.set(k, (pc.get(k) || 0) + c);
-      }
-    let best = null, bc = 1;
-    for (const [k, c] of pc) if (c > bc || (c === bc && best !== null && k < best)) { best = k; bc = c; }
+    const best = bestPair(countPairs(ws, '\u0000', mergeable));
     if (best === null) break;
     const [a, b] = best.split('\u0000');
     pieces.push(a + b);
-    ws = ws.map(([sy, c]) => {
-      const o = [];
-      for (let i = 0; i < sy.length; i++) {
-        if (i + 1 < sy.length && sy[i] === a && sy[i + 1] === b) { o.push(a + b); i++; } else o.push(sy[i]);
-      }
-      return [o, c];
-    });
+    ws = mergePair(ws, a, b);
   }
   const singles = [...keepChar].sort((x, y) => (chars.get(y) || 0) - (chars.get(x) || 0) || (x < y ? -1 : 1));
   return { singles, pieces };
@@ -267,28 +236,15 @@ function smollm2() {
     const w = Array.from(Buffer.from(m[0], 'utf8')).map((b) => map[b]).join('');
     words.set(w, (words.get(w) || 0) + 1);
   }
-  let ws = [...words.entries()].map(([w, c]) => [Array.from(w), c]);
+  let ws = symbolWords(words);
   const merges = [];
   for (let m = 0; m < 600; m++) {
-    const pc = new Map();
-    for (const [sy, c] of ws)
-      for (let i = 0; i + 1 < sy.length; i++) {
-        const k = sy[i] + ' ' + sy[i + 1];
-        pc.set(k, (pc.get(k) || 0) + c);
-      }
-    let best = null, bc = 1;
-    for (const [k, c] of pc) if (c > bc || (c === bc && best !== null && k < best)) { best = k; bc = c; }
+    const best = bestPair(countPairs(ws, ' '));
     if (best === null) break;
     const [a, b] = best.split(' ');
     merges.push(best);
     if (!(a + b in vocab)) vocab[a + b] = next++;
-    ws = ws.map(([sy, c]) => {
-      const o = [];
-      for (let i = 0; i < sy.length; i++) {
-        if (i + 1 < sy.length && sy[i] === a && sy[i + 1] === b) { o.push(a + b); i++; } else o.push(sy[i]);
-      }
-      return [o, c];
-    });
+    ws = mergePair(ws, a, b);
   }
   const bl = (aps) => ({ type: 'ByteLevel', add_prefix_space: aps, trim_offsets: true, use_regex: true });
   return {
@@ -428,13 +384,13 @@ async function main() {
   const sets = [];
   let seed = 61;
   for (const [f, obj] of Object.entries(fixtures)) {
-    fs.writeFileSync(path.join(DIR, f), JSON.stringify(obj, null, 1) + '\n');
+    writeFixture(f, obj);
     sets.push(await vectorsFor(f, ins, seed++));
   }
   const out = { generator: 'tests/vectors/gen_tokenizer_shape_vectors.js',
     library: 'Hugging Face tokenizers 0.22.2 via @anush008/tokenizers 0.6.0',
     inputs: ins.map((b) => b.toString('hex')), tokenizers: sets };
-  fs.writeFileSync(path.join(DIR, 'tokenizer_shape_vectors.json'), JSON.stringify(out) + '\n');
+  writeVectors('tokenizer_shape_vectors.json', out);
   console.log(`${ins.length} inputs`);
   console.log(sets.map((s) => `${s.file}: ${Object.keys(s.decoded).length} decodes differ from the input, `
     + `${s.decodes.length} random decodes`).join('\n'));

@@ -13,11 +13,8 @@
 // Inputs that are not valid UTF-8 are passed to HF as Buffer.toString('utf8'), i.e. decoded with
 // U+FFFD per maximal invalid subpart, which is the rule the C encoder applies to raw bytes.
 'use strict';
-const fs = require('fs');
 const path = require('path');
-const { Tokenizer } = require('@anush008/tokenizers');
-
-const DIR = path.join(__dirname);
+const { Tokenizer, DIR, rng, writeFixture, writeVectors } = require('./vector_util');
 
 // GPT-2 bytes_to_unicode, in GPT-2's id order (printable bytes first).
 function bytesToUnicode() {
@@ -75,19 +72,6 @@ function buildFixture(arrayForm, opts) {
     model: { type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: null,
       end_of_word_suffix: null, fuse_unk: false, byte_fallback: false,
       ignore_merges: opts.ignoreMerges, vocab, merges },
-  };
-}
-
-// splitmix64 on BigInt: the same seeded stream on every machine.
-function rng(seed) {
-  let s = BigInt(seed);
-  const M = (1n << 64n) - 1n;
-  return () => {
-    s = (s + 0x9e3779b97f4a7c15n) & M;
-    let z = s;
-    z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & M;
-    z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & M;
-    return Number((z ^ (z >> 31n)) & 0xffffffffn);
   };
 }
 
@@ -169,9 +153,8 @@ async function vectorsFor(file, seed) {
 }
 
 async function main() {
-  const write = (f, obj) => fs.writeFileSync(path.join(DIR, f), JSON.stringify(obj, null, 1) + '\n');
-  write('fixture_tokenizer.json', buildFixture(true, { prefix: true, regex: true, ignoreMerges: true }));
-  write('fixture_noregex_tokenizer.json',
+  writeFixture('fixture_tokenizer.json', buildFixture(true, { prefix: true, regex: true, ignoreMerges: true }));
+  writeFixture('fixture_noregex_tokenizer.json',
     buildFixture(false, { prefix: false, regex: false, ignoreMerges: false }));
   const sets = [];
   sets.push(await vectorsFor('small_tokenizer.json', 1));
@@ -179,7 +162,7 @@ async function main() {
   sets.push(await vectorsFor('fixture_noregex_tokenizer.json', 3));
   const out = { generator: 'tests/vectors/gen_tokenizer_vectors.js',
     library: 'Hugging Face tokenizers 0.22 via @anush008/tokenizers 0.6.0', tokenizers: sets };
-  fs.writeFileSync(path.join(DIR, 'tokenizer_vectors.json'), JSON.stringify(out) + '\n');
+  writeVectors('tokenizer_vectors.json', out);
   console.log(sets.map((s) => `${s.file}: ${s.cases.length} cases`).join('\n'));
 }
 
