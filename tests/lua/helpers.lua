@@ -268,4 +268,41 @@ function T.write_qwen2_bf16(dir, opts)
   wb.safetensors_write(dir .. "/model.safetensors", tensors, { format = "pt" })
   return tensors
 end
+-- ---- lesson tests: scripts/*.lua run on the shipped TinyLM ----------------------------------
+
+-- The shipped TinyLM's weights. On a fresh checkout (before scripts/train_tinylm.lua) a test that
+-- needs them prints SKIP and exits 0.
+T.TINYLM = "models/tinylm-base/model.safetensors"
+function T.require_tinylm()
+  local f = io.open(T.TINYLM, "rb")
+  if not f then
+    print("SKIP: " .. T.TINYLM .. " is absent (train it with scripts/train_tinylm.lua)")
+    os.exit(0)
+  end
+  f:close()
+end
+
+-- The workbench executable running this test (lessons are run with it as separate processes).
+T.EXE = arg and arg[-1] or "workbench"
+
+-- Run `T.EXE script args` with env in front (default "WB_MODEL=": the shipped model) and
+-- WB_LESSON_RECORD pointing into dir; stdout and stderr go to files in dir. A failing script
+-- fails the caller's check with both streams. Returns stdout and the decoded record.
+function T.lesson_record(dir, script, args, env)
+  local path = dir .. "/record.json"
+  os.remove(path)
+  local out, errf = dir .. "/out.txt", dir .. "/err.txt"
+  local ok = os.execute(("%s WB_LESSON_RECORD=%s %s %s %s > %s 2> %s"):format(env or "WB_MODEL=",
+    path, T.EXE, script, args or "", out, errf))
+  local text = T.read_file(out)
+  T.check(ok, ("%s failed:\n%s\n%s"):format(script, text, T.read_file(errf)), 2)
+  return text, require("wb").json.decode(T.read_file(path))
+end
+
+-- The conclusion with this id in a lesson record; an error naming the id when there is none.
+function T.conclusion(rec, id)
+  for _, c in ipairs(rec.conclusions or {}) do if c.id == id then return c end end
+  error("no conclusion " .. id, 2)
+end
+
 return T

@@ -19,10 +19,7 @@ local function lesson(name) return dofile("scripts/" .. name .. ".lua") end
 
 local lessonlib = require("wb.lesson")
 
-local function conclusion(rec, id)
-  for _, c in ipairs(rec.conclusions or {}) do if c.id == id then return c end end
-  error("no conclusion " .. id, 2)
-end
+local conclusion = T.conclusion
 
 -- Training vs held-out contrast, recomputed here from the counts: a gap of 25 points or more,
 -- and held-out within two binomial standard deviations of guessing among k.
@@ -165,7 +162,7 @@ end)
 
 T.test("reasoning harness (simulated): held-out beside training, and the sentences follow the runs", function()
   local path = os.tmpname()
-  local exe = arg[-1] or "workbench"
+  local exe = T.EXE
   local ok = os.execute(("WB_LESSON_RECORD=%s %s scripts/reasoning_harness.lua --provider tinylm "
     .. "--tickets 6 --out %s.json > /dev/null"):format(path, exe, path))
   T.check(ok, "harness failed")

@@ -6,15 +6,9 @@
 local T = dofile((arg[0]:match("^(.*)/") or ".") .. "/helpers.lua")
 local wb = require("wb")
 
-local MODEL = "models/tinylm-base/model.safetensors"
-local f = io.open(MODEL, "rb")
-if not f then
-  print("SKIP: " .. MODEL .. " is absent (train it with scripts/train_tinylm.lua)")
-  os.exit(0)
-end
-f:close()
+T.require_tinylm()
 
-local exe = arg[-1] or "workbench"
+local exe = T.EXE
 local dir = T.tmpdir()
 local model = wb.load()
 local tok = model.tokenizer
@@ -34,10 +28,7 @@ local function record(script, args)
   return out, wb.json.decode(T.read_file(path))
 end
 
-local function conclusion(rec, id)
-  for _, c in ipairs(rec.conclusions or {}) do if c.id == id then return c end end
-  error("no conclusion " .. id, 2)
-end
+local conclusion = T.conclusion
 
 local function printed(out, rec)
   local flat = out:gsub("%s+", " ")

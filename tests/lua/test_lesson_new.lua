@@ -5,32 +5,13 @@
 local T = dofile((arg[0]:match("^(.*)/") or ".") .. "/helpers.lua")
 local wb = require("wb")
 
-local MODEL = "models/tinylm-base/model.safetensors"
-local f = io.open(MODEL, "rb")
-if not f then
-  print("SKIP: " .. MODEL .. " is absent (train it with scripts/train_tinylm.lua)")
-  os.exit(0)
-end
-f:close()
+T.require_tinylm()
 
-local exe = arg[-1] or "workbench"
 local dir = T.tmpdir()
 
-local function lesson_record(script, args, env)
-  local path = dir .. "/record.json"
-  os.remove(path)
-  local out, errf = dir .. "/out.txt", dir .. "/err.txt"
-  local ok = os.execute(("%s WB_LESSON_RECORD=%s %s %s %s > %s 2> %s"):format(env or "WB_MODEL=",
-    path, exe, script, args or "", out, errf))
-  local text = T.read_file(out)
-  T.check(ok, ("%s failed:\n%s\n%s"):format(script, text, T.read_file(errf)), 2)
-  return text, wb.json.decode(T.read_file(path))
-end
+local function lesson_record(script, args, env) return T.lesson_record(dir, script, args, env) end
 
-local function conclusion(rec, id)
-  for _, c in ipairs(rec.conclusions or {}) do if c.id == id then return c end end
-  error("no conclusion " .. id, 2)
-end
+local conclusion = T.conclusion
 
 local function printed(out, rec)
   local flat = out:gsub("%s+", " ")

@@ -1,26 +1,12 @@
 -- test_lesson_quantization.lua - scripts/quantization.lua on the shipped TinyLM: the table's
 -- numbers are consistent, and every printed sentence is recomputed from the record it writes.
 local T = dofile((arg[0]:match("^(.*)/") or ".") .. "/helpers.lua")
-local wb = require("wb")
 
-local exe = arg[-1] or "workbench"
 local dir = T.tmpdir()
 
-local function lesson_record(script, args)
-  local path = dir .. "/record.json"
-  os.remove(path)
-  local out, errf = dir .. "/out.txt", dir .. "/err.txt"
-  local ok = os.execute(("WB_MODEL= WB_LESSON_RECORD=%s %s %s %s > %s 2> %s"):format(path, exe,
-    script, args or "", out, errf))
-  local text = T.read_file(out)
-  T.check(ok, ("%s failed:\n%s\n%s"):format(script, text, T.read_file(errf)), 2)
-  return text, wb.json.decode(T.read_file(path))
-end
+local function lesson_record(script, args) return T.lesson_record(dir, script, args) end
 
-local function conclusion(rec, id)
-  for _, c in ipairs(rec.conclusions or {}) do if c.id == id then return c end end
-  error("no conclusion " .. id, 2)
-end
+local conclusion = T.conclusion
 
 T.test("quantization.lua: Q8_0 and Q4_0 against the stored weights, sentences from the record", function()
   local out, rec = lesson_record("scripts/quantization.lua", "--repeats 2 --tokens 96")

@@ -12,10 +12,7 @@ end
 f:close()
 
 local function lesson(name) return dofile("scripts/" .. name .. ".lua") end
-local function conclusion(rec, id)
-  for _, c in ipairs(rec.conclusions or {}) do if c.id == id then return c end end
-  error("no conclusion " .. id, 2)
-end
+local conclusion = T.conclusion
 local L = lesson("setup")
 
 T.test("setup: the uncertain prompt is spread out and the certain one is not", function()
@@ -160,7 +157,7 @@ end)
 T.test("on a model without TinyLM's sure and open prompts the Part B lessons stop with a clear message", function()
   local d = T.tmpdir()
   T.make_tiny_model(d, { n_ctx = 64 })
-  local exe = arg[-1] or "workbench"
+  local exe = T.EXE
   local ok = os.execute(("WB_MODEL='%s' %s scripts/temperature.lua > %s/out 2> %s/err"):format(d, exe, d, d))
   local err = T.read_file(d .. "/err")
   T.check(not ok, "the lesson should stop")

@@ -4,16 +4,10 @@
 -- Skipped when models/tinylm-base has no weights (a fresh checkout before training).
 local T = dofile((arg[0]:match("^(.*)/") or ".") .. "/helpers.lua")
 
-local MODEL = "models/tinylm-base/model.safetensors"
-local f = io.open(MODEL, "rb")
-if not f then
-  print("SKIP: " .. MODEL .. " is absent (train it with scripts/train_tinylm.lua)")
-  os.exit(0)
-end
-f:close()
+T.require_tinylm()
 
 local trace = require("wb.trace")
-local exe = arg[-1] or "workbench"
+local exe = T.EXE
 local dir = T.tmpdir()
 
 -- Run a lesson; returns its stdout (stderr goes to a file shown on failure).
@@ -27,17 +21,7 @@ local function lesson(script, args)
 end
 
 -- Run a lesson with WB_LESSON_RECORD set; returns its stdout and the record it wrote.
-local function lesson_record(script, args)
-  local path = dir .. "/record.json"
-  os.remove(path)
-  local out, errf = dir .. "/out.txt", dir .. "/err.txt"
-  local cmd = ("WB_MODEL= WB_LESSON_RECORD=%s %s %s %s > %s 2> %s"):format(path, exe, script,
-    args or "", out, errf)
-  local ok = os.execute(cmd)
-  local text = T.read_file(out)
-  T.check(ok, ("%s failed:\n%s\n%s"):format(script, text, T.read_file(errf)), 2)
-  return text, require("wb").json.decode(T.read_file(path))
-end
+local function lesson_record(script, args) return T.lesson_record(dir, script, args) end
 
 -- Every conclusion in the record is printed, and the load warning appears exactly when busy.
 local function check_printed(out, rec)
@@ -53,10 +37,7 @@ local function check_printed(out, rec)
   end
 end
 
-local function conclusion(rec, id)
-  for _, c in ipairs(rec.conclusions) do if c.id == id then return c end end
-  error("no conclusion " .. id, 2)
-end
+local conclusion = T.conclusion
 
 local function lo(xs) local m = math.huge for _, x in ipairs(xs) do m = math.min(m, x) end return m end
 local function hi(xs) local m = -math.huge for _, x in ipairs(xs) do m = math.max(m, x) end return m end
