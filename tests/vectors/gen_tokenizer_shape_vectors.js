@@ -29,8 +29,8 @@
 //   decoder with SmolLM2's flags.
 'use strict';
 const path = require('path');
-const { Tokenizer, DIR, rng, added, symbolWords, charCounts, countPairs, bestPair, mergePair, writeFixture,
-  writeVectors } = require('./vector_util');
+const { Tokenizer, DIR, rng, added, symbolWords, charCounts, countPairs, bestPair, mergePair, bytesToUnicode,
+  writeFixture, writeVectors } = require('./vector_util');
 const SP = '\u2581';
 
 
@@ -205,29 +205,18 @@ function metaspaceLegacy() {
 
 // ---- SmolLM2 ----------------------------------------------------------------------------------
 
-function bytesToUnicode() {
-  const bs = [];
-  for (let b = 33; b <= 126; b++) bs.push(b);
-  for (let b = 161; b <= 172; b++) bs.push(b);
-  for (let b = 174; b <= 255; b++) bs.push(b);
-  const cs = bs.slice();
-  let n = 0;
-  for (let b = 0; b < 256; b++) if (!bs.includes(b)) { bs.push(b); cs.push(256 + n); n++; }
-  const map = new Array(256);
-  bs.forEach((b, i) => { map[b] = String.fromCodePoint(cs[i]); });
-  return { order: bs, map };
-}
-
 function smollm2() {
   const specials = ['<|endoftext|>', '<|im_start|>', '<|im_end|>', '<repo_name>', '<reponame>',
     '<file_sep>', '<filename>', '<gh_stars>', '<issue_start>', '<issue_comment>', '<issue_closed>',
     '<jupyter_start>', '<jupyter_text>', '<jupyter_code>', '<jupyter_output>', '<jupyter_script>',
     '<empty_output>'];
-  const { order, map } = bytesToUnicode();
+  const order = bytesToUnicode(); // [byte, character] in GPT-2 id order
+  const map = new Array(256);
+  for (const [b, ch] of order) map[b] = ch;
   const vocab = {};
   let next = 0;
   for (const s of specials) vocab[s] = next++;
-  for (const b of order) vocab[map[b]] = next++;
+  for (const [, ch] of order) vocab[ch] = next++;
   // byte-level BPE over GPT-2-style pre-tokens of the corpus, digits one by one
   const text = corpus(505, 15000);
   const re = /'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+/gu;

@@ -14,25 +14,7 @@
 // U+FFFD per maximal invalid subpart, which is the rule the C encoder applies to raw bytes.
 'use strict';
 const path = require('path');
-const { Tokenizer, DIR, rng, writeFixture, writeVectors } = require('./vector_util');
-
-// GPT-2 bytes_to_unicode, in GPT-2's id order (printable bytes first).
-function bytesToUnicode() {
-  const bs = [];
-  for (let b = 0x21; b <= 0x7e; b++) bs.push(b);
-  for (let b = 0xa1; b <= 0xac; b++) bs.push(b);
-  for (let b = 0xae; b <= 0xff; b++) bs.push(b);
-  const cs = bs.slice();
-  let n = 0;
-  for (let b = 0; b < 256; b++) {
-    if (!bs.includes(b)) {
-      bs.push(b);
-      cs.push(256 + n);
-      n++;
-    }
-  }
-  return bs.map((b, i) => [b, String.fromCodePoint(cs[i])]);
-}
+const { Tokenizer, DIR, rng, bytesToUnicode, writeFixture, writeVectors } = require('./vector_util');
 
 function buildFixture(arrayForm, opts) {
   const vocab = {};

@@ -1,6 +1,7 @@
 // vector_util.js - what the tokenizer vector generators in tests/vectors share: the Hugging Face
-// `tokenizers` binding, a seeded random stream, added-token records, the steps of a plain
-// count-based BPE trainer, and the two JSON writers (fixtures indented, vectors on one line).
+// `tokenizers` binding, a seeded random stream, added-token records, GPT-2's byte-to-character
+// map, the steps of a plain count-based BPE trainer, and the two JSON writers (fixtures indented,
+// vectors on one line).
 // Not run by itself; the generators require it (see each generator's header for how it is run).
 'use strict';
 const fs = require('fs');
@@ -69,6 +70,25 @@ function mergePair(words, a, b) {
   });
 }
 
+// GPT-2's bytes_to_unicode as [byte, character] pairs in GPT-2's id order (printable bytes first,
+// then the rest mapped to U+0100 onwards).
+function bytesToUnicode() {
+  const bs = [];
+  for (let b = 0x21; b <= 0x7e; b++) bs.push(b);
+  for (let b = 0xa1; b <= 0xac; b++) bs.push(b);
+  for (let b = 0xae; b <= 0xff; b++) bs.push(b);
+  const cs = bs.slice();
+  let n = 0;
+  for (let b = 0; b < 256; b++) {
+    if (!bs.includes(b)) {
+      bs.push(b);
+      cs.push(256 + n);
+      n++;
+    }
+  }
+  return bs.map((b, i) => [b, String.fromCodePoint(cs[i])]);
+}
+
 // ---- writers ----------------------------------------------------------------------------------
 
 // A tokenizer.json fixture in DIR, indented by one space as the committed files are.
@@ -82,4 +102,4 @@ function writeVectors(name, obj) {
 }
 
 module.exports = { Tokenizer, DIR, rng, added, symbolWords, charCounts, countPairs, bestPair,
-  mergePair, writeFixture, writeVectors };
+  mergePair, bytesToUnicode, writeFixture, writeVectors };
