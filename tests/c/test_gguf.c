@@ -208,6 +208,15 @@ static void hostile_headers_are_rejected_with_the_field_named(void) {
         {"w", 1, {64}, WB_GGML_F32, 16, "alignment"},
         {"w", 1, {64}, WB_GGML_F32, 64, "past the end"},
         {"w", 1, {1024}, WB_GGML_Q4_K, 0, "past the end"},
+        /* the fallback types: blocks of 32 (256 for Q5_K), bytes = block bytes x blocks */
+        {"w", 1, {48}, WB_GGML_Q5_0, 0, "multiple of Q5_0"},
+        {"w", 1, {80}, WB_GGML_Q4_1, 0, "multiple of Q4_1"},
+        {"w", 1, {16}, WB_GGML_Q5_1, 0, "multiple of Q5_1"},
+        {"w", 2, {896, 2}, WB_GGML_Q5_K, 0, "multiple of Q5_K"},
+        {"w", 1, {384}, WB_GGML_Q5_0, 0, "past the end"},  /* 12 x 22 = 264 > 256 */
+        {"w", 1, {416}, WB_GGML_Q4_1, 0, "past the end"},  /* 13 x 20 = 260 */
+        {"w", 1, {352}, WB_GGML_Q5_1, 0, "past the end"},  /* 11 x 24 = 264 */
+        {"w", 1, {512}, WB_GGML_Q5_K, 0, "past the end"},  /* 2 x 176 = 352 */
         {"a-name-of-sixty-five-bytes-is-one-byte-longer-than-ggml-allows-xyz", 1, {64}, WB_GGML_F32, 0, "name"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -217,6 +226,21 @@ static void hostile_headers_are_rejected_with_the_field_named(void) {
         b.n += 256;
         CHECK_MSG(open_bytes(&b) == WB_ERR_FORMAT && strstr(g_err_msg, cases[i].needle),
                   "case %zu: \"%s\" lacks \"%s\"", i, g_err_msg, cases[i].needle);
+    }
+    /* exactly block bytes x blocks: the last fitting size is accepted and measured so */
+    const struct { uint32_t type; uint64_t n; size_t bytes; } fit[] = {
+        {WB_GGML_Q5_0, 352, 242}, {WB_GGML_Q4_1, 384, 240}, {WB_GGML_Q5_1, 320, 240},
+        {WB_GGML_Q5_K, 256, 176}};
+    for (size_t i = 0; i < sizeof fit / sizeof *fit; i++) {
+        b_hdr(&b, 3, 1, 0);
+        b_tensor(&b, "w", 1, &fit[i].n, fit[i].type, 0);
+        b_pad(&b, 32);
+        b.n += 256;
+        wb_gguf *g = NULL;
+        wb_err err = {0};
+        CHECK_MSG(wb_gguf_open_memory(b.p, b.n, "t.gguf", &g, &err) == WB_OK, "%s", err.msg);
+        if (g) CHECK(wb_gguf_tensor_at(g, 0)->bytes == fit[i].bytes);
+        wb_gguf_free(g);
     }
     /* two tensors: same name; overlapping bytes */
     b_hdr(&b, 3, 2, 0);
