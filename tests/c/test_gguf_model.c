@@ -149,6 +149,7 @@ static void tensor_names_map_per_architecture(void) {
 
 #include "fixture.h"
 #include "quant.h"
+#include "quant_fallback.h"
 
 #define RT_V 640
 #define RT_C 256
@@ -160,8 +161,9 @@ static void tensor_names_map_per_architecture(void) {
 #define RT_T 64
 #define RT_ORIG 32
 
-enum { TY_F32, TY_F16, TY_BF16, TY_Q8_0, TY_Q4_0, TY_KMIX, TY_COUNT };
-static const char *const TY_NAME[] = {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K/Q6_K"};
+enum { TY_F32, TY_F16, TY_BF16, TY_Q8_0, TY_Q4_0, TY_KMIX, TY_FALLBACK, TY_COUNT };
+static const char *const TY_NAME[] = {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K/Q6_K",
+                                      "Q4_1/Q5_0/Q5_1/Q5_K"};
 
 typedef struct rt_tensor {
     char hf[96];
@@ -287,6 +289,14 @@ static uint32_t rt_type(const rt_model *m, const rt_tensor *t, int ty) {
                        strstr(t->hf, "embed") || strstr(t->hf, "wte") || strstr(t->hf, "lm_head")
                    ? WB_GGML_Q6_K
                    : WB_GGML_Q4_K;
+    case TY_FALLBACK: /* each of the types llama.cpp's quantizer falls back to */
+        return strstr(t->hf, "down_proj") || strstr(t->hf, "mlp.c_proj") ? WB_GGML_Q5_K
+               : strstr(t->hf, "embed") || strstr(t->hf, "wte") || strstr(t->hf, "lm_head")
+                   ? WB_GGML_Q5_1
+               : strstr(t->hf, "q_proj") || strstr(t->hf, "k_proj") || strstr(t->hf, "v_proj") ||
+                       strstr(t->hf, "qkv_proj") || strstr(t->hf, "c_attn")
+                   ? WB_GGML_Q5_0
+                   : WB_GGML_Q4_1;
     default: (void)m; return WB_GGML_F32;
     }
 }
@@ -306,12 +316,31 @@ static void rt_kblocks(uint8_t *p, size_t n_blocks, uint32_t type) {
     }
 }
 
+/* Random blocks of a fallback type with sane scales (d, then m / dmin, lead every block). */
+static void rt_fblocks(uint8_t *p, size_t n_blocks, uint32_t type) {
+    const size_t bb = wb_fallback_block_bytes(type);
+    for (size_t b = 0; b < n_blocks; b++, p += bb) {
+        for (size_t i = 0; i < bb; i++) {
+            rt_rng = rt_rng * 6364136223846793005ull + 1442695040888963407ull;
+            p[i] = (uint8_t)(rt_rng >> 33);
+        }
+        const int k = type == WB_GGML_Q5_K;
+        /* ranges like rt_make's: matrices about +-0.08 (Q5_K: d * sc * q up to 63 * 31 * d),
+         * the embeddings (Q5_1) +-0.3 */
+        const uint16_t d = wb_f32_to_f16(k ? 0.00008f : type == WB_GGML_Q4_1 ? 0.011f : type == WB_GGML_Q5_1 ? 0.02f : 0.0052f),
+                       m = wb_f32_to_f16(k ? 0.0012f : type == WB_GGML_Q5_1 ? -0.3f : -0.08f);
+        memcpy(p, &d, 2);
+        if (type != WB_GGML_Q5_0) memcpy(p + 2, &m, 2);
+    }
+}
+
 /* Convert one tensor: GGUF dims and data (written to w) and the values the type holds, moved
  * back into t->v in safetensors order. */
 /* A hostile variation of the file rt_write makes (0: none). */
 enum {
     MUT_NONE, MUT_SWAP_DIMS, MUT_Q5_K, MUT_EXTRA, MUT_UNUSED, MUT_NAN, MUT_NAN_SCALE, MUT_MISSING,
-    MUT_EXPERTS, MUT_ROPE_DIM, MUT_WINDOW, MUT_ROPE_FREQS, MUT_ROPE_LINEAR, MUT_NO_TOKENIZER
+    MUT_EXPERTS, MUT_ROPE_DIM, MUT_WINDOW, MUT_ROPE_FREQS, MUT_ROPE_LINEAR, MUT_NO_TOKENIZER,
+    MUT_Q5_K_HUGE
 };
 static int rt_mut;
 static int rt_llama3;
@@ -349,10 +378,24 @@ static void rt_convert(const rt_model *m, rt_tensor *t, int ty, wb_gguf_writer *
     if (rt_mut == MUT_SWAP_DIMS && !strcmp(gname, "blk.0.attn_v.weight"))
         dims[0] = rows, dims[1] = cols; /* the HF order, as a converter that forgot to reverse */
     if (rt_mut == MUT_NAN && !strcmp(gname, "output_norm.weight")) g[7] = NAN;
+    if (rt_mut == MUT_Q5_K_HUGE && !strcmp(gname, "blk.0.ffn_gate.weight")) {
+        /* Q5_K blocks whose values reach 65504 * 63 * 31: beyond any Q8_0 (f16) scale */
+        const size_t nb = ne / 256;
+        uint8_t *raw = calloc(nb, 176);
+        for (size_t b = 0; b < nb; b++) {
+            const uint16_t d = 0x7bff; /* 65504 */
+            memcpy(raw + b * 176, &d, 2);
+            memset(raw + b * 176 + 4, 0xff, 12 + 32 + 128);
+        }
+        CHECK(wb_gguf_add_tensor_raw(gw, gname, 2, dims, WB_GGML_Q5_K, raw, nb * 176, &err) == WB_OK);
+        free(raw);
+        free(g);
+        return;
+    }
     if ((rt_mut == MUT_Q5_K && !strcmp(gname, "blk.0.ffn_up.weight")) ||
         (rt_mut == MUT_NAN_SCALE && !strcmp(gname, "blk.1.ffn_down.weight"))) {
-        const int q5 = rt_mut == MUT_Q5_K;
-        const size_t bb = q5 ? 176 : 34, nb = ne / (q5 ? 256 : 32);
+        const int q5 = rt_mut == MUT_Q5_K; /* now Q2_K: a type still not read */
+        const size_t bb = q5 ? 84 : 34, nb = ne / (q5 ? 256 : 32);
         uint8_t *raw = calloc(nb, bb);
         if (!q5) { /* Q8_0 blocks of ones, block 3's scale an f16 NaN */
             for (size_t b = 0; b < nb; b++) {
@@ -361,7 +404,7 @@ static void rt_convert(const rt_model *m, rt_tensor *t, int ty, wb_gguf_writer *
                 memset(raw + b * bb + 2, 1, 32);
             }
         }
-        CHECK(wb_gguf_add_tensor_raw(gw, gname, 2, dims, q5 ? 13 : WB_GGML_Q8_0, raw, nb * bb,
+        CHECK(wb_gguf_add_tensor_raw(gw, gname, 2, dims, q5 ? 10 : WB_GGML_Q8_0, raw, nb * bb,
                                      &err) == WB_OK);
         free(raw);
         free(g);
@@ -376,6 +419,14 @@ static void rt_convert(const rt_model *m, rt_tensor *t, int ty, wb_gguf_writer *
         const wb_qtype q = type == WB_GGML_Q4_K ? WB_QT_Q4_K : WB_QT_Q6_K;
         for (int64_t r = 0; r < rows; r++)
             wb_dequantize_row(q, g + r * cols, raw + (size_t)r * wb_quant_row_bytes(q, cols), (int)cols);
+        free(raw);
+    } else if (wb_fallback_block_values(type)) { /* the values: exactly what the blocks hold */
+        const size_t bb = wb_fallback_block_bytes(type),
+                     nb = ne / (size_t)wb_fallback_block_values(type);
+        uint8_t *raw = malloc(nb * bb);
+        rt_fblocks(raw, nb, type);
+        CHECK_MSG(wb_gguf_add_tensor_raw(gw, gname, nd, dims, type, raw, nb * bb, &err) == WB_OK, "%s", err.msg);
+        CHECK(wb_fallback_dequantize_row(type, g, raw, (int64_t)ne) == 0);
         free(raw);
     } else {
         CHECK_MSG(wb_gguf_add_tensor(gw, gname, nd, dims, type, g, &err) == WB_OK, "%s", err.msg);
@@ -598,11 +649,13 @@ static double rt_maxdiff(const float *a, const float *b, size_t n, double *scale
 /* Every tensor the GGUF model loaded, row by row as the forward pass reads it (wb_mat_row:
  * dequantized, widened), equals the safetensors model's: the reading itself, exactly, whatever
  * the kernels then do with the rows. */
-static void rt_rows_equal(const char *gpath, const char *rpath, const char *what) {
+static void rt_rows_equal(const char *gpath, const char *rpath, int rweights, const char *what) {
     wb_model *a = NULL, *b = NULL;
     wb_err err = {0};
+    wb_model_params rp = wb_model_default_params();
+    rp.weights = rweights;
     CHECK_MSG(wb_model_load(gpath, &a, &err) == WB_OK, "%s", err.msg);
-    CHECK_MSG(wb_model_load(rpath, &b, &err) == WB_OK, "%s", err.msg);
+    CHECK_MSG(wb_model_load_ex(rpath, &rp, &b, &err) == WB_OK, "%s", err.msg);
     const wb_weight_store *sa = a ? wb_model_store(a) : NULL, *sb = b ? wb_model_store(b) : NULL;
     CHECK(sa && sb && sa->n_loaded == sb->n_loaded && sa->n_loaded > 0);
     int bad = 0;
@@ -640,7 +693,9 @@ static void rt_case(const char *arch, int ty) {
     snprintf(rpath, sizeof rpath, "%s/ref", dir);
     char what[64];
     snprintf(what, sizeof what, "%s %s", arch, TY_NAME[ty]);
-    rt_rows_equal(gpath, rpath, what);
+    /* the fallback types are Q8_0 once loaded: the same rows as the safetensors model's values
+     * quantized to Q8_0 at load */
+    rt_rows_equal(gpath, rpath, ty == TY_FALLBACK ? WB_WEIGHTS_Q8_0 : 0, what);
     const int n = !strcmp(arch, "phi3") ? 40 : 12; /* phi3: past original_max, long factors */
     float *lg = rt_logits(gpath, 0, n), *ref = rt_logits(rpath, 0, n);
     if (lg && ref) {
@@ -649,16 +704,17 @@ static void rt_case(const char *arch, int ty) {
          * matrices multiply with on-the-fly quantized activations (quant.c's integer dots), so
          * against the F32 reference they agree to the activation rounding only (measured: Q8_0
          * and Q4_0 1-2% of the logit range; Q4_K/Q6_K 1% for the Llama-style ones, 8% for GPT-2
-         * with these random blocks); the rows themselves are checked exactly above */
+         * with these random blocks; the fallback types, as Q8_0, 1-3%); the rows themselves are
+         * checked exactly above */
         const double tol = ty <= TY_BF16 ? 0.0 : ty == TY_KMIX ? 0.12 * scale : 0.05 * scale;
         CHECK_MSG(d <= tol, "%s %s: max |logit diff| %.3g (scale %.3g, tolerance %.3g)", arch,
                   TY_NAME[ty], d, scale, tol);
         CHECK(scale > 0.1); /* not a model of zeros */
         printf("  %s %-9s max |diff| %.3g of %.3g\n", arch, TY_NAME[ty], d, scale);
     }
-    if (ty == TY_Q8_0 || ty == TY_Q4_0) {
+    if (ty == TY_Q8_0 || ty == TY_Q4_0 || ty == TY_FALLBACK) {
         /* the same blocks quantized at load from the dequantized values: tight */
-        float *rq = rt_logits(rpath, ty == TY_Q8_0 ? WB_WEIGHTS_Q8_0 : WB_WEIGHTS_Q4_0, n);
+        float *rq = rt_logits(rpath, ty == TY_Q4_0 ? WB_WEIGHTS_Q4_0 : WB_WEIGHTS_Q8_0, n);
         if (lg && rq) {
             double scale, d = rt_maxdiff(lg, rq, (size_t)n * RT_V, &scale);
             CHECK_MSG(d <= 1e-4 * scale, "%s %s vs quantized at load: max |diff| %.3g of %.3g",
@@ -708,7 +764,8 @@ static void expect_refused(const char *arch, int ty, int mut, wb_status want, co
 
 static void hostile_files_are_refused_naming_the_file_and_the_tensor(void) {
     expect_refused("llama", TY_F32, MUT_SWAP_DIMS, WB_ERR_FORMAT, "blk.0.attn_v.weight");
-    expect_refused("qwen2", TY_F32, MUT_Q5_K, WB_ERR_FORMAT, "Q5_K");
+    expect_refused("qwen2", TY_F32, MUT_Q5_K, WB_ERR_FORMAT, "Q2_K");
+    expect_refused("qwen2", TY_F32, MUT_Q5_K_HUGE, WB_ERR_FORMAT, "blk.0.ffn_gate.weight");
     expect_refused("llama", TY_F32, MUT_EXTRA, WB_ERR_FORMAT, "blk.0.attn_q_norm.weight");
     expect_refused("qwen2", TY_F32, MUT_UNUSED, WB_ERR_FORMAT, "blk.1.attn_output.bias");
     expect_refused("phi3", TY_F16, MUT_NAN, WB_ERR_FORMAT, "output_norm.weight");
