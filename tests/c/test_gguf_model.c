@@ -817,8 +817,10 @@ static void gguf_loaded_then_saved_loads_back_the_same(void) {
  * the greedy tokens. llama.cpp quantizes its activations in these products, hence the
  * tolerance. */
 static void llama_cpp_quantized_files_give_llama_cpp_logits(void) {
-    const char *files[] = {"kq-llama-q4_k_m", "kq-llama-q6_k", "kq-llama-q8_0"};
-    for (int f = 0; f < 3; f++) {
+    /* and the fallback types (Q5_0, Q5_1, Q4_1 with a Q6_K embedding; Q5_K_M), read as Q8_0 */
+    const char *files[] = {"kq-llama-q4_k_m", "kq-llama-q6_k", "kq-llama-q8_0",
+                           "kq-llama-q5_0", "kq-llama-q5_1", "kq-llama-q4_1", "kq-llama-q5_k_m"};
+    for (int f = 0; f < (int)(sizeof files / sizeof *files); f++) {
         char path[256];
         char *json = NULL, *bin = NULL;
         size_t jl = 0, bl = 0;

@@ -134,6 +134,54 @@ static void requantizing_to_q8_0_stays_within_half_a_step(void) {
     }
 }
 
+/* llama-quantize's own blocks (tests/vectors/gguf, made from one F32 file): every tensor of the
+ * Q5_0 / Q5_1 / Q4_1 / Q5_K_M file dequantizes to within the type's step of the same tensor of
+ * the Q8_0 file. A wrong bit or nibble order would be off by a large part of the range. */
+static void llama_cpp_blocks_dequantize_near_the_q8_0_file(void) {
+    wb_gguf *ref = NULL;
+    wb_err err = {0};
+    CHECK_MSG(wb_gguf_open("tests/vectors/gguf/kq-llama-q8_0.gguf", &ref, &err) == WB_OK, "%s", err.msg);
+    const char *files[] = {"q5_0", "q5_1", "q4_1", "q5_k_m"};
+    for (int f = 0; ref && f < 4; f++) {
+        char path[128];
+        snprintf(path, sizeof path, "tests/vectors/gguf/kq-llama-%s.gguf", files[f]);
+        wb_gguf *g = NULL;
+        CHECK_MSG(wb_gguf_open(path, &g, &err) == WB_OK, "%s", err.msg);
+        int checked = 0;
+        double worst = 0;
+        for (int64_t i = 0; g && i < wb_gguf_n_tensors(g); i++) {
+            const wb_gguf_tensor *t = wb_gguf_tensor_at(g, i), *r = NULL;
+            if (!wb_fallback_block_values(t->type)) continue;
+            for (int64_t k = 0; k < wb_gguf_n_tensors(ref); k++)
+                if (!strcmp(wb_gguf_tensor_at(ref, k)->name, t->name)) r = wb_gguf_tensor_at(ref, k);
+            CHECK(r && r->type == WB_GGML_Q8_0 && r->n_elements == t->n_elements);
+            if (!r || r->n_elements != t->n_elements) continue;
+            float *x = malloc((size_t)t->n_elements * 2 * sizeof *x), *y = x + t->n_elements;
+            CHECK(wb_fallback_dequantize_row(t->type, x, t->data, t->n_elements) == 0);
+            wb_dequantize_row(WB_QT_Q8_0, y, r->data, (int)r->n_elements);
+            double d = 0, amax = 0;
+            for (int64_t j = 0; j < t->n_elements; j++) {
+                d = fmax(d, fabs((double)x[j] - y[j]));
+                amax = fmax(amax, fabs((double)y[j]));
+            }
+            /* each type's own rounding plus Q8_0's amax / 254: Q5_1 half a step of 2 amax / 31;
+             * Q4_1 half of 2 amax / 15; Q5_0 a whole step amax / 16 (its d = max / -16 clamps
+             * the opposite extreme at +15); Q5_K like Q5_1 plus its 6-bit group scales */
+            const double tol = (t->type == WB_GGML_Q5_1 ? 0.04 : 0.075) * amax;
+            CHECK_MSG(d <= tol && amax > 0, "%s %s (%s): max |diff| %g of %g", files[f], t->name,
+                      wb_ggml_type_name(t->type), d, amax);
+            worst = fmax(worst, d / amax);
+            checked++;
+            free(x);
+        }
+        CHECK_MSG(checked >= 5, "%s: %d tensors of the fallback types", files[f], checked);
+        printf("  %-7s %d tensors: max |diff| to the Q8_0 file %.4f of the tensor's max|x|\n", files[f],
+               checked, worst);
+        wb_gguf_free(g);
+    }
+    wb_gguf_free(ref);
+}
+
 int main(void) {
     RUN(sizes_are_the_ggml_block_sizes);
     RUN(q4_1_is_scale_times_nibble_plus_min);
@@ -141,5 +189,6 @@ int main(void) {
     RUN(q5_1_adds_the_min);
     RUN(q5_k_unpacks_scales_mins_and_high_bits);
     RUN(requantizing_to_q8_0_stays_within_half_a_step);
+    RUN(llama_cpp_blocks_dequantize_near_the_q8_0_file);
     return check_summary();
 }

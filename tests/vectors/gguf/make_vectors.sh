@@ -5,12 +5,14 @@
 #
 #   tests/vectors/gguf/make_vectors.sh [WORKBENCH]      (from the source root)
 #   LLAMA_CPP=/path/to/llama.cpp  (source tree with build/bin; default /work/peer/llama.cpp)
+#   TYPES="Q5_0 Q5_1"             (the llama-quantize types to make; default all of them)
 #
 # 1. bench/peer/make_fixtures.lua kquant: a random Llama-shaped checkpoint (1 layer, C = F = 256,
 #    4 heads of 64, 2 KV heads, tied head, rope_theta 5e5) with the Llama-3-style tokenizer of
 #    tests/vectors/family_llama3_tokenizer.json (611 ids).
 # 2. The workbench writes it as an F32 GGUF (model:save_gguf).
-# 3. llama-quantize makes Q4_K_M, Q6_K and Q8_0 files from that F32 file.
+# 3. llama-quantize makes Q4_K_M, Q6_K, Q8_0 files and the fallback types Q5_0, Q5_1, Q4_1,
+#    Q5_K_M (Q5_K with Q6_K) from that F32 file.
 # 4. llama.cpp (bench/peer/llama_probe.c, F32 KV cache, 1 thread) tokenizes the prompt and writes
 #    the logits of its last position and of 8 greedy steps for each file: <file>.json.
 set -euo pipefail
@@ -28,7 +30,7 @@ cc -O2 -o "$WORK/llama_probe" bench/peer/llama_probe.c -I"$LLAMA_CPP/include" \
 PROMPT="The little robot looked at the sky and said: it's 12 o'clock, time to read!"
 printf '%s\n' "$PROMPT" > "$WORK/prompt.txt"
 COMMIT=$(cat "$LLAMA_CPP/COMMIT" 2>/dev/null || echo unknown)
-for t in Q4_K_M Q6_K Q8_0; do
+for t in ${TYPES:-Q4_K_M Q6_K Q8_0 Q5_0 Q5_1 Q4_1 Q5_K_M}; do
   lc=$(echo "$t" | tr 'A-Z' 'a-z')
   f=$OUT/kq-llama-$lc.gguf
   "$BIN/llama-quantize" "$WORK/kq-llama-f32.gguf" "$f" "$t" 1 > "$WORK/quantize-$lc.log" 2>&1
