@@ -1,5 +1,6 @@
 /* seed_gguf_model.c - writes the seed corpus of fuzz_gguf_model: one tiny random model per
- * architecture (gpt2, llama, qwen2, phi3) and tensor type, in llama.cpp's layout, each well
+ * architecture (gpt2, llama, qwen2, phi3) and tensor type (with Q5_0 / Q5_1 / Q4_1 ones, which
+ * the load converts to Q8_0), in llama.cpp's layout, each well
  * under the fuzzer's 64 KiB input limit. Not part of the build; run from the source root:
  *   cc -Icore tests/fuzz/seed_gguf_model.c build/libwbcore.a -lopenblas -lcjson -lpcre2-8 \
  *      -lutf8proc -lm -lpthread -o /tmp/seed && /tmp/seed tests/fuzz/corpus/fuzz_gguf_model */
@@ -9,6 +10,8 @@
 
 #include "gguf.h"
 #include "gguf_model.h"
+#include "quant_fallback.h"
+#include "wb_model.h"
 
 enum { V = 16, C = 32, NH = 2, NKV = 1, HD = 16, F = 64, T = 16 };
 
@@ -23,7 +26,20 @@ static void tensor(wb_gguf_writer *w, const char *name, int64_t cols, int64_t ro
     wb_err err = {0};
     const int64_t dims[2] = {cols, rows};
     for (int64_t i = 0; i < cols * rows; i++) v[i] = rows > 1 ? 0.2f * rnd() : 1.0f + 0.1f * rnd();
-    if (cols % 32) type = WB_GGML_F32;
+    if (cols % 32 || (rows == 1 && wb_fallback_block_values(type))) type = WB_GGML_F32;
+    if (wb_fallback_block_values(type)) { /* random blocks, small f16 scale (and min) */
+        static uint8_t raw[V * C * 8];
+        const size_t bb = wb_fallback_block_bytes(type), n = (size_t)(cols * rows) / 32 * bb;
+        for (size_t i = 0; i < n; i++) raw[i] = (uint8_t)(rnd() * 256);
+        for (size_t b = 0; b < n; b += bb) {
+            const uint16_t d = wb_f32_to_f16(0.012f), m = wb_f32_to_f16(-0.1f);
+            memcpy(raw + b, &d, 2);
+            if (type != WB_GGML_Q5_0) memcpy(raw + b + 2, &m, 2);
+        }
+        if (wb_gguf_add_tensor_raw(w, name, 2, dims, type, raw, n, &err))
+            fprintf(stderr, "%s: %s\n", name, err.msg);
+        return;
+    }
     if (wb_gguf_add_tensor(w, name, rows > 1 ? 2 : 1, dims, type, v, &err))
         fprintf(stderr, "%s: %s\n", name, err.msg);
 }
@@ -107,5 +123,9 @@ int main(int argc, char **argv) {
         for (int t = 1; t < 5; t++)
             if (t == 1 || t == 3 || (a == 1 && t != 0) || (a == 2 && t == 2))
                 model(argv[1], archs[a], types[t].t, types[t].n);
+    /* the types converted to Q8_0 at load (Q5_K needs rows of 256: not at this size) */
+    model(argv[1], "llama", WB_GGML_Q5_0, "q5_0");
+    model(argv[1], "qwen2", WB_GGML_Q5_1, "q5_1");
+    model(argv[1], "gpt2", WB_GGML_Q4_1, "q4_1");
     return 0;
 }
