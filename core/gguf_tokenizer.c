@@ -243,17 +243,6 @@ static int canon_equal(const cJSON *canon_arr, const cJSON *section) {
         goto done;                                                                                 \
     } while (0)
 
-static int valid_utf8(const char *s, size_t n) {
-    for (size_t i = 0; i < n;) {
-        size_t cons;
-        int tr;
-        int l = tk_utf8_char((const unsigned char *)s + i, n - i, &cons, &tr);
-        if (!l) return 0;
-        i += (size_t)l;
-    }
-    return 1;
-}
-
 /* "<0xNN>": the byte, else -1. */
 static int byte_token(const char *s, size_t n) {
     if (n != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>') return -1;
@@ -648,7 +637,7 @@ wb_status wb_gguf_tokenizer_load(const wb_gguf *g, wb_tokenizer **out, char **ch
             FAIL(WB_ERR_FORMAT, "%s: %s[%llu]: %zu bytes (the limit is %d)", nm, K_TOKENS,
                  (unsigned long long)i, l, MAX_TOKEN_BYTES);
         if (memchr(s, 0, l)) FAIL(WB_ERR_FORMAT, "%s: %s[%llu] contains a NUL byte", nm, K_TOKENS, (unsigned long long)i);
-        if (!valid_utf8(s, l)) FAIL(WB_ERR_FORMAT, "%s: %s[%llu] is not valid UTF-8", nm, K_TOKENS, (unsigned long long)i);
+        if (!tk_utf8_valid(s, l)) FAIL(WB_ERR_FORMAT, "%s: %s[%llu] is not valid UTF-8", nm, K_TOKENS, (unsigned long long)i);
         char buf[40];
         if (l == 0) { /* llama.cpp renames empty tokens the same way */
             l = (size_t)snprintf(buf, sizeof buf, "[EMPTY_%llu]", (unsigned long long)i);
@@ -817,7 +806,7 @@ wb_status wb_gguf_tokenizer_load(const wb_gguf *g, wb_tokenizer **out, char **ch
         if (st && st != WB_ERR_NOTFOUND) goto done;
         if (st == WB_OK) {
             if (memchr(t, 0, tl)) FAIL(WB_ERR_FORMAT, "%s: %s contains a NUL byte", nm, K_TEMPLATE);
-            if (!valid_utf8(t, tl)) FAIL(WB_ERR_FORMAT, "%s: %s is not valid UTF-8", nm, K_TEMPLATE);
+            if (!tk_utf8_valid(t, tl)) FAIL(WB_ERR_FORMAT, "%s: %s is not valid UTF-8", nm, K_TEMPLATE);
             if (!(tmpl = tk_strndup(t, tl))) FAIL(WB_ERR_NOMEM, "%s: out of memory", nm);
         }
         st = WB_OK;

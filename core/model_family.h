@@ -183,6 +183,10 @@ typedef struct wb_weight_store {
 wb_status wb_weights_load(wb_weights *w, const wb_want *wants, int n, int keep_bf16,
                           wb_weight_store *out, int64_t *n_params, wb_err *err);
 void wb_weight_store_free(wb_weight_store *s);
+/* Record every want as loaded (name, shape, matrix or vector) in s->loaded for exporters
+ * (core/gguf_save.c); `what` names the source in the out-of-memory message. */
+wb_status wb_weight_store_list(wb_weight_store *s, const wb_want *wants, int n, const char *what,
+                               wb_err *err);
 size_t wb_weight_store_bytes(const wb_weight_store *s);
 
 /* ---------------------------------------------------------------------------- sequences */

@@ -155,6 +155,17 @@ int tk_strmap_add(tk_strmap *m, const char *key, size_t len, int32_t val, int32_
 
 /* ---- UTF-8 ------------------------------------------------------------------------------- */
 
+int tk_utf8_valid(const char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        size_t cons;
+        int tr;
+        int l = tk_utf8_char((const unsigned char *)s + i, n - i, &cons, &tr);
+        if (!l) return 0;
+        i += (size_t)l;
+    }
+    return 1;
+}
+
 int tk_utf8_char(const unsigned char *s, size_t n, size_t *consumed, int *truncated) {
     unsigned c = s[0];
     *truncated = 0;

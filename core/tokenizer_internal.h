@@ -45,6 +45,8 @@ uint64_t tk_hash_bytes(const char *s, size_t n);
  * subpart (>= 1) that a lossy decoder replaces with one U+FFFD, and *truncated whether the
  * subpart was cut short only by the end of the buffer. */
 int tk_utf8_char(const unsigned char *s, size_t n, size_t *consumed, int *truncated);
+/* 1 when s[0..n) is well-formed UTF-8 throughout (vocabulary entries, added tokens, templates). */
+int tk_utf8_valid(const char *s, size_t n);
 
 /* Lossy-decode text (maximal-subpart rule, one U+FFFD per invalid subpart). Returns text itself
  * when already valid (*owned = NULL), else a malloc'd copy in *owned. NULL on nomem. */

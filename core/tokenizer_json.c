@@ -13,18 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int valid_utf8(const char *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        size_t cons;
-        int tr;
-        int l = tk_utf8_char((const unsigned char *)s + i, n - i, &cons, &tr);
-        if (!l) return 0;
-        i += (size_t)l;
-    }
-    return 1;
-}
-
 
 /* A JSON string field: NULL when absent or null; *bad set when present with another type. */
 static const char *opt_string(const cJSON *obj, const char *key, int *bad) {
@@ -126,7 +114,7 @@ static wb_status parse_added(wb_tokenizer *tok, const cJSON *arr, const char *na
         if (idv && !cJSON_IsNumber(idv))
             FAIL(WB_ERR_FORMAT, "%s: added_tokens[%d].id is not a number", name, i);
         size_t cl = strlen(c->valuestring);
-        if (!valid_utf8(c->valuestring, cl))
+        if (!tk_utf8_valid(c->valuestring, cl))
             FAIL(WB_ERR_FORMAT, "%s: added_tokens[%d].content is not valid UTF-8", name, i);
         int special = opt_bool(e, "special", 0);
         int sw = opt_bool(e, "single_word", 0), ls = opt_bool(e, "lstrip", 0),
@@ -270,7 +258,7 @@ wb_status wb_tokenizer_load_json(const char *json, size_t len, const char *name,
         if (e->valuedouble != (double)(int32_t)e->valuedouble)
             FAIL(WB_ERR_FORMAT, "%s: model.vocab[\"%.60s\"] is not an integer id", name, k);
         int32_t id = (int32_t)e->valuedouble;
-        if (!valid_utf8(k, kl)) FAIL(WB_ERR_FORMAT, "%s: model.vocab key for id %d is not valid UTF-8", name, id);
+        if (!tk_utf8_valid(k, kl)) FAIL(WB_ERR_FORMAT, "%s: model.vocab key for id %d is not valid UTF-8", name, id);
         if (tok->str[id])
             FAIL(WB_ERR_FORMAT, "%s: model.vocab: id %d is used by both \"%.60s\" and \"%.60s\"", name,
                  id, tok->str[id], k);

@@ -272,17 +272,6 @@ static const char *req_string(const cJSON *obj, const char *key) {
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-static int valid_utf8(const char *s, size_t n) {
-    for (size_t i = 0; i < n;) {
-        size_t cons;
-        int tr;
-        int l = tk_utf8_char((const unsigned char *)s + i, n - i, &cons, &tr);
-        if (!l) return 0;
-        i += (size_t)l;
-    }
-    return 1;
-}
-
 /* One character (Metaspace replacement, Strip content): HF stores a Rust char. */
 static int one_char(const char *s, char out[8], int *len) {
     if (!s || !*s) return -1;
@@ -303,7 +292,7 @@ static wb_status parse_pattern(tk_matcher *m, const cJSON *pat, const char *name
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(pat, "Regex");
     if (cJSON_IsString(s)) {
         size_t l = strlen(s->valuestring);
-        if (!valid_utf8(s->valuestring, l))
+        if (!tk_utf8_valid(s->valuestring, l))
             return wb_err_set(err, WB_ERR_FORMAT, "%s: %s.String is not valid UTF-8", name, field);
         if (!(m->lit = tk_strndup(s->valuestring, l))) return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", name);
         m->lit_len = l;
@@ -346,7 +335,7 @@ static wb_status add_norm(wb_tokenizer *tok, const cJSON *j, const char *name, c
             PFAIL(WB_ERR_FORMAT, "%s: %s.%s is missing or not a string", name, path,
                   is(t, "Prepend") ? "prepend" : "content");
         nm.content_len = strlen(c);
-        if (!valid_utf8(c, nm.content_len))
+        if (!tk_utf8_valid(c, nm.content_len))
             PFAIL(WB_ERR_FORMAT, "%s: %s: content is not valid UTF-8", name, path);
         if (!(nm.content = tk_strndup(c, nm.content_len))) PFAIL(WB_ERR_NOMEM, "%s: out of memory", name);
         if (nm.kind == TK_NORM_REPLACE) {

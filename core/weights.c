@@ -452,18 +452,7 @@ wb_status wb_weights_load(wb_weights *w, const wb_want *wants, int n, int keep_b
     }
     if (w->quant && (s = quantize_mats(wants, n, w->quant, out, err))) goto done;
     /* what was loaded, by name, for exporters (the matrices as quantized, if they were) */
-    if (!(out->loaded = calloc((size_t)(n > 0 ? n : 1), sizeof *out->loaded))) {
-        s = wb_err_set(err, WB_ERR_NOMEM, "loading weights: out of memory");
-        goto done;
-    }
-    for (int i = 0; i < n; i++) {
-        wb_loaded_tensor *lt = &out->loaded[i];
-        memcpy(lt->name, wants[i].name, sizeof lt->name);
-        lt->d0 = wants[i].d0, lt->d1 = wants[i].d1;
-        if (wants[i].mat) lt->mat = *wants[i].mat;
-        if (wants[i].vec) lt->vec = *wants[i].vec;
-    }
-    out->n_loaded = n;
+    if ((s = wb_weight_store_list(out, wants, n, "loading weights", err))) goto done;
     if (n_params) *n_params = np;
 done:
     free(tmp);
@@ -471,6 +460,21 @@ done:
     free(paths);
     if (s) wb_weight_store_free(out);
     return s;
+}
+
+wb_status wb_weight_store_list(wb_weight_store *s, const wb_want *wants, int n, const char *what,
+                               wb_err *err) {
+    if (!(s->loaded = calloc((size_t)(n > 0 ? n : 1), sizeof *s->loaded)))
+        return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", what);
+    for (int i = 0; i < n; i++) {
+        wb_loaded_tensor *lt = &s->loaded[i];
+        memcpy(lt->name, wants[i].name, sizeof lt->name);
+        lt->d0 = wants[i].d0, lt->d1 = wants[i].d1;
+        if (wants[i].mat) lt->mat = *wants[i].mat;
+        if (wants[i].vec) lt->vec = *wants[i].vec;
+    }
+    s->n_loaded = n;
+    return WB_OK;
 }
 
 void wb_weight_store_free(wb_weight_store *s) {

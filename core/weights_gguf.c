@@ -475,18 +475,7 @@ wb_status wb_gguf_src_load(wb_gguf_src *s, const wb_want *wants, int n, int keep
         if ((st = wb_weights_quantize(requant, k, quant, out, err))) goto done;
     }
     /* what was loaded, by name, for exporters (core/gguf_save.c), as weights.c records it */
-    if (!(out->loaded = calloc((size_t)(n > 0 ? n : 1), sizeof *out->loaded))) {
-        st = wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", s->path);
-        goto done;
-    }
-    for (int i = 0; i < n; i++) {
-        wb_loaded_tensor *lt = &out->loaded[i];
-        memcpy(lt->name, wants[i].name, sizeof lt->name);
-        lt->d0 = wants[i].d0, lt->d1 = wants[i].d1;
-        if (wants[i].mat) lt->mat = *wants[i].mat;
-        if (wants[i].vec) lt->vec = *wants[i].vec;
-    }
-    out->n_loaded = n;
+    if ((st = wb_weight_store_list(out, wants, n, s->path, err))) goto done;
     if (mapped) { /* rows point into the mapping: the store keeps the file */
         out->gguf = s->g;
         s->g = NULL;
