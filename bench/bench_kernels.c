@@ -44,6 +44,8 @@ static double cpu_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
+#include "bench_floors.h"
+
 static double lo(const double *v, int n) {
     double m = v[0];
     for (int i = 1; i < n; i++) m = v[i] < m ? v[i] : m;
@@ -57,43 +59,6 @@ static double hi(const double *v, int n) {
 
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,avx2")))
 #define AVX2 __attribute__((target("avx2,fma")))
-
-/* GFLOP/s of 24 chains x iters 512-bit FMAs */
-AVX512 static double fma_peak_512(long iters) {
-    __m512 a[24];
-    for (int i = 0; i < 24; i++) a[i] = _mm512_set1_ps(1.0f + i * 1e-7f);
-    const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
-    double t0 = cpu_ms();
-    for (long k = 0; k < iters; k++) {
-#pragma GCC unroll 24
-        for (int i = 0; i < 24; i++) a[i] = _mm512_fmadd_ps(a[i], m, c);
-    }
-    double ms = cpu_ms() - t0;
-    float s = 0;
-    for (int i = 0; i < 24; i++) s += _mm512_reduce_add_ps(a[i]);
-    if (s == 12345.0f) puts("");
-    return (double)iters * 24 * 16 * 2 / (ms * 1e6);
-}
-
-AVX2 static double fma_peak_256(long iters) {
-    __m256 a[12];
-    for (int i = 0; i < 12; i++) a[i] = _mm256_set1_ps(1.0f + i * 1e-7f);
-    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
-    double t0 = cpu_ms();
-    for (long k = 0; k < iters; k++) {
-#pragma GCC unroll 12
-        for (int i = 0; i < 12; i++) a[i] = _mm256_fmadd_ps(a[i], m, c);
-    }
-    double ms = cpu_ms() - t0;
-    float s = 0;
-    float t[8];
-    for (int i = 0; i < 12; i++) {
-        _mm256_storeu_ps(t, a[i]);
-        s += t[0];
-    }
-    if (s == 12345.0f) puts("");
-    return (double)iters * 12 * 8 * 2 / (ms * 1e6);
-}
 
 /* Gop/s (a multiply and an add per int8 pair) of 24 chains of vpdpbusd */
 AVX512 static double vnni_peak(long iters) {
@@ -161,8 +126,8 @@ int main(int argc, char **argv) {
     double g44[WB_ISA_COUNT][MAXR], g268[WB_ISA_COUNT][MAXR], q44[WB_ISA_COUNT][MAXR];
     const int levels = (int)wb_isa_best();
     for (int k = 0; k < reps; k++) {
-        p512[k] = have512 ? fma_peak_512(2000000) : 0;
-        p256[k] = fma_peak_256(2000000);
+        p512[k] = have512 ? bench_fma_peak_512(2000000, cpu_ms) : 0;
+        p256[k] = bench_fma_peak_256(2000000, cpu_ms);
         pv[k] = have_vnni ? vnni_peak(1000000) : 0;
         for (int lv = WB_ISA_AVX2; lv <= levels; lv++) {
             wb_isa o = wb_isa_limit((wb_isa)lv);

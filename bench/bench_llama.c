@@ -29,59 +29,7 @@
 
 #include "wb_model.h"
 #include "bench_qwen2_fixture.h"
-
-/* ------------------------------------------------------------------------ bandwidth */
-
-#define BW_BYTES ((size_t)512 << 20)
-
-typedef struct bw_arg {
-    const float *p;
-    size_t n;
-    float sink;
-} bw_arg;
-
-/* The read pattern the BF16 GEMV uses on a 4864 x 896 matrix: chunks of 8 MB (one matrix), each
- * read as four sequential streams a quarter of the chunk apart, prefetched half a KB ahead. (One
- * single stream is latency-bound well below the DRAM rate; streams 128 MB apart were slower.) */
-#define BW_CHUNK ((size_t)2 << 20) /* floats */
-__attribute__((target("avx2"))) static void *bw_read(void *arg) {
-    bw_arg *a = arg;
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    for (size_t c0 = 0; c0 + BW_CHUNK <= a->n; c0 += BW_CHUNK) {
-        const size_t q = BW_CHUNK / 4;
-        const float *p0 = a->p + c0, *p1 = p0 + q, *p2 = p1 + q, *p3 = p2 + q;
-        for (size_t i = 0; i < q; i += 16) {
-            _mm_prefetch((const char *)(p0 + i) + 512, _MM_HINT_T0);
-            _mm_prefetch((const char *)(p1 + i) + 512, _MM_HINT_T0);
-            _mm_prefetch((const char *)(p2 + i) + 512, _MM_HINT_T0);
-            _mm_prefetch((const char *)(p3 + i) + 512, _MM_HINT_T0);
-            s0 = _mm256_add_ps(s0, _mm256_add_ps(_mm256_load_ps(p0 + i), _mm256_load_ps(p0 + i + 8)));
-            s1 = _mm256_add_ps(s1, _mm256_add_ps(_mm256_load_ps(p1 + i), _mm256_load_ps(p1 + i + 8)));
-            s2 = _mm256_add_ps(s2, _mm256_add_ps(_mm256_load_ps(p2 + i), _mm256_load_ps(p2 + i + 8)));
-            s3 = _mm256_add_ps(s3, _mm256_add_ps(_mm256_load_ps(p3 + i), _mm256_load_ps(p3 + i + 8)));
-        }
-    }
-    float t[8];
-    _mm256_storeu_ps(t, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-    a->sink = t[0] + t[7];
-    return NULL;
-}
-
-/* GB/s of one streaming read over BW_BYTES split across nt threads */
-static double bandwidth(const float *buf, int nt) {
-    pthread_t th[8];
-    bw_arg a[8];
-    const size_t per = BW_BYTES / 4 / (size_t)nt;
-    double t0 = wb_clock_ms();
-    for (int i = 0; i < nt; i++) {
-        a[i] = (bw_arg){buf + (size_t)i * per, per, 0};
-        if (i) pthread_create(&th[i], NULL, bw_read, &a[i]);
-    }
-    bw_read(&a[0]);
-    for (int i = 1; i < nt; i++) pthread_join(th[i], NULL);
-    return (double)BW_BYTES / ((wb_clock_ms() - t0) * 1e6);
-}
-
+#include "bench_floors.h"
 
 /* ------------------------------------------------------------------------ FMA peak */
 
@@ -91,41 +39,10 @@ typedef struct peak_arg {
     double gflops;
 } peak_arg;
 
-__attribute__((target("avx512f"))) static double peak512(void) {
-    __m512 a[24];
-    for (int i = 0; i < 24; i++) a[i] = _mm512_set1_ps(1.0f + i * 1e-7f);
-    const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
-    const long it = 2000000;
-    double t0 = wb_clock_ms();
-    for (long k = 0; k < it; k++) {
-#pragma GCC unroll 24
-        for (int i = 0; i < 24; i++) a[i] = _mm512_fmadd_ps(a[i], m, c);
-    }
-    double ms = wb_clock_ms() - t0;
-    float s = 0;
-    for (int i = 0; i < 24; i++) s += _mm512_reduce_add_ps(a[i]);
-    return s == 1.2345f ? 0 : (double)it * 24 * 32 / (ms * 1e6);
-}
-
-__attribute__((target("avx2,fma"))) static double peak256(void) {
-    __m256 a[12];
-    for (int i = 0; i < 12; i++) a[i] = _mm256_set1_ps(1.0f + i * 1e-7f);
-    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
-    const long it = 4000000;
-    double t0 = wb_clock_ms();
-    for (long k = 0; k < it; k++) {
-#pragma GCC unroll 12
-        for (int i = 0; i < 12; i++) a[i] = _mm256_fmadd_ps(a[i], m, c);
-    }
-    double ms = wb_clock_ms() - t0;
-    float t[8];
-    _mm256_storeu_ps(t, a[0]);
-    return t[0] == 1.2345f ? 0 : (double)it * 12 * 16 / (ms * 1e6);
-}
-
 static int g_have512;
 static void *peak_thread(void *arg) {
-    ((peak_arg *)arg)->gflops = g_have512 ? peak512() : peak256();
+    ((peak_arg *)arg)->gflops = g_have512 ? bench_fma_peak_512(2000000, wb_clock_ms)
+                                           : bench_fma_peak_256(4000000, wb_clock_ms);
     return NULL;
 }
 
@@ -178,11 +95,11 @@ int main(int argc, char **argv) {
     if (reps < 3) reps = 3;
     if (ntok < 2) ntok = 2;
     if (argc > 1 && !strcmp(argv[1], "--bandwidth")) { /* the bound's measurement alone */
-        float *buf = aligned_alloc(64, BW_BYTES);
-        memset(buf, 1, BW_BYTES);
+        float *buf = aligned_alloc(64, BENCH_BW_BYTES);
+        memset(buf, 1, BENCH_BW_BYTES);
         for (int nt = 1; nt <= 2; nt++) {
             double v[9];
-            for (int r = 0; r < 9; r++) v[r] = bandwidth(buf, nt);
+            for (int r = 0; r < 9; r++) v[r] = bench_read_gbs(buf, nt);
             stat3 st = stats(v, 9);
             printf("read, %d thread(s): %.1f GB/s [%.1f - %.1f]\n", nt, st.med, st.lo, st.hi);
         }
@@ -202,8 +119,8 @@ int main(int argc, char **argv) {
            (wb_clock_ms() - t0) / 1000, dir);
     printf("%s\n\n", wb_blas_info());
 
-    float *bw_buf = aligned_alloc(64, BW_BYTES);
-    memset(bw_buf, 1, BW_BYTES); /* fault the pages in before timing */
+    float *bw_buf = aligned_alloc(64, BENCH_BW_BYTES);
+    memset(bw_buf, 1, BENCH_BW_BYTES); /* fault the pages in before timing */
 
     enum { LONG = 268 };
     int32_t prompt[LONG];
@@ -237,7 +154,7 @@ int main(int argc, char **argv) {
                 double a = wb_clock_ms();
                 wb_session_prefill(s, prompt, PROMPT, logits, 0, &err);
                 double a2 = wb_clock_ms();
-                const double g = bandwidth(bw_buf, nt);
+                const double g = bench_read_gbs(bw_buf, nt);
                 double b = wb_clock_ms();
                 int32_t id = 1;
                 for (int t = 0; t < ntok; t++) {

@@ -37,9 +37,9 @@
 #include "wb_model.h"
 
 #include "bench_qwen2_fixture.h"
+#include "bench_floors.h"
 
 #define MAXR 31
-#define BW_BYTES ((size_t)512 << 20)
 
 /* ---------------------------------------------------------------------------- statistics */
 
@@ -71,22 +71,6 @@ static void print_load(const char *when) {
 
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,avx2")))
 
-AVX512 static double fma_peak(long iters) { /* GFLOP/s of one core */
-    __m512 a[24];
-    for (int i = 0; i < 24; i++) a[i] = _mm512_set1_ps(1.0f + i * 1e-7f);
-    const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
-    double t0 = wb_clock_ms();
-    for (long k = 0; k < iters; k++) {
-#pragma GCC unroll 24
-        for (int i = 0; i < 24; i++) a[i] = _mm512_fmadd_ps(a[i], m, c);
-    }
-    double ms = wb_clock_ms() - t0;
-    float s = 0;
-    for (int i = 0; i < 24; i++) s += _mm512_reduce_add_ps(a[i]);
-    if (s == 12345.0f) puts("");
-    return (double)iters * 24 * 16 * 2 / (ms * 1e6);
-}
-
 AVX512 static double int8_peak(long iters) { /* Gop/s (multiply + add per byte pair), one core */
     __m512i a[24];
     for (int i = 0; i < 24; i++) a[i] = _mm512_set1_epi32(i);
@@ -103,50 +87,6 @@ AVX512 static double int8_peak(long iters) { /* Gop/s (multiply + add per byte p
     return (double)iters * 24 * 64 * 2 / (ms * 1e6);
 }
 
-typedef struct bw_arg {
-    const float *p;
-    size_t n;
-    float sink;
-} bw_arg;
-
-/* four sequential streams a quarter of each 8 MB chunk apart, prefetched half a KB ahead */
-__attribute__((target("avx2"))) static void *bw_read(void *arg) {
-    bw_arg *a = arg;
-    const size_t chunk = (size_t)2 << 20;
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    for (size_t c0 = 0; c0 + chunk <= a->n; c0 += chunk) {
-        const size_t q = chunk / 4;
-        const float *p0 = a->p + c0, *p1 = p0 + q, *p2 = p1 + q, *p3 = p2 + q;
-        for (size_t i = 0; i < q; i += 16) {
-            _mm_prefetch((const char *)(p0 + i) + 512, _MM_HINT_T0);
-            _mm_prefetch((const char *)(p1 + i) + 512, _MM_HINT_T0);
-            _mm_prefetch((const char *)(p2 + i) + 512, _MM_HINT_T0);
-            _mm_prefetch((const char *)(p3 + i) + 512, _MM_HINT_T0);
-            s0 = _mm256_add_ps(s0, _mm256_add_ps(_mm256_load_ps(p0 + i), _mm256_load_ps(p0 + i + 8)));
-            s1 = _mm256_add_ps(s1, _mm256_add_ps(_mm256_load_ps(p1 + i), _mm256_load_ps(p1 + i + 8)));
-            s2 = _mm256_add_ps(s2, _mm256_add_ps(_mm256_load_ps(p2 + i), _mm256_load_ps(p2 + i + 8)));
-            s3 = _mm256_add_ps(s3, _mm256_add_ps(_mm256_load_ps(p3 + i), _mm256_load_ps(p3 + i + 8)));
-        }
-    }
-    float t[8];
-    _mm256_storeu_ps(t, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-    a->sink = t[0] + t[7];
-    return NULL;
-}
-
-static double bandwidth(const float *buf, int nt) {
-    pthread_t th[2];
-    bw_arg a[2];
-    const size_t per = BW_BYTES / 4 / (size_t)nt;
-    double t0 = wb_clock_ms();
-    for (int i = 0; i < nt; i++) {
-        a[i] = (bw_arg){buf + (size_t)i * per, per, 0};
-        if (i) pthread_create(&th[i], NULL, bw_read, &a[i]);
-    }
-    bw_read(&a[0]);
-    for (int i = 1; i < nt; i++) pthread_join(th[i], NULL);
-    return (double)BW_BYTES / ((wb_clock_ms() - t0) * 1e6);
-}
 
 /* --------------------------------------------------------------------- matrix products */
 
@@ -249,9 +189,9 @@ int main(int argc, char **argv) {
     printf("%s\n", wb_kernels_describe());
     print_load("before");
 
-    float *bw_buf = aligned_alloc(64, BW_BYTES);
+    float *bw_buf = aligned_alloc(64, BENCH_BW_BYTES);
     if (!bw_buf) return 1;
-    memset(bw_buf, 1, BW_BYTES);
+    memset(bw_buf, 1, BENCH_BW_BYTES);
 
     /* matrices: decode ~320 MB each, prefill 896 x 4864 */
     enum { IN = 4864, PR = 896, NMAX = 268 };
@@ -273,8 +213,8 @@ int main(int argc, char **argv) {
     double gbs[N_DT][MAXR], frac[N_DT][MAXR], g44[N_DT][MAXR], g268[N_DT][MAXR];
     wb_threads_set(2);
     for (int k = -1; k < reps; k++) { /* k = -1: warm-up */
-        const double b1 = bandwidth(bw_buf, 1), b2 = bandwidth(bw_buf, 2);
-        const double f = have512 ? fma_peak(2000000) : 0, i8 = have512 ? int8_peak(1000000) : 0;
+        const double b1 = bench_read_gbs(bw_buf, 1), b2 = bench_read_gbs(bw_buf, 2);
+        const double f = have512 ? bench_fma_peak_512(2000000, wb_clock_ms) : 0, i8 = have512 ? int8_peak(1000000) : 0;
         for (int d = 0; d < N_DT; d++) {
             const double ms = mm2(Y, X, 1, &dec[d]);
             const double bytes = (double)dt_row_bytes(d, IN) * dec[d].rows;
@@ -356,7 +296,7 @@ int main(int argc, char **argv) {
                 double c = wb_clock_ms();
                 wb_session_prefill(s, prompt, 44, logits, 0, &err);
                 double d = wb_clock_ms();
-                const double g = bandwidth(bw_buf, 2);
+                const double g = bench_read_gbs(bw_buf, 2);
                 double e = wb_clock_ms();
                 int32_t id = 1;
                 for (int t = 0; t < NTOK; t++) {

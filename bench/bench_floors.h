@@ -1,0 +1,111 @@
+/* bench_floors.h - the machine floors benchmarks print beside their figures, measured in the
+ * same run: the FMA peak of one thread (512- and 256-bit) and the streaming read rate in the
+ * pattern the GEMV kernels read weights with. Header-only (static functions), like
+ * bench_args.h; include after <immintrin.h> and <pthread.h>. */
+#ifndef WB_BENCH_FLOORS_H
+#define WB_BENCH_FLOORS_H
+
+#include <immintrin.h>
+#include <pthread.h>
+#include <stdio.h>
+
+#include "wb_base.h"
+
+/* wb_clock_ms (wall) or a thread-CPU-time clock (bench_kernels: descheduling left out) */
+typedef double (*bench_clock_fn)(void);
+
+/* GFLOP/s of 24 independent chains of 512-bit FMAs, iters rounds, on the calling thread */
+__attribute__((target("avx512f,fma"), unused)) static double bench_fma_peak_512(long iters,
+                                                                         bench_clock_fn clk) {
+    __m512 a[24];
+    for (int i = 0; i < 24; i++) a[i] = _mm512_set1_ps(1.0f + i * 1e-7f);
+    const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+    double t0 = clk();
+    for (long k = 0; k < iters; k++) {
+#pragma GCC unroll 24
+        for (int i = 0; i < 24; i++) a[i] = _mm512_fmadd_ps(a[i], m, c);
+    }
+    double ms = clk() - t0;
+    float s = 0;
+    for (int i = 0; i < 24; i++) s += _mm512_reduce_add_ps(a[i]);
+    if (s == 12345.0f) puts(""); /* keeps the chains live */
+    return (double)iters * 24 * 16 * 2 / (ms * 1e6);
+}
+
+/* The same with 12 chains of 256-bit FMAs (AVX2 machines) */
+__attribute__((target("avx2,fma"), unused)) static double bench_fma_peak_256(long iters,
+                                                                     bench_clock_fn clk) {
+    __m256 a[12];
+    for (int i = 0; i < 12; i++) a[i] = _mm256_set1_ps(1.0f + i * 1e-7f);
+    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+    double t0 = clk();
+    for (long k = 0; k < iters; k++) {
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) a[i] = _mm256_fmadd_ps(a[i], m, c);
+    }
+    double ms = clk() - t0;
+    float s = 0, t[8];
+    for (int i = 0; i < 12; i++) {
+        _mm256_storeu_ps(t, a[i]);
+        s += t[0];
+    }
+    if (s == 12345.0f) puts("");
+    return (double)iters * 12 * 8 * 2 / (ms * 1e6);
+}
+
+/* ---------------------------------------------------------------- streaming read rate */
+
+#define BENCH_BW_BYTES ((size_t)512 << 20)
+
+typedef struct bench_bw_arg {
+    const float *p;
+    size_t n;
+    float sink;
+} bench_bw_arg;
+
+/* The read pattern the BF16 GEMV uses on a 4864 x 896 matrix: chunks of 8 MB (one matrix), each
+ * read as four sequential streams a quarter of the chunk apart, prefetched half a KB ahead. (One
+ * single stream is latency-bound well below the DRAM rate; streams 128 MB apart were slower.) */
+__attribute__((target("avx2"), unused)) static void *bench_bw_read(void *arg) {
+    bench_bw_arg *a = arg;
+    const size_t chunk = (size_t)2 << 20; /* floats */
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (size_t c0 = 0; c0 + chunk <= a->n; c0 += chunk) {
+        const size_t q = chunk / 4;
+        const float *p0 = a->p + c0, *p1 = p0 + q, *p2 = p1 + q, *p3 = p2 + q;
+        for (size_t i = 0; i < q; i += 16) {
+            _mm_prefetch((const char *)(p0 + i) + 512, _MM_HINT_T0);
+            _mm_prefetch((const char *)(p1 + i) + 512, _MM_HINT_T0);
+            _mm_prefetch((const char *)(p2 + i) + 512, _MM_HINT_T0);
+            _mm_prefetch((const char *)(p3 + i) + 512, _MM_HINT_T0);
+            s0 = _mm256_add_ps(s0, _mm256_add_ps(_mm256_load_ps(p0 + i), _mm256_load_ps(p0 + i + 8)));
+            s1 = _mm256_add_ps(s1, _mm256_add_ps(_mm256_load_ps(p1 + i), _mm256_load_ps(p1 + i + 8)));
+            s2 = _mm256_add_ps(s2, _mm256_add_ps(_mm256_load_ps(p2 + i), _mm256_load_ps(p2 + i + 8)));
+            s3 = _mm256_add_ps(s3, _mm256_add_ps(_mm256_load_ps(p3 + i), _mm256_load_ps(p3 + i + 8)));
+        }
+    }
+    float t[8];
+    _mm256_storeu_ps(t, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    a->sink = t[0] + t[7];
+    return NULL;
+}
+
+/* GB/s of one streaming read over BENCH_BW_BYTES of buf (64-byte aligned) split across nt <= 8
+ * threads */
+__attribute__((unused)) static double bench_read_gbs(const float *buf, int nt) {
+    pthread_t th[8];
+    bench_bw_arg a[8];
+    if (nt < 1) nt = 1;
+    if (nt > 8) nt = 8;
+    const size_t per = BENCH_BW_BYTES / 4 / (size_t)nt;
+    double t0 = wb_clock_ms();
+    for (int i = 0; i < nt; i++) {
+        a[i] = (bench_bw_arg){buf + (size_t)i * per, per, 0};
+        if (i) pthread_create(&th[i], NULL, bench_bw_read, &a[i]);
+    }
+    bench_bw_read(&a[0]);
+    for (int i = 1; i < nt; i++) pthread_join(th[i], NULL);
+    return (double)BENCH_BW_BYTES / ((wb_clock_ms() - t0) * 1e6);
+}
+
+#endif
