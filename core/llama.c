@@ -322,18 +322,23 @@ typedef struct lin_job {
     int n, residual;
 } lin_job;
 
-static void lin_worker(void *arg, int tid, int nt) {
-    const lin_job *j = arg;
+/* Y[n, out] = X[n, in] . W^T (+ b), or Y += that when residual, over thread tid's output rows.
+ * BF16 weights always go through our kernels; for a 44-token prefill of a 4864x896 matrix the
+ * blocked BF16 kernel ran as fast as widening 1 MB tiles for cblas_sgemm (25-28 GMAC/s per core
+ * either way) without the extra buffer. */
+static void lin_part(const wb_model *m, float *Y, const float *X, int n, const wb_mat *W,
+                     const float *b, int residual, int tid, int nt) {
     int r0, r1;
-    wb_split_rows(j->W->rows, tid, nt, &r0, &r1);
-    wb_mat_mul(j->Y, j->X, j->n, j->W, j->b, r0, r1, j->residual,
-               wb_model_batch_variant(j->m));
+    wb_split_rows(W->rows, tid, nt, &r0, &r1);
+    wb_mat_mul(Y, X, n, W, b, r0, r1, residual, wb_model_batch_variant(m));
 }
 
-/* Y[n, out] = X[n, in] . W^T (+ b), or Y += that when residual: output rows split over the
- * pool. BF16 weights always go through our kernels; for a 44-token prefill of a 4864x896 matrix
- * the blocked BF16 kernel ran as fast as widening 1 MB tiles for cblas_sgemm (25-28 GMAC/s per
- * core either way) without the extra buffer. */
+static void lin_worker(void *arg, int tid, int nt) {
+    const lin_job *j = arg;
+    lin_part(j->m, j->Y, j->X, j->n, j->W, j->b, j->residual, tid, nt);
+}
+
+/* One matrix on its own pool job (the head, after the last layer's job). */
 static wb_status linear(const wb_model *m, int nt, float *Y, const float *X, int n,
                         const wb_mat *W, const float *b, int residual, wb_err *err) {
     lin_job j = {Y, X, b, m, W, n, residual};
@@ -417,6 +422,68 @@ void wb_rope_angles(const float *inv_freq, float scale, int hd, int pos, int n, 
         }
 }
 
+/* One layer on every pool thread, phases separated by barriers (as gpt2.c's fwd_worker): RMSNorm,
+ * RoPE with the K/V cache writes, and SwiGLU by rows; matrices by output rows (wb_split_rows);
+ * attention by items. One pool wake per layer instead of one per matrix. Who computes a value
+ * changes with the thread count, never the order of the sums that make it, so results stay
+ * bit-identical for every thread count. */
+typedef struct layer_job {
+    const wb_model *m;
+    const wb_llama_layer *y;
+    const wb_seq_rows *seqs;
+    const int *row0;
+    int n_seqs, n, layer, att_threads; /* att_threads 1: attention on thread 0 only */
+    float *x, *xn, *qb, *kb, *vb, *att, *g, *u;
+    const float *cs;
+    att_job *aj;
+    wb_pool *pool;
+} layer_job;
+
+static void layer_worker(void *arg, int tid, int nt) {
+    const layer_job *j = arg;
+    const wb_config *c = &j->m->cfg;
+    const wb_llama_layer *y = j->y;
+    const int C = c->n_embd, F = c->n_inner, NH = c->n_head, hd = c->head_dim, Q = NH * hd,
+              KV = c->n_kv_head * hd, n = j->n;
+    const float eps = c->layer_norm_epsilon;
+    const int t0 = (int)((int64_t)n * tid / nt), t1 = (int)((int64_t)n * (tid + 1) / nt);
+    for (int t = t0; t < t1; t++)
+        wb_rmsnorm_forward(j->xn + (size_t)t * C, j->x + (size_t)t * C, y->attn_norm, C, eps);
+    wb_pool_barrier(j->pool);
+    lin_part(j->m, j->qb, j->xn, n, &y->wq, y->bq, 0, tid, nt);
+    lin_part(j->m, j->kb, j->xn, n, &y->wk, y->bk, 0, tid, nt);
+    lin_part(j->m, j->vb, j->xn, n, &y->wv, y->bv, 0, tid, nt);
+    wb_pool_barrier(j->pool);
+    /* RoPE and the K/V cache rows, by rows: row t's cache entry needs only row t's rotation */
+    rope_rows(j->qb + (size_t)t0 * Q, (size_t)Q, t1 - t0, NH, hd, j->cs + (size_t)t0 * hd);
+    rope_rows(j->kb + (size_t)t0 * KV, (size_t)KV, t1 - t0, c->n_kv_head, hd,
+              j->cs + (size_t)t0 * hd);
+    for (int s = 0; s < j->n_seqs; s++) {
+        const wb_seq_rows *sq = &j->seqs[s];
+        const int r = j->row0[s], a = r > t0 ? r : t0, e = r + sq->n < t1 ? r + sq->n : t1;
+        if (a >= e) continue;
+        const size_t lo = (size_t)j->layer * sq->cache_ctx * KV + (size_t)(sq->pos + a - r) * KV;
+        memcpy(sq->k + lo, j->kb + (size_t)a * KV, (size_t)(e - a) * KV * sizeof(float));
+        memcpy(sq->v + lo, j->vb + (size_t)a * KV, (size_t)(e - a) * KV * sizeof(float));
+    }
+    wb_pool_barrier(j->pool);
+    if (j->att_threads > 1) att_worker(j->aj, tid, nt);
+    else if (tid == 0) att_worker(j->aj, 0, 1);
+    wb_pool_barrier(j->pool);
+    lin_part(j->m, j->x, j->att, n, &y->wo, y->bo, 1, tid, nt);
+    wb_pool_barrier(j->pool);
+    for (int t = t0; t < t1; t++)
+        wb_rmsnorm_forward(j->xn + (size_t)t * C, j->x + (size_t)t * C, y->mlp_norm, C, eps);
+    wb_pool_barrier(j->pool);
+    lin_part(j->m, j->g, j->xn, n, &y->wg, y->bg, 0, tid, nt);
+    lin_part(j->m, j->u, j->xn, n, &y->wu, y->bu, 0, tid, nt);
+    wb_pool_barrier(j->pool);
+    /* elementwise, so any split gives the same bits */
+    wb_swiglu_forward(j->g + (size_t)t0 * F, j->u + (size_t)t0 * F, (size_t)(t1 - t0) * F);
+    wb_pool_barrier(j->pool);
+    lin_part(j->m, j->x, j->g, n, &y->wd, y->bd, 1, tid, nt);
+}
+
 wb_status wb_llama_forward(const wb_model *m, const wb_seq_rows *seqs, int n_seqs, float *logits,
                            int all_positions, wb_scratch *scratch, wb_err *err) {
     const wb_config *c = &m->cfg;
@@ -462,36 +529,22 @@ wb_status wb_llama_forward(const wb_model *m, const wb_seq_rows *seqs, int n_seq
                   NH / c->n_kv_head, hd, Q, KV, ll->sliding_window};
     const int att_nt = nt > 1 && (n_items >= 2 * nt || longest >= 256) ? nt : 1;
     wb_probe_layer(m, seqs, n_seqs, row0, -1, x, NULL, NULL, 0, 0);
+    layer_job lj = {m, NULL, seqs, row0, n_seqs, n, 0, att_nt, x, xn, qb, kb, vb, att, g, u, cs,
+                    &aj, NULL};
     for (int l = 0; l < c->n_layer; l++) {
         if (wb_model_aborted(m, l, err)) {
             st = WB_ERR_CANCELLED;
             goto done;
         }
-        const wb_llama_layer *y = &ll->layers[l];
-        for (int t = 0; t < n; t++)
-            wb_rmsnorm_forward(xn + (size_t)t * C, x + (size_t)t * C, y->attn_norm, C, eps);
-        if ((st = linear(m, nt, qb, xn, n, &y->wq, y->bq, 0, err)) ||
-            (st = linear(m, nt, kb, xn, n, &y->wk, y->bk, 0, err)) ||
-            (st = linear(m, nt, vb, xn, n, &y->wv, y->bv, 0, err)))
-            goto done;
-        rope_rows(qb, (size_t)Q, n, NH, hd, cs);
-        rope_rows(kb, (size_t)KV, n, c->n_kv_head, hd, cs);
-        for (int s = 0; s < n_seqs; s++) {
-            const wb_seq_rows *sq = &seqs[s];
-            const size_t lo = (size_t)l * sq->cache_ctx * KV + (size_t)sq->pos * KV;
-            memcpy(sq->k + lo, kb + (size_t)row0[s] * KV, (size_t)sq->n * KV * sizeof(float));
-            memcpy(sq->v + lo, vb + (size_t)row0[s] * KV, (size_t)sq->n * KV * sizeof(float));
+        lj.y = &ll->layers[l];
+        lj.layer = aj.layer = l;
+        if (nt > 1) { /* the pool is locked per layer, so the abort callback and probe run unlocked */
+            if ((st = wb_pool_slot_acquire(wb_model_pool(m), nt, &lj.pool, err))) goto done;
+            wb_pool_run(lj.pool, layer_worker, &lj);
+            wb_pool_slot_release(wb_model_pool(m));
+        } else {
+            layer_worker(&lj, 0, 1);
         }
-        aj.layer = l;
-        if ((st = wb_pool_slot_run(wb_model_pool(m), att_nt, att_worker, &aj, err))) goto done;
-        if ((st = linear(m, nt, x, att, n, &y->wo, y->bo, 1, err))) goto done;
-        for (int t = 0; t < n; t++)
-            wb_rmsnorm_forward(xn + (size_t)t * C, x + (size_t)t * C, y->mlp_norm, C, eps);
-        if ((st = linear(m, nt, g, xn, n, &y->wg, y->bg, 0, err)) ||
-            (st = linear(m, nt, u, xn, n, &y->wu, y->bu, 0, err)))
-            goto done;
-        wb_swiglu_forward(g, u, nn * F);
-        if ((st = linear(m, nt, x, g, n, &y->wd, y->bd, 1, err))) goto done;
         wb_probe_layer(m, seqs, n_seqs, row0, l, x, NULL, qb, (size_t)Q, ll->sliding_window);
     }
     if (logits) {
