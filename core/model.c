@@ -494,13 +494,6 @@ wb_status wb_forward_seqs(const wb_model *m, const wb_seq_rows *seqs, int n_seqs
     return st;
 }
 
-wb_status wb_forward_tokens(const wb_model *m, float *kcache, float *vcache, int cache_ctx,
-                            int pos, const int32_t *ids, int n, float *logits, int all_positions,
-                            wb_scratch *scratch, wb_err *err) {
-    const wb_seq_rows one = {kcache, vcache, cache_ctx, pos, ids, n, NULL};
-    return wb_forward_seqs(m, &one, 1, logits, all_positions, scratch, err);
-}
-
 wb_status wb_forward_decode(const wb_model *m, const wb_seq_rows *one, float *logits,
                             wb_scratch *scratch, wb_err *err) {
     /* a probed step runs the forward, whose layers the probe sees (the decode path has no hooks) */

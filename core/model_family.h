@@ -297,13 +297,10 @@ static inline int wb_model_batch_variant(const wb_model *m) {
 /* 1 when the abort callback asks to stop (then err says where: "at layer l"). */
 int wb_model_aborted(const wb_model *m, int layer, wb_err *err);
 
-/* The family's forward through the table (model.c); wb_forward_tokens is the one-sequence
- * case. scratch may be NULL (allocated for this call only). */
+/* The family's forward through the table (model.c). scratch may be NULL (allocated for this
+ * call only). */
 wb_status wb_forward_seqs(const wb_model *m, const wb_seq_rows *seqs, int n_seqs, float *logits,
                           int all_positions, wb_scratch *scratch, wb_err *err);
-wb_status wb_forward_tokens(const wb_model *m, float *kcache, float *vcache, int cache_ctx,
-                            int pos, const int32_t *ids, int n, float *logits,
-                            int all_positions, wb_scratch *scratch, wb_err *err);
 /* One token of one sequence: the family's fast path, else its forward. */
 wb_status wb_forward_decode(const wb_model *m, const wb_seq_rows *one, float *logits,
                             wb_scratch *scratch, wb_err *err);
