@@ -1,135 +1,416 @@
 -- quantization.lua - 8- and 4-bit weights: what they save, what they cost in quality.
 --
---   workbench scripts/quantization.lua [--model DIR] [--tokens N] [--repeats N] [--threads N]
+--   workbench scripts/quantization.lua [--model DIR] [--gguf FILE] [--text FILE] [--chunks N]
+--                                      [--ctx N] [--repeats N] [--threads N]
 --
--- The same model loaded three ways: as stored (F32 for TinyLM, BF16 for a BF16 checkpoint), and
--- with every matrix quantized at load to Q8_0 (blocks of 32 weights, one F16 scale, 8-bit
--- integers: ~1.06 bytes a weight) or Q4_0 (4-bit integers: ~0.56 bytes a weight). For each: the
--- bytes a forward pass reads, prefill and decode time (median and range over interleaved
--- repeats), and over a held-out text the quantized model's next-token distribution against the
--- stored one's: KL divergence (mean and 99th percentile over positions), how often the top-1
--- choice agrees, and each model's perplexity on the text. The sentences at the end compare those
--- numbers; they say only what this run measured. (GGUF Q4_K_M files cannot be loaded yet.)
+-- One model, several ways of holding its weights:
+--   * as stored (F32 for TinyLM, BF16 for a BF16 checkpoint): the reference every row is
+--     compared with;
+--   * BF16 (only for an F32 model): the stored weights rounded to bfloat16, written as a BF16
+--     GGUF and loaded back;
+--   * Q8_0 / Q4_0, quantized at load (blocks of 32 weights with one F16 scale, 8- or 4-bit
+--     integers: about 1.06 or 0.56 bytes a weight);
+--   * --gguf FILE: a GGUF of the same model made elsewhere, typically `llama-quantize ...
+--     Q4_K_M` of its F32 or BF16 GGUF (what most people download). It must be the same model:
+--     same architecture and shapes, same token ids for the text, and token embeddings that agree
+--     with the stored ones to within quantization rounding; otherwise the lesson stops with an
+--     error naming the file (comparing different weights would measure nothing).
+--
+-- For each row, in one table (as llama.cpp's `llama-perplexity --kl-divergence` reports it):
+-- file size and the bytes a forward pass reads, prefill and decode time (median and range over
+-- interleaved repeats), and over a text (the corpus' held-out split, or --text FILE) cut into
+-- chunks of --ctx tokens, each chunk's second half scored as llama-perplexity does:
+--   KL divergence  how far the row's next-token distribution is from the reference's, averaged
+--                  over positions (0 = the same distribution; in nats);
+--   top-1          how often the row's most likely next token is the reference's;
+--   perplexity     exp of the mean negative log-probability of the text's real next tokens.
+-- Then, on a few prompts, whether greedy decoding picks the reference's token wherever the
+-- reference's top two logits are clearly apart. The sentences at the end say only what this run
+-- measured.
 local wb = require("wb")
 local stats = require("wb.stats")
 local lesson = require("wb.lesson")
 local corpus = require("wb.corpus")
 
-local o = require("wb.cli").parse(arg, "scripts/quantization.lua", {
+local SCRIPT = "scripts/quantization.lua"
+local o = require("wb.cli").parse(arg, SCRIPT, {
   { "model", "string", nil, "model directory (default: -m, $WB_MODEL or TinyLM)" },
-  { "tokens", "count", 192, "tokens of held-out text scored" },
-  { "repeats", "count", 5, "timed runs per variant" },
+  { "gguf", "string", nil, "a GGUF of the same model (e.g. llama-quantize Q4_K_M of its F32/BF16 GGUF) to add as a row" },
+  { "text", "string", nil, "text file to score (default: the corpus' held-out split)" },
+  { "chunks", "count", 4, "chunks of the text scored" },
+  { "ctx", "count", 128, "tokens per chunk (at most the model's context)" },
+  { "repeats", "count", 5, "timed runs per row" },
   { "threads", "count", 1, "compute threads" },
 })
 wb.threads(o.threads)
-local dir = o.model
 
-local variants = { "as_stored", "q8_0", "q4_0" }
-local models = {}
-for _, w in ipairs(variants) do models[w] = wb.load(dir, { weights = w }) end
-local ref = models.as_stored
-local tok = ref.tokenizer
-
--- held-out text: the corpus' validation split, first N tokens
-local text = corpus.generate({ seed = 1 }).val
-local ids = tok:encode(text)
-local N = math.min(o.tokens, #ids, ref:info().n_ctx)
-local scored = {}
-for i = 1, N do scored[i] = ids[i] end
-assert(N >= 16, "need at least 16 tokens of text")
-
-print(("model %s (%s), %d parameters; %s"):format(ref.dir, ref:info().model_type,
-      ref:num_parameters(), wb.blas_info()))
-print(("%d held-out tokens scored; %d thread(s); %d interleaved timing runs per variant\n"):format(
-      N, wb.threads(), o.repeats))
-
--- log-probabilities at every position of the text
-local function all_logprobs(m)
-  local s <close> = m:session({ n_ctx = N })
-  local rows = s:prefill(scored, { all = true })
-  local out = {}
-  for i, v in ipairs(rows) do out[i] = v:log_softmax():totable() end
-  return out
+local function die(msg)
+  io.stderr:write(SCRIPT .. ": " .. msg .. "\n")
+  os.exit(1)
 end
 
-local noise = lesson.noise()
-local lp = {}
-for _, w in ipairs(variants) do lp[w] = all_logprobs(models[w]) end
+local function file_size(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local n = f:seek("end")
+  f:close()
+  return n
+end
 
-local PROMPT = math.min(N, 64)
-local prefill_ms, decode_ms = {}, {}
-for _, w in ipairs(variants) do prefill_ms[w], decode_ms[w] = {}, {} end
+-- ---- the reference and the rows -------------------------------------------------------------
+local ref = wb.load(o.model)
+local info = ref:info()
+local tok = ref.tokenizer
+-- The stored matrices' type: BF16 when any tensor is BF16, else F32 (TinyLM).
+local stored_type = (info.tensor_types.BF16 or 0) > 0 and "BF16" or "F32"
+local tmp = os.tmpname() -- a file name of our own; the GGUFs written below sit beside it
+local written = {}
+local function tmp_gguf(model, gtype)
+  local path = ("%s.%s.gguf"):format(tmp, gtype)
+  model:save_gguf(path, { type = gtype })
+  written[#written + 1] = path
+  return path, file_size(path)
+end
+local function cleanup()
+  for _, p in ipairs(written) do os.remove(p) end
+  os.remove(tmp)
+end
+
+local rows = {}
+local function add_row(r) rows[#rows + 1] = r; return r end
+
+-- The text: token ids, cut into chunks of CTX tokens.
+local text
+if o.text then
+  text = wb.read_file(o.text)
+  if not text then cleanup(); die(("--text %s: cannot read the file"):format(o.text)) end
+else
+  text = corpus.generate({ seed = 1 }).val
+end
+local ids = tok:encode(text)
+local CTX = math.min(o.ctx, info.n_ctx)
+local FIRST = CTX // 2 -- positions FIRST..CTX-2 (0-based) of a chunk predict the next token
+if CTX < 8 then cleanup(); die(("--ctx %d: need at least 8 tokens per chunk"):format(CTX)) end
+local CHUNKS = math.min(o.chunks, #ids // CTX)
+if CHUNKS < 1 then
+  cleanup()
+  die(("the text has %d tokens, fewer than one chunk of %d"):format(#ids, CTX))
+end
+local function chunk(c) return { table.unpack(ids, c * CTX + 1, c * CTX + CTX) } end
+
+-- A GGUF given on the command line must hold the same model: checked before anything is timed.
+local function check_same_model(path, m)
+  local gi = m:info()
+  local function differ(what, a, b)
+    cleanup()
+    die(("--gguf %s: not the same model as %s: %s %s in the file, %s in the model"):format(
+      path, ref.dir, what, tostring(a), tostring(b)))
+  end
+  for _, k in ipairs({ "model_type", "vocab_size", "n_embd", "n_layer", "n_head", "n_kv_head",
+                       "n_inner" }) do
+    if gi[k] ~= info[k] then differ(k, gi[k], info[k]) end
+  end
+  local gids = m.tokenizer:encode(text)
+  for i = 1, math.max(#gids, #ids) do
+    if gids[i] ~= ids[i] then
+      differ(("token %d of the text:"):format(i), gids[i], ids[i])
+    end
+  end
+  -- Same weights: the embedding layer's output (hidden state 0) over the first chunk, as a
+  -- relative RMS difference. Rounding to 2-8 bits moves it by a few percent; other weights of
+  -- the same shape by about 100% or more.
+  local a = ref:forward(chunk(0), { hidden_states = true }).hidden_states
+  local b = m:forward(chunk(0), { hidden_states = true }).hidden_states
+  local d2, n2 = 0, 0
+  for i = 0, CTX - 1 do
+    local x, y = a:vec(0, i), b:vec(0, i)
+    local xx, yy, xy = x:dot(x), y:dot(y), x:dot(y)
+    d2, n2 = d2 + math.max(xx - 2 * xy + yy, 0), n2 + xx
+  end
+  local rel = math.sqrt(d2 / math.max(n2, 1e-30))
+  if not (rel < 0.25) then
+    differ("token embeddings (relative RMS difference over the first chunk):",
+      ("%.3f apart"):format(rel), "(same weights stay within 0.25)")
+  end
+  return rel
+end
+
+add_row({ key = "as_stored", label = stored_type .. " (as stored)", model = ref,
+          source = "the checkpoint (reference)" })
+if stored_type == "F32" then
+  local path, size = tmp_gguf(ref, "bf16")
+  add_row({ key = "bf16", label = "BF16", model = wb.load(path), source = "F32 rounded to BF16",
+            file_bytes = size })
+end
+for _, q in ipairs({ "q8_0", "q4_0" }) do
+  add_row({ key = q, label = q:upper(), model = wb.load(o.model, { weights = q }),
+            source = ("%s quantized at load"):format(stored_type) })
+end
+local gguf_row
+if o.gguf then
+  local f = io.open(o.gguf, "rb")
+  local magic = f and f:read(4)
+  if f then f:close() end
+  if not f then cleanup(); die(("--gguf %s: cannot open the file"):format(o.gguf)) end
+  if magic ~= "GGUF" then
+    cleanup()
+    die(("--gguf %s: not a GGUF file (it does not start with the bytes 'GGUF')"):format(o.gguf))
+  end
+  local ok, m = pcall(wb.load, o.gguf)
+  if not ok then cleanup(); die(("--gguf %s: %s"):format(o.gguf, tostring(m))) end
+  local rel = check_same_model(o.gguf, m)
+  local types = {}
+  for t, n in pairs(m:info().tensor_types) do types[#types + 1] = { t, n } end
+  table.sort(types, function(x, y) return x[1] < y[1] end)
+  local mix = {}
+  for _, t in ipairs(types) do mix[#mix + 1] = ("%s %d"):format(t[1], t[2]) end
+  gguf_row = add_row({ key = "gguf", label = "GGUF " .. (o.gguf:match("[^/]+$") or o.gguf),
+    model = m, source = ("the given file; same weights (embeddings %.1f%% off)"):format(100 * rel),
+    file_bytes = file_size(o.gguf),
+    tensor_types = table.concat(mix, ", "), embedding_rel_rms = rel })
+end
+-- File sizes: each in-memory row written as the GGUF it would be (model:save_gguf), so every
+-- row counts the same header and tokenizer bytes.
+for _, r in ipairs(rows) do
+  if not r.file_bytes then
+    local gtype = r.key == "as_stored" and stored_type:lower() or r.key
+    local _, size = tmp_gguf(r.model, gtype)
+    r.file_bytes = size
+  end
+  r.mem_bytes = r.model:info().weight_bytes
+end
+
+print(("model %s (%s), %d parameters; %s"):format(ref.dir, info.model_type,
+      ref:num_parameters(), wb.blas_info()))
+print(("text: %d chunks of %d tokens (%d tokens in all), each chunk's last %d predictions scored"
+       .. " (%d positions); %d thread(s); %d interleaved timing runs per row"):format(CHUNKS, CTX,
+       #ids, CTX - 1 - FIRST, CHUNKS * (CTX - 1 - FIRST), wb.threads(), o.repeats))
+if gguf_row then
+  print(lesson.wrap(("%s holds %s; its token embeddings differ from the stored model's by %.1f%% "
+    .. "(relative RMS): the same weights, rounded."):format(gguf_row.label, gguf_row.tensor_types,
+    100 * gguf_row.embedding_rel_rms)))
+end
+print()
+
+-- ---- quality: the reference's log-probabilities, then each row against them ---------------
+-- ref_lp[k]: log-probabilities (a Vec) at the k-th scored position; target[k]: the token there.
+local ref_lp, target = {}, {}
+local function scored_rows(m, fn)
+  local k = 0
+  for c = 0, CHUNKS - 1 do
+    local s <close> = m:session({ n_ctx = CTX })
+    local ch = chunk(c)
+    local out = s:prefill(ch, { all = true })
+    for j = FIRST, CTX - 2 do -- 0-based position j predicts token j + 1
+      k = k + 1
+      fn(k, out[j + 1]:log_softmax(), ch[j + 2])
+    end
+  end
+end
+scored_rows(ref, function(k, lp, t) ref_lp[k], target[k] = lp, t end)
+local NPOS = #ref_lp
+
+local function se(xs) return #xs > 1 and stats.stddev(xs) / math.sqrt(#xs) or 0 end
+for _, r in ipairs(rows) do
+  local kl, nll, same, dp = {}, {}, 0, {}
+  scored_rows(r.model, function(k, lq, t)
+    local lp = ref_lp[k]
+    local p = lp:softmax()
+    -- KL(ref || row) = sum p (log p - log q), summed in double by Vec:dot
+    kl[k] = math.max(p:dot(lp) - p:dot(lq), 0)
+    nll[k] = -lq:get(t)
+    if lq:argmax() == lp:argmax() then same = same + 1 end
+    dp[k] = math.exp(-nll[k]) - math.exp(lp:get(t))
+  end)
+  local mean_nll = stats.mean(nll)
+  local top1 = same / NPOS
+  local ms = 0
+  for _, x in ipairs(dp) do ms = ms + x * x end
+  r.kl = kl
+  r.kl_mean, r.kl_se = stats.mean(kl), se(kl)
+  r.kl_median, r.kl_p99, r.kl_max = stats.median(kl), stats.percentile(kl, 99), stats.max(kl)
+  r.top1, r.top1_se = top1, math.sqrt(top1 * (1 - top1) / NPOS)
+  r.ppl = math.exp(mean_nll)
+  r.ppl_se = r.ppl * se(nll) -- first-order error of exp(mean)
+  r.rms_dp = math.sqrt(ms / NPOS)
+end
+
+-- ---- speed: prefill a prompt, then decode 32 tokens, rows interleaved ----------------------
+local PROMPT = math.max(1, math.min(64, info.n_ctx - 33))
+local prompt = { table.unpack(ids, 1, PROMPT) }
+local function timed(m)
+  local s <close> = m:session({ n_ctx = PROMPT + 33 })
+  local t0 = wb.clock_ms()
+  local v = s:prefill(prompt)
+  local t1 = wb.clock_ms()
+  for _ = 1, 32 do v = s:decode((v:argmax())) end
+  local t2 = wb.clock_ms()
+  return t1 - t0, (t2 - t1) / 32
+end
+for _, r in ipairs(rows) do
+  timed(r.model) -- warm-up, not counted: first touches of the weights and the pool
+  r.prefill_runs, r.decode_runs = {}, {}
+end
+local noise = lesson.noise()
 for _ = 1, o.repeats do
-  for _, w in ipairs(variants) do -- interleaved: a background hiccup hits every variant alike
-    local m = models[w]
-    local s <close> = m:session({ n_ctx = PROMPT + 33 })
-    local t0 = wb.clock_ms()
-    local v = s:prefill({ table.unpack(scored, 1, PROMPT) })
-    local t1 = wb.clock_ms()
-    for _ = 1, 32 do v = s:decode((v:argmax())) end
-    local t2 = wb.clock_ms()
-    prefill_ms[w][#prefill_ms[w] + 1] = t1 - t0
-    decode_ms[w][#decode_ms[w] + 1] = (t2 - t1) / 32
+  for _, r in ipairs(rows) do -- interleaved: a background hiccup hits every row alike
+    local p, d = timed(r.model)
+    r.prefill_runs[#r.prefill_runs + 1], r.decode_runs[#r.decode_runs + 1] = p, d
   end
 end
 local load = noise:finish(true)
-
-local rec = { model = ref.dir, tokens = N, threads = wb.threads(), variants = {} }
-local rows = {}
-for _, w in ipairs(variants) do
-  local kls, agree, nll = {}, 0, 0
-  for i = 1, N - 1 do
-    local p, q = lp.as_stored[i], lp[w][i]
-    local kl, bp, bq = 0, 1, 1
-    for j = 1, #p do
-      local a = math.exp(p[j])
-      if a > 0 then kl = kl + a * (p[j] - q[j]) end
-      if p[j] > p[bp] then bp = j end
-      if q[j] > q[bq] then bq = j end
-    end
-    kls[#kls + 1] = math.max(kl, 0)
-    if bp == bq then agree = agree + 1 end
-    nll = nll - q[scored[i + 1] + 1]
-  end
-  local r = {
-    weights = w, bytes = models[w]:info().weight_bytes,
-    prefill_ms = stats.median(prefill_ms[w]), prefill_min = stats.min(prefill_ms[w]),
-    prefill_max = stats.max(prefill_ms[w]),
-    decode_ms = stats.median(decode_ms[w]), decode_min = stats.min(decode_ms[w]),
-    decode_max = stats.max(decode_ms[w]),
-    kl_mean = stats.mean(kls), kl_p99 = stats.percentile(kls, 99),
-    top1 = agree / (N - 1), ppl = math.exp(nll / (N - 1)),
-    prefill_runs = prefill_ms[w], decode_runs = decode_ms[w],
-  }
-  rows[#rows + 1] = r
-  rec.variants[#rec.variants + 1] = r
+for _, r in ipairs(rows) do
+  r.prefill_ms, r.decode_ms = stats.median(r.prefill_runs), stats.median(r.decode_runs)
 end
 
-print(("| weights | MB read | prefill %d (ms) | decode (ms/token) | KL mean | KL p99 | top-1 agree | perplexity |"):format(PROMPT))
-print("|---|---|---|---|---|---|---|---|")
+-- ---- greedy choices on prompts, where the reference is sure -----------------------------------
+-- Both follow the reference's greedy path; a step counts as clear when the reference's top two
+-- logits are more than MARGIN apart (Q8_0 moves TinyLM's logits by a few tenths at most).
+local PROMPTS = { "Customer (Ana): Hi,", "Customer (Ana): Hi, my", "The capital of France is",
+                  "Once upon a time" }
+local STEPS, MARGIN = 24, 1.0
 for _, r in ipairs(rows) do
-  print(("| %s | %.2f | %.2f (%.2f to %.2f) | %.3f (%.3f to %.3f) | %.5f | %.5f | %.1f%% | %.3f |"):format(
-    r.weights, r.bytes / 1e6, r.prefill_ms, r.prefill_min, r.prefill_max, r.decode_ms, r.decode_min,
-    r.decode_max, r.kl_mean, r.kl_p99, 100 * r.top1, r.ppl))
+  local clear, clear_same, same, n = 0, 0, 0, 0
+  for _, p in ipairs(PROMPTS) do
+    local pids = tok:encode(p)
+    local steps = math.min(STEPS, info.n_ctx - #pids)
+    local a <close> = ref:session({ n_ctx = #pids + steps })
+    local b <close> = r.model:session({ n_ctx = #pids + steps })
+    local la, lb = a:prefill(pids), b:prefill(pids)
+    for i = 1, steps do
+      local top = la:topk(2)
+      local ia, ib = la:argmax(), lb:argmax()
+      n = n + 1
+      if ia == ib then same = same + 1 end
+      if top[1].p - top[2].p > MARGIN then
+        clear = clear + 1
+        if ia == ib then clear_same = clear_same + 1 end
+      end
+      if i < steps then la, lb = a:decode(ia), b:decode(ia) end
+    end
+  end
+  r.greedy = { steps = n, same = same, clear = clear, clear_same = clear_same }
+end
+
+-- ---- the table ---------------------------------------------------------------------------------
+print(("| weights | made from | GGUF MB | read MB | prefill %d (ms) | decode (ms/token) | perplexity "
+       .. "| KL mean | KL median | KL p99 | KL max | top-1 same | RMS dp |"):format(PROMPT))
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+local function range(xs, fmt)
+  return (fmt .. " [" .. fmt .. " - " .. fmt .. "]"):format(stats.median(xs), stats.min(xs),
+                                                           stats.max(xs))
+end
+for _, r in ipairs(rows) do
+  print(("| %s | %s | %.2f | %.2f | %s | %s | %.3f +- %.3f | %.6f +- %.6f | %.6f | %.6f | %.6f "
+         .. "| %.1f%% +- %.1f | %.2f%% |"):format(r.label, r.source, r.file_bytes / 1e6,
+    r.mem_bytes / 1e6, range(r.prefill_runs, "%.3f"), range(r.decode_runs, "%.4f"), r.ppl,
+    r.ppl_se, r.kl_mean, r.kl_se, r.kl_median, r.kl_p99, r.kl_max, 100 * r.top1,
+    100 * r.top1_se, 100 * r.rms_dp))
 end
 print()
-rec.load = load
+-- Notes the numbers above need, each printed only when it applies to this run.
+for _, r in ipairs(rows) do
+  if r ~= rows[1] and r.model:info().tie_word_embeddings ~= info.tie_word_embeddings then
+    print(lesson.wrap(("%s: its GGUF stores the output head as a tensor of its own (model:save_gguf "
+      .. "and llama.cpp do so for gpt2), so it loads with an untied head and reads that matrix "
+      .. "separately."):format(r.label), "note: "))
+  end
+  if r.mem_bytes > r.file_bytes then
+    print(lesson.wrap(("%s reads more bytes (%.2f MB) than its file holds (%.2f MB): the loader "
+      .. "widened or converted matrices (the GPT-2 family computes BF16 weights in F32; Q4_1, "
+      .. "Q5_0, Q5_1 and Q5_K matrices become Q8_0, docs/gguf.md)."):format(r.label,
+      r.mem_bytes / 1e6, r.file_bytes / 1e6), "note: "))
+  end
+end
+print()
+print(lesson.wrap(("How to read it. KL and top-1 compare each row's next-token distribution with "
+  .. "the %s reference at the same %d positions: KL mean 0.001 nats is a tiny shift, 0.1 a "
+  .. "noticeable one; the median shows the typical position and p99/max the rare ones where "
+  .. "the rounding changes the model's mind. Top-1 same is the share of positions whose most "
+  .. "likely token is the reference's. Perplexity scores each row against the text itself, so "
+  .. "a quantized row can come out slightly lower than the reference by chance: judge it by KL, "
+  .. "not by a lower perplexity. +- is one standard error over positions; RMS dp is the RMS "
+  .. "change of the probability given to the real next token. GGUF MB is the size of a GGUF file "
+  .. "holding these weights, read MB what a forward pass reads."):format(rows[1].label, NPOS)))
+print()
+print(("Greedy on %d prompts (%d steps each, along the reference's path; clear = top two logits "
+       .. "more than %.1f apart):"):format(#PROMPTS, STEPS, MARGIN))
+for _, r in ipairs(rows) do
+  if r ~= rows[1] then
+    local g = r.greedy
+    print(("  %-28s same token at %d/%d steps, at %d/%d clear steps"):format(r.label, g.same,
+          g.steps, g.clear_same, g.clear))
+  end
+end
+print()
 lesson.print_load(load)
 
-local s, q8, q4 = rows[1], rows[2], rows[3]
-lesson.conclude(rec, "q8_smaller", q8.bytes < s.bytes,
-  ("Q8_0 reads %.0f%% of the stored model's bytes."):format(100 * q8.bytes / s.bytes),
+-- ---- what this run shows -------------------------------------------------------------------------
+local rec = { model = ref.dir, stored_type = stored_type, chunks = CHUNKS, ctx = CTX, first = FIRST,
+  positions = NPOS, tokens = #ids, threads = wb.threads(), prompt_tokens = PROMPT,
+  prompts = PROMPTS, greedy_steps = STEPS, margin = MARGIN, load = load, rows = {} }
+for _, r in ipairs(rows) do
+  local out = {}
+  for k, v in pairs(r) do if k ~= "model" then out[k] = v end end
+  rec.rows[#rec.rows + 1] = out
+end
+local by = {}
+for _, r in ipairs(rows) do by[r.key] = r end
+local s, q8, q4 = by.as_stored, by.q8_0, by.q4_0
+lesson.conclude(rec, "q8_smaller", q8.mem_bytes < s.mem_bytes,
+  ("Q8_0 reads %.0f%% of the stored model's bytes (file: %.0f%%)."):format(
+    100 * q8.mem_bytes / s.mem_bytes, 100 * q8.file_bytes / s.file_bytes),
   "Q8_0 did not read fewer bytes than the stored model (rows not a multiple of 32 stay as stored).")
 lesson.conclude(rec, "q4_worse_than_q8", q4.kl_mean > q8.kl_mean,
-  ("Halving the bits again costs quality: Q4_0's mean KL divergence from the stored model is %.1fx Q8_0's, and its top-1 choice agrees %.1f%% of the time against %.1f%%."):format(
+  ("Halving the bits again costs quality: Q4_0's mean KL divergence from the stored model is "
+   .. "%.1fx Q8_0's, and its top-1 choice agrees %.1f%% of the time against %.1f%%."):format(
     q4.kl_mean / math.max(q8.kl_mean, 1e-12), 100 * q4.top1, 100 * q8.top1),
   "Q4_0 did not diverge more than Q8_0 on this text.")
 lesson.conclude(rec, "q8_ppl_close", math.abs(q8.ppl - s.ppl) < 0.01 * s.ppl,
   ("Q8_0's perplexity (%.3f) is within 1%% of the stored model's (%.3f)."):format(q8.ppl, s.ppl),
-  ("Q8_0's perplexity (%.3f) is more than 1%% away from the stored model's (%.3f)."):format(q8.ppl, s.ppl))
+  ("Q8_0's perplexity (%.3f) is more than 1%% away from the stored model's (%.3f)."):format(q8.ppl,
+    s.ppl))
+lesson.conclude(rec, "q8_greedy_clear", q8.greedy.clear > 0 and q8.greedy.clear_same == q8.greedy.clear,
+  ("Wherever the stored model was clearly sure (%d of %d greedy steps), Q8_0 picked the same "
+   .. "token."):format(q8.greedy.clear, q8.greedy.steps),
+  ("Q8_0 picked another token at %d of the %d steps where the stored model was clearly sure."):format(
+    q8.greedy.clear - q8.greedy.clear_same, q8.greedy.clear))
+if gguf_row then
+  local g = gguf_row
+  lesson.conclude(rec, "gguf_vs_q4", g.kl_mean < q4.kl_mean,
+    ("%s (%.2f MB on disk) stays closer to the stored model than Q4_0 (%.2f MB): mean KL %.5f "
+     .. "against %.5f."):format(g.label, g.file_bytes / 1e6, q4.file_bytes / 1e6, g.kl_mean,
+      q4.kl_mean),
+    ("%s (%.2f MB on disk) is not closer to the stored model than Q4_0 (%.2f MB): mean KL %.5f "
+     .. "against %.5f."):format(g.label, g.file_bytes / 1e6, q4.file_bytes / 1e6, g.kl_mean,
+      q4.kl_mean))
+end
 local faster = lesson.compare_ranges(q8.decode_runs, s.decode_runs)
 lesson.conclude(rec, "q8_decode_faster", faster == "below",
-  "Q8_0 decodes faster than the stored weights in every run: decode reads every weight once per token, and fewer bytes are read.",
-  "Q8_0's decode times overlap the stored model's (or are slower): this run does not tell them apart.")
+  "Q8_0 decodes faster than the stored weights in every run: decode reads every weight once per "
+  .. "token, and fewer bytes are read.",
+  "Q8_0's decode times overlap the stored model's (or are slower): this run does not tell them "
+  .. "apart.")
+-- Decode is bound by memory bandwidth only when the weights do not fit in the caches.
+local function l3_bytes()
+  local f = io.open("/sys/devices/system/cpu/cpu0/cache/index3/size")
+  local t = f and f:read("l")
+  if f then f:close() end
+  local n, unit = (t or ""):match("^(%d+)([KMG]?)")
+  if not n then return nil end
+  return tonumber(n) * ({ [""] = 1, K = 1024, M = 1024 ^ 2, G = 1024 ^ 3 })[unit]
+end
+local l3 = l3_bytes()
+rec.l3_bytes = l3 or wb.json.null
+if l3 then lesson.conclude(rec, "fits_in_cache", s.mem_bytes <= l3,
+  ("Speed, read with care: the stored weights (%.1f MB) fit in this CPU's %.0f MB last-level "
+   .. "cache, so decode here is not limited by memory bandwidth and reading fewer bytes need not "
+   .. "make it faster; with times this short, differences inside the printed ranges are noise. "
+   .. "A model larger than the cache (--model) shows what the bytes save."):format(
+    s.mem_bytes / 1e6, (l3 or 0) / 1e6),
+  ("The stored weights (%.1f MB) do not fit in the last-level cache%s: decode reads them from "
+   .. "memory every token, which is what fewer bytes save."):format(s.mem_bytes / 1e6,
+    (" (%.0f MB)"):format(l3 / 1e6))) end
 lesson.print_conclusions(rec, "What this run shows:")
+cleanup()
 lesson.emit(rec)
