@@ -63,6 +63,31 @@ local info = ref:info()
 local tok = ref.tokenizer
 -- The stored matrices' type: BF16 when any tensor is BF16, else F32 (TinyLM).
 local stored_type = (info.tensor_types.BF16 or 0) > 0 and "BF16" or "F32"
+-- A GGUF given on the command line must hold the same model. The cheap checks come first (the
+-- file, its magic, the architecture and shapes); token ids and weights once the text is known.
+local gguf_model
+local function differ(what, a, b)
+  die(("--gguf %s: not the same model as %s: %s %s in the file, %s in the model"):format(
+    o.gguf, ref.dir, what, tostring(a), tostring(b)))
+end
+if o.gguf then
+  local f = io.open(o.gguf, "rb")
+  local magic = f and f:read(4)
+  if f then f:close() end
+  if not f then die(("--gguf %s: cannot open the file"):format(o.gguf)) end
+  if magic ~= "GGUF" then
+    die(("--gguf %s: not a GGUF file (it does not start with the bytes 'GGUF')"):format(o.gguf))
+  end
+  local ok, m = pcall(wb.load, o.gguf)
+  if not ok then die(("--gguf %s: %s"):format(o.gguf, tostring(m))) end
+  local gi = m:info()
+  for _, k in ipairs({ "model_type", "vocab_size", "n_embd", "n_layer", "n_head", "n_kv_head",
+                       "n_inner" }) do
+    if gi[k] ~= info[k] then differ(k, gi[k], info[k]) end
+  end
+  gguf_model = m
+end
+
 local tmp = os.tmpname() -- a file name of our own; the GGUFs written below sit beside it
 local written = {}
 local function tmp_gguf(model, gtype)
@@ -83,36 +108,26 @@ local function add_row(r) rows[#rows + 1] = r; return r end
 local text
 if o.text then
   text = wb.read_file(o.text)
-  if not text then cleanup(); die(("--text %s: cannot read the file"):format(o.text)) end
+  if not text then die(("--text %s: cannot read the file"):format(o.text)) end
 else
   text = corpus.generate({ seed = 1 }).val
 end
 local ids = tok:encode(text)
 local CTX = math.min(o.ctx, info.n_ctx)
 local FIRST = CTX // 2 -- positions FIRST..CTX-2 (0-based) of a chunk predict the next token
-if CTX < 8 then cleanup(); die(("--ctx %d: need at least 8 tokens per chunk"):format(CTX)) end
+if CTX < 8 then die(("--ctx %d: need at least 8 tokens per chunk"):format(CTX)) end
 local CHUNKS = math.min(o.chunks, #ids // CTX)
 if CHUNKS < 1 then
-  cleanup()
   die(("the text has %d tokens, fewer than one chunk of %d"):format(#ids, CTX))
 end
 local function chunk(c) return { table.unpack(ids, c * CTX + 1, c * CTX + CTX) } end
 
--- A GGUF given on the command line must hold the same model: checked before anything is timed.
-local function check_same_model(path, m)
-  local gi = m:info()
-  local function differ(what, a, b)
-    cleanup()
-    die(("--gguf %s: not the same model as %s: %s %s in the file, %s in the model"):format(
-      path, ref.dir, what, tostring(a), tostring(b)))
-  end
-  for _, k in ipairs({ "model_type", "vocab_size", "n_embd", "n_layer", "n_head", "n_kv_head",
-                       "n_inner" }) do
-    if gi[k] ~= info[k] then differ(k, gi[k], info[k]) end
-  end
+-- The GGUF's token ids for the text and its weights against the stored model's.
+local function check_same_model(m)
   local gids = m.tokenizer:encode(text)
   for i = 1, math.max(#gids, #ids) do
     if gids[i] ~= ids[i] then
+      cleanup()
       differ(("token %d of the text:"):format(i), gids[i], ids[i])
     end
   end
@@ -129,11 +144,13 @@ local function check_same_model(path, m)
   end
   local rel = math.sqrt(d2 / math.max(n2, 1e-30))
   if not (rel < 0.25) then
+    cleanup()
     differ("token embeddings (relative RMS difference over the first chunk):",
       ("%.3f apart"):format(rel), "(same weights stay within 0.25)")
   end
   return rel
 end
+local gguf_rel = gguf_model and check_same_model(gguf_model)
 
 add_row({ key = "as_stored", label = stored_type .. " (as stored)", model = ref,
           source = "the checkpoint (reference)" })
@@ -147,18 +164,8 @@ for _, q in ipairs({ "q8_0", "q4_0" }) do
             source = ("%s quantized at load"):format(stored_type) })
 end
 local gguf_row
-if o.gguf then
-  local f = io.open(o.gguf, "rb")
-  local magic = f and f:read(4)
-  if f then f:close() end
-  if not f then cleanup(); die(("--gguf %s: cannot open the file"):format(o.gguf)) end
-  if magic ~= "GGUF" then
-    cleanup()
-    die(("--gguf %s: not a GGUF file (it does not start with the bytes 'GGUF')"):format(o.gguf))
-  end
-  local ok, m = pcall(wb.load, o.gguf)
-  if not ok then cleanup(); die(("--gguf %s: %s"):format(o.gguf, tostring(m))) end
-  local rel = check_same_model(o.gguf, m)
+if gguf_model then
+  local m, rel = gguf_model, gguf_rel
   local types = {}
   for t, n in pairs(m:info().tensor_types) do types[#types + 1] = { t, n } end
   table.sort(types, function(x, y) return x[1] < y[1] end)
