@@ -145,8 +145,9 @@ local function check_same_model(m)
   local rel = math.sqrt(d2 / math.max(n2, 1e-30))
   if not (rel < 0.25) then
     cleanup()
-    differ("token embeddings (relative RMS difference over the first chunk):",
-      ("%.3f apart"):format(rel), "(same weights stay within 0.25)")
+    die(("--gguf %s: not the same weights as %s: its token embeddings differ from the model's by "
+      .. "%.0f%% (relative RMS over the first chunk; the same weights rounded to 2-8 bits stay "
+      .. "within 25%%)"):format(o.gguf, ref.dir, 100 * rel))
   end
   return rel
 end
