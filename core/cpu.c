@@ -90,6 +90,7 @@ static void init(void) {
         wb_kernels_f32_register(&t, (wb_isa)i);
         wb_kernels_bf16_register(&t, (wb_isa)i);
         wb_kernels_quant_register(&t, (wb_isa)i);
+        wb_kernels_attention_register(&t, (wb_isa)i);
         g_tables[i] = t;
     }
     for (int i = (int)g_best + 1; i < WB_ISA_COUNT; i++) g_tables[i] = g_tables[g_best];

@@ -1,7 +1,8 @@
 /* cpu.h - the one CPU-feature probe and the one kernel dispatch table (not a public API).
  *
  * core/cpu.c          probes the CPU once, builds one table per instruction-set level
- * core/kernels.c      F32 kernels (GEMV, LayerNorm, GELU, softmax, attention): portable, AVX2
+ * core/kernels.c      F32 kernels (GEMV, LayerNorm, GELU, softmax): portable, AVX2, AVX-512
+ * core/kernels_attention.c  causal attention (decode and prefill blocks): portable, AVX2
  * core/kernels_bf16.c BF16 GEMV / GEMM, RMSNorm, SwiGLU: portable, AVX2, AVX-512
  * core/quant.c        Q8_0 / Q4_0 integer dot products: portable, AVX2, AVX-512 VNNI
  *
@@ -53,7 +54,7 @@ typedef void (*wb_widen_fn)(const void *ctx, float *dst, int r, int k0, int kn);
 typedef struct wb_kernel_table {
     wb_isa isa;
     const wb_cpu_features *cpu; /* for the registration functions: what this CPU has */
-    /* F32 (kernels.c) */
+    /* F32 (kernels.c; attention: kernels_attention.c) */
     void (*gemv)(float *y, const float *x, const float *W, const float *b, int in, int r0, int r1,
                  int accumulate);
     void (*gemv_batch)(float *Y, size_t ldy, const float *X, size_t ldx, int nb, const float *W,
@@ -94,5 +95,6 @@ const wb_kernel_table *wb_kt(void);
 void wb_kernels_f32_register(wb_kernel_table *t, wb_isa isa);
 void wb_kernels_bf16_register(wb_kernel_table *t, wb_isa isa);
 void wb_kernels_quant_register(wb_kernel_table *t, wb_isa isa);
+void wb_kernels_attention_register(wb_kernel_table *t, wb_isa isa);
 
 #endif

@@ -1,10 +1,12 @@
-/* kernels.c - the F32 forward-pass building blocks, portable and AVX2+FMA versions.
+/* kernels.c - the F32 forward-pass building blocks (GEMV, LayerNorm, GELU, softmax), portable,
+ * AVX2+FMA and AVX-512 versions; attention is in kernels_attention.c.
  *
  * The AVX2 code is compiled with target attributes so the library still builds and runs on any
  * x86-64 (or non-x86) machine; the portable versions are the reference the tests compare every
  * other path with. Which one runs is the dispatch table's choice (cpu.c).
  */
 #include "cpu.h"
+#include "kernels_simd.h"
 #include "model_internal.h"
 
 #include <math.h>
@@ -46,12 +48,6 @@ static float gelu_tanh_1(float x) {
     return 0.5f * x * (1.0f + tanhf(u));
 }
 
-static float dot_scalar(const float *a, const float *b, int n) {
-    float s = 0.0f;
-    for (int i = 0; i < n; i++) s += a[i] * b[i];
-    return s;
-}
-
 static void softmax_scalar(float *x, int n) {
     float mx = x[0];
     for (int i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
@@ -78,34 +74,6 @@ static void layernorm_scalar(float *out, const float *x, const float *w, const f
 
 #ifdef WB_X86
 #define AVX2 __attribute__((target("avx2,fma")))
-
-AVX2 static inline float hsum256(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-/* Cephes-style expf: 2^n * p(r), |r| <= ln2/2, degree-5 polynomial, rel. error ~2e-7.
- * Inputs are clamped so the result is finite or a clean 0 (softmax feeds it x - max <= 0). */
-AVX2 static inline __m256 exp256(__m256 x) {
-    x = _mm256_min_ps(x, _mm256_set1_ps(88.3762626647949f));
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.3365447504f));
-    __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
-    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
-    __m256 y = _mm256_set1_ps(1.9875691500E-4f);
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507E-3f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073E-3f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894E-2f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459E-1f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201E-1f));
-    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
-    __m256i n = _mm256_cvtps_epi32(fx);
-    n = _mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(y, _mm256_castsi256_ps(n));
-}
 
 /* 8 rows at a time: 8 independent FMA chains (enough to cover FMA latency on Zen3/Skylake)
  * sharing one load of x, then a transposing hadd tree turns the 8 accumulators into 8 outputs.
@@ -321,256 +289,6 @@ AVX2 static void softmax_avx2(float *x, int n) {
     __m256 inv = _mm256_set1_ps(1.0f / sum);
     for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
     for (; i < n; i++) x[i] *= 1.0f / sum;
-}
-
-/* Scores are a GEMV over the key rows (stride C), so they reuse the 8-row kernel; the weighted
- * sum of values keeps 4 output vectors in registers across the whole t loop. */
-AVX2 static void attention_avx2(float *out, const float *q, const float *k, const float *v,
-                                size_t stride, int p, int hs, float *att) {
-    const float scale = 1.0f / sqrtf((float)hs);
-    gemv_ld_avx2(att, q, k, stride, NULL, hs, 0, p + 1, 0);
-    for (int t = 0; t <= p; t++) att[t] *= scale;
-    softmax_avx2(att, p + 1);
-    const int hs8 = hs & ~7;
-    int i = 0;
-    for (; i + 32 <= hs8; i += 32) {
-        __m256 o0 = _mm256_setzero_ps(), o1 = o0, o2 = o0, o3 = o0;
-        for (int t = 0; t <= p; t++) {
-            const float *vt = v + (size_t)t * stride + i;
-            __m256 a = _mm256_broadcast_ss(att + t);
-            o0 = _mm256_fmadd_ps(a, _mm256_loadu_ps(vt), o0);
-            o1 = _mm256_fmadd_ps(a, _mm256_loadu_ps(vt + 8), o1);
-            o2 = _mm256_fmadd_ps(a, _mm256_loadu_ps(vt + 16), o2);
-            o3 = _mm256_fmadd_ps(a, _mm256_loadu_ps(vt + 24), o3);
-        }
-        _mm256_storeu_ps(out + i, o0);
-        _mm256_storeu_ps(out + i + 8, o1);
-        _mm256_storeu_ps(out + i + 16, o2);
-        _mm256_storeu_ps(out + i + 24, o3);
-    }
-    for (; i < hs8; i += 8) {
-        __m256 o = _mm256_setzero_ps();
-        for (int t = 0; t <= p; t++)
-            o = _mm256_fmadd_ps(_mm256_broadcast_ss(att + t), _mm256_loadu_ps(v + (size_t)t * stride + i), o);
-        _mm256_storeu_ps(out + i, o);
-    }
-    for (; i < hs; i++) {
-        float o = 0.0f;
-        for (int t = 0; t <= p; t++) o += att[t] * v[(size_t)t * stride + i];
-        out[i] = o;
-    }
-}
-
-/* kt[d * P16 + t] = k[t * ldkv + d] for t < P, zero for P <= t < P16: 8x8 register transposes
- * (hs % 8 == 0), then the last P % 8 rows one by one. */
-AVX2 static void transpose_keys(float *kt, const float *k, size_t ldkv, int P, int P16, int hs) {
-    const int P8 = P & ~7;
-    for (int t = 0; t < P8; t += 8)
-        for (int d = 0; d < hs; d += 8) {
-            __m256 r0 = _mm256_loadu_ps(k + (size_t)(t + 0) * ldkv + d);
-            __m256 r1 = _mm256_loadu_ps(k + (size_t)(t + 1) * ldkv + d);
-            __m256 r2 = _mm256_loadu_ps(k + (size_t)(t + 2) * ldkv + d);
-            __m256 r3 = _mm256_loadu_ps(k + (size_t)(t + 3) * ldkv + d);
-            __m256 r4 = _mm256_loadu_ps(k + (size_t)(t + 4) * ldkv + d);
-            __m256 r5 = _mm256_loadu_ps(k + (size_t)(t + 5) * ldkv + d);
-            __m256 r6 = _mm256_loadu_ps(k + (size_t)(t + 6) * ldkv + d);
-            __m256 r7 = _mm256_loadu_ps(k + (size_t)(t + 7) * ldkv + d);
-            __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
-            __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
-            __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-            __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-            __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-            __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-            __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-            __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-            float *o = kt + (size_t)d * P16 + t;
-            _mm256_storeu_ps(o + 0 * (size_t)P16, _mm256_permute2f128_ps(u0, u4, 0x20));
-            _mm256_storeu_ps(o + 1 * (size_t)P16, _mm256_permute2f128_ps(u1, u5, 0x20));
-            _mm256_storeu_ps(o + 2 * (size_t)P16, _mm256_permute2f128_ps(u2, u6, 0x20));
-            _mm256_storeu_ps(o + 3 * (size_t)P16, _mm256_permute2f128_ps(u3, u7, 0x20));
-            _mm256_storeu_ps(o + 4 * (size_t)P16, _mm256_permute2f128_ps(u0, u4, 0x31));
-            _mm256_storeu_ps(o + 5 * (size_t)P16, _mm256_permute2f128_ps(u1, u5, 0x31));
-            _mm256_storeu_ps(o + 6 * (size_t)P16, _mm256_permute2f128_ps(u2, u6, 0x31));
-            _mm256_storeu_ps(o + 7 * (size_t)P16, _mm256_permute2f128_ps(u3, u7, 0x31));
-        }
-    for (int d = 0; d < hs; d++) {
-        float *o = kt + (size_t)d * P16;
-        for (int t = P8; t < P; t++) o[t] = k[(size_t)t * ldkv + d];
-        for (int t = P; t < P16; t++) o[t] = 0.0f;
-    }
-}
-
-/* nq consecutive queries of one head (absolute positions pos..pos+nq-1) against keys
- * 0..pos+nq-1, a flash-style pass per group of 6 queries:
- * - K is transposed once to kt [hs, P16] so scores for 6 queries x 16 keys are 12 independent
- *   broadcast-FMA chains (2 loads + 6 broadcasts per 12 FMAs: FMA-bound, and 12 chains hide
- *   the FMA latency where 8 did not quite), scaled on the store;
- *   only the key blocks the group's last query sees are computed (the causal triangle);
- * - softmax per row in whole vectors: future keys masked out of the max and to an exact 0
- *   after the exp (no scalar tails), the 1/sum left for the end;
- * - the weighted sum of values (over V packed to hs-float rows) takes two queries at a time, V
- *   rows loaded once for both, and is scaled by 1/sum on the store.
- * Needs hs % 8 == 0. */
-AVX2 static void attention_block_avx2(float *out, size_t ldo, const float *q, size_t ldq,
-                                      const float *k, const float *v, size_t ldkv, int pos, int nq,
-                                      int hs, float *scratch) {
-    const int P = pos + nq, P16 = (P + 15) & ~15;
-    const __m256 scale = _mm256_set1_ps(1.0f / sqrtf((float)hs));
-    const __m256 ninf = _mm256_set1_ps(-INFINITY);
-    const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
-    /* kt [hs, P16], S [6, P16], vc [P, hs]: V rows packed, as rows ldkv floats apart (a power
-     * of two in a model) all fall into a few L1 sets and evict each other */
-    /* 64-byte aligned: the score loop's 16-key loads then never split a cache line (a
-     * quarter faster); wb_attention_block_scratch has the 15 floats of slack */
-    float *kt = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-    float *S = kt + (size_t)hs * P16, *vc = S + 6 * (size_t)P16;
-    transpose_keys(kt, k, ldkv, P, P16, hs);
-    for (int t = 0; t < P; t++) memcpy(vc + (size_t)t * hs, v + (size_t)t * ldkv, (size_t)hs * 4);
-    v = vc;
-    ldkv = (size_t)hs;
-    for (int i0 = 0; i0 < nq; i0 += 6) {
-        const int g = nq - i0 < 6 ? nq - i0 : 6;
-        const int L = pos + i0 + g, L16 = (L + 15) & ~15; /* keys the group's last query sees */
-        const float *q0 = q + (size_t)i0 * ldq;
-        const float *q1 = q + (size_t)(i0 + (g > 1)) * ldq;
-        const float *q2 = q + (size_t)(i0 + (g > 2 ? 2 : 0)) * ldq;
-        const float *q3 = q + (size_t)(i0 + (g > 3 ? 3 : 0)) * ldq;
-        const float *q4 = q + (size_t)(i0 + (g > 4 ? 4 : 0)) * ldq;
-        const float *q5 = q + (size_t)(i0 + (g > 5 ? 5 : 0)) * ldq;
-        for (int t = 0; t < L16; t += 16) {
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0;
-            __m256 c0 = a0, c1 = a0, c2 = a0, c3 = a0, c4 = a0, c5 = a0;
-            const float *kd = kt + t;
-            for (int d = 0; d < hs; d++, kd += P16) {
-                __m256 k0 = _mm256_load_ps(kd), k1 = _mm256_load_ps(kd + 8);
-                __m256 b = _mm256_broadcast_ss(q0 + d);
-                a0 = _mm256_fmadd_ps(b, k0, a0);
-                c0 = _mm256_fmadd_ps(b, k1, c0);
-                b = _mm256_broadcast_ss(q1 + d);
-                a1 = _mm256_fmadd_ps(b, k0, a1);
-                c1 = _mm256_fmadd_ps(b, k1, c1);
-                b = _mm256_broadcast_ss(q2 + d);
-                a2 = _mm256_fmadd_ps(b, k0, a2);
-                c2 = _mm256_fmadd_ps(b, k1, c2);
-                b = _mm256_broadcast_ss(q3 + d);
-                a3 = _mm256_fmadd_ps(b, k0, a3);
-                c3 = _mm256_fmadd_ps(b, k1, c3);
-                b = _mm256_broadcast_ss(q4 + d);
-                a4 = _mm256_fmadd_ps(b, k0, a4);
-                c4 = _mm256_fmadd_ps(b, k1, c4);
-                b = _mm256_broadcast_ss(q5 + d);
-                a5 = _mm256_fmadd_ps(b, k0, a5);
-                c5 = _mm256_fmadd_ps(b, k1, c5);
-            }
-            float *s = S + t;
-            _mm256_store_ps(s, _mm256_mul_ps(a0, scale));
-            _mm256_store_ps(s + 8, _mm256_mul_ps(c0, scale));
-            _mm256_store_ps(s + P16, _mm256_mul_ps(a1, scale));
-            _mm256_store_ps(s + P16 + 8, _mm256_mul_ps(c1, scale));
-            _mm256_store_ps(s + 2 * (size_t)P16, _mm256_mul_ps(a2, scale));
-            _mm256_store_ps(s + 2 * (size_t)P16 + 8, _mm256_mul_ps(c2, scale));
-            _mm256_store_ps(s + 3 * (size_t)P16, _mm256_mul_ps(a3, scale));
-            _mm256_store_ps(s + 3 * (size_t)P16 + 8, _mm256_mul_ps(c3, scale));
-            _mm256_store_ps(s + 4 * (size_t)P16, _mm256_mul_ps(a4, scale));
-            _mm256_store_ps(s + 4 * (size_t)P16 + 8, _mm256_mul_ps(c4, scale));
-            _mm256_store_ps(s + 5 * (size_t)P16, _mm256_mul_ps(a5, scale));
-            _mm256_store_ps(s + 5 * (size_t)P16 + 8, _mm256_mul_ps(c5, scale));
-        }
-        /* softmax for the group's 6 rows together, key block by key block (rows past g hold
-         * finite scores of a duplicated query and are ignored): 6 independent max / exp / sum
-         * chains per block keep the core busy where one row at a time waited on each row's
-         * reductions. Row i sees Li = L0 + i keys; blocks below L0 & ~7 are whole for every
-         * row, the last one or two are masked per row: no max over a future key, and an exact 0
-         * after the exp, up to Le, as far as the value pass reads. */
-        const int L0 = pos + i0 + 1, Lw = L0 & ~7, Le = (L + 7) & ~7;
-        __m256 mv[6], sv[6];
-        float inv[6];
-        for (int i = 0; i < 6; i++) mv[i] = ninf, sv[i] = _mm256_setzero_ps();
-        for (int t = 0; t < Lw; t += 8)
-            for (int i = 0; i < 6; i++)
-                mv[i] = _mm256_max_ps(mv[i], _mm256_load_ps(S + (size_t)i * P16 + t));
-        for (int t = Lw; t < Le; t += 8) {
-            const __m256 idx = _mm256_add_ps(lane, _mm256_set1_ps((float)(t - L0)));
-            for (int i = 0; i < 6; i++) { /* keep t + lane < L0 + i */
-                __m256 keep = _mm256_cmp_ps(idx, _mm256_set1_ps((float)i), _CMP_LT_OQ);
-                mv[i] = _mm256_max_ps(
-                    mv[i], _mm256_blendv_ps(ninf, _mm256_load_ps(S + (size_t)i * P16 + t), keep));
-            }
-        }
-        for (int i = 0; i < 6; i++) {
-            __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mv[i]), _mm256_extractf128_ps(mv[i], 1));
-            m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-            mv[i] = _mm256_broadcastss_ps(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
-        }
-        for (int t = 0; t < Lw; t += 8)
-            for (int i = 0; i < 6; i++) {
-                float *r = S + (size_t)i * P16 + t;
-                __m256 e = exp256(_mm256_sub_ps(_mm256_load_ps(r), mv[i]));
-                _mm256_store_ps(r, e);
-                sv[i] = _mm256_add_ps(sv[i], e);
-            }
-        for (int t = Lw; t < Le; t += 8) {
-            const __m256 idx = _mm256_add_ps(lane, _mm256_set1_ps((float)(t - L0)));
-            for (int i = 0; i < 6; i++) {
-                float *r = S + (size_t)i * P16 + t;
-                __m256 keep = _mm256_cmp_ps(idx, _mm256_set1_ps((float)i), _CMP_LT_OQ);
-                __m256 e = _mm256_and_ps(exp256(_mm256_sub_ps(_mm256_load_ps(r), mv[i])), keep);
-                _mm256_store_ps(r, e);
-                sv[i] = _mm256_add_ps(sv[i], e);
-            }
-        }
-        for (int i = 0; i < 6; i++) inv[i] = 1.0f / hsum256(sv[i]);
-        for (int i = 0; i < g; i += 2) {
-            const int two = i + 1 < g;
-            const float *p0 = S + (size_t)i * P16, *p1 = S + (size_t)(i + two) * P16;
-            float *o0 = out + (size_t)(i0 + i) * ldo, *o1 = out + (size_t)(i0 + i + two) * ldo;
-            /* row i sees one key fewer than row i+1: its weight there is 0 */
-            const int Lp = pos + i0 + i + 1 + two;
-            const __m256 s0 = _mm256_set1_ps(inv[i]), s1 = _mm256_set1_ps(inv[i + two]);
-            for (int d = 0; d < hs; d += 32 <= hs - d ? 32 : 8) {
-                if (d + 32 <= hs) {
-                    __m256 x0 = _mm256_setzero_ps(), x1 = x0, x2 = x0, x3 = x0;
-                    __m256 y0 = x0, y1 = x0, y2 = x0, y3 = x0;
-                    for (int t = 0; t < Lp; t++) {
-                        const float *vt = v + (size_t)t * ldkv + d;
-                        __m256 v0 = _mm256_loadu_ps(vt), v1 = _mm256_loadu_ps(vt + 8),
-                               v2 = _mm256_loadu_ps(vt + 16), v3 = _mm256_loadu_ps(vt + 24);
-                        /* keep V in registers: folded into the FMAs, each V vector would be
-                         * loaded once per query */
-                        __asm__("" : "+x"(v0), "+x"(v1), "+x"(v2), "+x"(v3));
-                        __m256 b0 = _mm256_broadcast_ss(p0 + t), b1 = _mm256_broadcast_ss(p1 + t);
-                        x0 = _mm256_fmadd_ps(b0, v0, x0);
-                        x1 = _mm256_fmadd_ps(b0, v1, x1);
-                        x2 = _mm256_fmadd_ps(b0, v2, x2);
-                        x3 = _mm256_fmadd_ps(b0, v3, x3);
-                        y0 = _mm256_fmadd_ps(b1, v0, y0);
-                        y1 = _mm256_fmadd_ps(b1, v1, y1);
-                        y2 = _mm256_fmadd_ps(b1, v2, y2);
-                        y3 = _mm256_fmadd_ps(b1, v3, y3);
-                    }
-                    _mm256_storeu_ps(o0 + d, _mm256_mul_ps(x0, s0));
-                    _mm256_storeu_ps(o0 + d + 8, _mm256_mul_ps(x1, s0));
-                    _mm256_storeu_ps(o0 + d + 16, _mm256_mul_ps(x2, s0));
-                    _mm256_storeu_ps(o0 + d + 24, _mm256_mul_ps(x3, s0));
-                    if (two) {
-                        _mm256_storeu_ps(o1 + d, _mm256_mul_ps(y0, s1));
-                        _mm256_storeu_ps(o1 + d + 8, _mm256_mul_ps(y1, s1));
-                        _mm256_storeu_ps(o1 + d + 16, _mm256_mul_ps(y2, s1));
-                        _mm256_storeu_ps(o1 + d + 24, _mm256_mul_ps(y3, s1));
-                    }
-                } else {
-                    __m256 x0 = _mm256_setzero_ps(), y0 = x0;
-                    for (int t = 0; t < Lp; t++) {
-                        __m256 v0 = _mm256_loadu_ps(v + (size_t)t * ldkv + d);
-                        x0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p0 + t), v0, x0);
-                        y0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p1 + t), v0, y0);
-                    }
-                    _mm256_storeu_ps(o0 + d, _mm256_mul_ps(x0, s0));
-                    if (two) _mm256_storeu_ps(o1 + d, _mm256_mul_ps(y0, s1));
-                }
-            }
-        }
-    }
 }
 
 /* Two accumulators per reduction: a row of 128 is 16 vectors, and one chain of dependent adds
@@ -857,18 +575,6 @@ static void gelu_tanh_portable(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = gelu_tanh_1(x[i]);
 }
 
-static void attention_portable(float *out, const float *q, const float *k, const float *v,
-                               size_t stride, int p, int hs, float *att) {
-    const float scale = 1.0f / sqrtf((float)hs);
-    for (int t = 0; t <= p; t++) att[t] = dot_scalar(q, k + (size_t)t * stride, hs) * scale;
-    softmax_scalar(att, p + 1);
-    for (int i = 0; i < hs; i++) out[i] = 0.0f;
-    for (int t = 0; t <= p; t++) {
-        const float *vt = v + (size_t)t * stride;
-        for (int i = 0; i < hs; i++) out[i] += att[t] * vt[i];
-    }
-}
-
 #ifdef WB_X86
 AVX2 static void gemv_avx2(float *y, const float *x, const float *W, const float *b, int in,
                            int r0, int r1, int accumulate) {
@@ -883,8 +589,6 @@ void wb_kernels_f32_register(wb_kernel_table *t, wb_isa isa) {
         t->layernorm = layernorm_portable;
         t->gelu_tanh = gelu_tanh_portable;
         t->softmax = softmax_scalar;
-        t->attention = attention_portable;
-        t->attention_block = NULL;
         t->name_gemv = "portable";
     }
 #ifdef WB_X86
@@ -894,8 +598,6 @@ void wb_kernels_f32_register(wb_kernel_table *t, wb_isa isa) {
         t->layernorm = layernorm_avx2;
         t->gelu_tanh = gelu_tanh_avx2;
         t->softmax = softmax_avx2;
-        t->attention = attention_avx2;
-        t->attention_block = attention_block_avx2;
         t->name_gemv = "avx2";
     }
     if (isa == WB_ISA_AVX512) { /* GEMV and batched GEMV change together: they sum alike */
@@ -939,27 +641,3 @@ void wb_gelu_forward(float *x, size_t n, wb_act act) {
 }
 
 void wb_softmax_forward(float *x, int n) { wb_kt()->softmax(x, n); }
-
-void wb_attention_forward(float *out, const float *q, const float *k, const float *v,
-                          size_t stride, int p, int hs, float *att) {
-    wb_kt()->attention(out, q, k, v, stride, p, hs, att);
-}
-
-size_t wb_attention_block_scratch(int pos, int nq, int hs) {
-    size_t P16 = (size_t)((pos + nq + 15) & ~15);
-    /* kt, S, packed V and 16 floats to align them; the fallback needs att[pos + nq] */
-    size_t blk = (2 * (size_t)hs + 6) * P16 + 16, one = (size_t)(pos + nq);
-    return blk > one ? blk : one;
-}
-
-void wb_attention_block_forward(float *out, size_t ldo, const float *q, size_t ldq, const float *k,
-                                const float *v, size_t ldkv, int pos, int nq, int hs,
-                                float *scratch) {
-    const wb_kernel_table *t = wb_kt();
-    if (t->attention_block && hs % 8 == 0) {
-        t->attention_block(out, ldo, q, ldq, k, v, ldkv, pos, nq, hs, scratch);
-        return;
-    }
-    for (int i = 0; i < nq; i++)
-        t->attention(out + (size_t)i * ldo, q + (size_t)i * ldq, k, v, ldkv, pos + i, hs, scratch);
-}

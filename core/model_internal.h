@@ -1,6 +1,7 @@
 /* model_internal.h - the compute kernels the forward passes share (not a public API).
  *
- * core/kernels.c       layernorm / gemv / gelu / attention, AVX2 dispatch (F32)
+ * core/kernels.c       layernorm / gemv / gelu / softmax (F32)
+ * core/kernels_attention.c  attention over the KV cache (decode, prefill blocks)
  * core/kernels_bf16.c  BF16 GEMV, RMSNorm, SwiGLU (declared in llama_internal.h)
  * The model-family interface and everything the family files share: core/model_family.h.
  */
