@@ -36,8 +36,15 @@ local function argmax(t)
   return b - 1
 end
 
+-- The text llama-perplexity scored for the vector's record (make_tinylm_q4_k_m.sh): the corpus'
+-- held-out split without its "<|endoftext|>" lines, 4 chunks of 128 tokens.
+local META = require("wb").json.decode(T.read_file(VEC .. ".json"))
+local LP = META.llama_perplexity
+local TEXT = require("wb.corpus").generate({ seed = 1 }).val:gsub("<|endoftext|>\n", "")
+T.write_file(dir .. "/text.txt", TEXT)
 local out, rec = T.lesson_record(dir, "scripts/quantization.lua",
-  "--repeats 2 --chunks 2 --gguf " .. VEC)
+  ("--repeats 2 --chunks %d --ctx %d --text %s --gguf %s"):format(LP.chunks, LP.ctx,
+    dir .. "/text.txt", VEC))
 
 T.test("quantization.lua: one table, one row per way of holding the weights", function()
   local labels = { "F32 (as stored)", "BF16", "Q8_0", "Q4_0", "GGUF tinylm-q4_k_m.gguf" }
@@ -85,7 +92,7 @@ T.test("quantization.lua: figures recomputed from raw logits (model:logits, not 
   local f32 = wb.load()
   local q8 = wb.load(nil, { weights = "q8_0" })
   local gg = wb.load(VEC)
-  local ids = f32.tokenizer:encode(require("wb.corpus").generate({ seed = 1 }).val)
+  local ids = f32.tokenizer:encode(TEXT)
   local by = {}
   for _, r in ipairs(rec.rows) do by[r.key] = r end
   T.eq(rec.positions, rec.chunks * (rec.ctx - 1 - rec.first))
@@ -124,7 +131,7 @@ end)
 
 T.test("quantization.lua: the Q4_K_M vector is llama-quantize's file of the shipped weights", function()
   local wb = require("wb")
-  local meta = wb.json.decode(T.read_file(VEC .. ".json"))
+  local meta = META
   local h = wb.sha256()
   h:update(T.read_file(root .. "/models/tinylm-base/model.safetensors"))
   T.eq(meta.source_sha256, h:hex()) -- retrained TinyLM: rerun tests/vectors/gguf/make_tinylm_q4_k_m.sh
@@ -134,6 +141,32 @@ T.test("quantization.lua: the Q4_K_M vector is llama-quantize's file of the ship
   for t, n in pairs(counts) do T.eq(loaded[t], n) end
   for t, n in pairs(loaded) do T.eq(counts[t], n) end
   T.check(counts.Q4_K and counts.Q6_K, "K types present")
+end)
+
+-- llama.cpp's own report on the same text, files and chunks (llama-perplexity --kl-divergence,
+-- recorded by make_tinylm_q4_k_m.sh). Its F32 GPT-2 logits differ from ours by its half-precision
+-- GELU table (docs/gguf.md: 5e-3), and it quantizes the activations of the quantized products
+-- its own way, so the figures agree closely but not to the last digit.
+T.test("quantization.lua: the F32 and Q4_K_M rows agree with llama-perplexity's report", function()
+  local wb = require("wb")
+  local h = wb.sha256()
+  h:update(TEXT)
+  T.eq(h:hex(), LP.text_sha256) -- the same text
+  local by = {}
+  for _, r in ipairs(rec.rows) do by[r.key] = r end
+  local s, g = by.as_stored, by.gguf
+  local function near(what, ours, theirs, rel)
+    T.check(math.abs(ours - theirs) <= rel * math.abs(theirs),
+      ("%s: %.6g here, %.6g in llama-perplexity (tolerance %g%%)"):format(what, ours, theirs, 100 * rel), 2)
+  end
+  T.eq(rec.positions, LP.chunks * (LP.ctx - 1 - LP.ctx // 2))
+  near("perplexity of the F32 reference", s.ppl, LP.ppl_base, 0.01)
+  near("its standard error", s.ppl_se, LP.ppl_base_se, 0.05)
+  near("perplexity of the Q4_K_M file", g.ppl, LP.ppl_q, 0.01)
+  near("mean KL of the Q4_K_M file", g.kl_mean, LP.kld_mean, 0.1)
+  near("largest KL", g.kl_max, LP.kld_max, 0.1)
+  T.check(math.abs(100 * g.top1 - LP.same_top_percent) <= 2,
+    ("same top token %.2f%% here, %.2f%% in llama-perplexity"):format(100 * g.top1, LP.same_top_percent))
 end)
 
 T.test("quantization.lua: conclusions printed and recomputed from the record", function()
