@@ -49,7 +49,9 @@ local o = require("wb.cli").parse(arg, SCRIPT, {
 })
 wb.threads(o.threads)
 
+local cleanup = function() end -- removes the temporary GGUFs once there are any (below)
 local function die(msg)
+  cleanup()
   io.stderr:write(SCRIPT .. ": " .. msg .. "\n")
   os.exit(1)
 end
@@ -95,13 +97,16 @@ end
 
 local tmp = os.tmpname() -- a file name of our own; the GGUFs written below sit beside it
 local written = {}
+-- Writes model as a GGUF of type gtype beside tmp: its path and size, or nil and the reason
+-- (the writer refuses some models, e.g. Phi-3 with LongRoPE).
 local function tmp_gguf(model, gtype)
   local path = ("%s.%s.gguf"):format(tmp, gtype)
-  model:save_gguf(path, { type = gtype })
   written[#written + 1] = path
+  local ok, err = pcall(model.save_gguf, model, path, { type = gtype })
+  if not ok then return nil, tostring(err) end
   return path, file_size(path)
 end
-local function cleanup()
+cleanup = function()
   for _, p in ipairs(written) do os.remove(p) end
   os.remove(tmp)
 end
@@ -160,10 +165,15 @@ local gguf_rel = gguf_model and check_same_model(gguf_model)
 
 add_row({ key = "as_stored", label = stored_type .. " (as stored)", model = ref,
           source = "the checkpoint (reference)" })
+local skipped = {} -- notes on what could not be measured
 if stored_type == "F32" then
   local path, size = tmp_gguf(ref, "bf16")
-  add_row({ key = "bf16", label = "BF16", model = wb.load(path), source = "F32 rounded to BF16",
-            file_bytes = size })
+  if path then
+    add_row({ key = "bf16", label = "BF16", model = wb.load(path), source = "F32 rounded to BF16",
+              file_bytes = size })
+  else
+    skipped[#skipped + 1] = "no BF16 row: the model cannot be written as a GGUF (" .. size .. ")"
+  end
 end
 for _, q in ipairs({ "q8_0", "q4_0" }) do
   add_row({ key = q, label = q:upper(), model = wb.load(o.model, { weights = q }),
@@ -187,8 +197,9 @@ end
 for _, r in ipairs(rows) do
   if not r.file_bytes then
     local gtype = r.key == "as_stored" and stored_type:lower() or r.key
-    local _, size = tmp_gguf(r.model, gtype)
-    r.file_bytes = size
+    local path, size = tmp_gguf(r.model, gtype)
+    if path then r.file_bytes = size
+    else skipped[#skipped + 1] = ("%s: no GGUF size (%s)"):format(r.label, size) end
   end
   r.mem_bytes = r.model:info().weight_bytes
 end
@@ -314,8 +325,9 @@ local function range(xs, fmt)
                                                            stats.max(xs))
 end
 for _, r in ipairs(rows) do
-  print(("| %s | %s | %.2f | %.2f | %s | %s | %.3f +- %.3f | %.6f +- %.6f | %.6f | %.6f | %.6f "
-         .. "| %.1f%% +- %.1f | %.2f%% |"):format(r.label, r.source, r.file_bytes / 1e6,
+  print(("| %s | %s | %s | %.2f | %s | %s | %.3f +- %.3f | %.6f +- %.6f | %.6f | %.6f | %.6f "
+         .. "| %.1f%% +- %.1f | %.2f%% |"):format(r.label, r.source,
+    r.file_bytes and ("%.2f"):format(r.file_bytes / 1e6) or "-",
     r.mem_bytes / 1e6, range(r.prefill_runs, "%.3f"), range(r.decode_runs, "%.4f"), r.ppl,
     r.ppl_se, r.kl_mean, r.kl_se, r.kl_median, r.kl_p99, r.kl_max, 100 * r.top1,
     100 * r.top1_se, 100 * r.rms_dp))
@@ -328,13 +340,14 @@ for _, r in ipairs(rows) do
       .. "and llama.cpp do so for gpt2), so it loads with an untied head and reads that matrix "
       .. "separately."):format(r.label), "note: "))
   end
-  if r.mem_bytes > r.file_bytes then
+  if r.file_bytes and r.mem_bytes > r.file_bytes then
     print(lesson.wrap(("%s reads more bytes (%.2f MB) than its file holds (%.2f MB): the loader "
       .. "widened or converted matrices (the GPT-2 family computes BF16 weights in F32; Q4_1, "
       .. "Q5_0, Q5_1 and Q5_K matrices become Q8_0, docs/gguf.md)."):format(r.label,
       r.mem_bytes / 1e6, r.file_bytes / 1e6), "note: "))
   end
 end
+for _, s in ipairs(skipped) do print(lesson.wrap(s, "note: ")) end
 if not o.gguf then
   print(lesson.wrap(("To add the row most downloads are (llama.cpp's Q4_K_M of this model): write its "
     .. "GGUF with workbench -e \"wb.load('%s'):save_gguf('m-%s.gguf', {type = '%s'})\", run "
@@ -376,9 +389,10 @@ end
 local by = {}
 for _, r in ipairs(rows) do by[r.key] = r end
 local s, q8, q4 = by.as_stored, by.q8_0, by.q4_0
+local function mb(bytes) return bytes and ("%.2f MB"):format(bytes / 1e6) or "size unknown" end
 lesson.conclude(rec, "q8_smaller", q8.mem_bytes < s.mem_bytes,
-  ("Q8_0 reads %.0f%% of the stored model's bytes (file: %.0f%%)."):format(
-    100 * q8.mem_bytes / s.mem_bytes, 100 * q8.file_bytes / s.file_bytes),
+  ("Q8_0 reads %.0f%% of the stored model's bytes%s."):format(100 * q8.mem_bytes / s.mem_bytes,
+    (q8.file_bytes and s.file_bytes) and (" (file: %.0f%%)"):format(100 * q8.file_bytes / s.file_bytes) or ""),
   "Q8_0 did not read fewer bytes than the stored model (rows not a multiple of 32 stay as stored).")
 lesson.conclude(rec, "q4_worse_than_q8", q4.kl_mean > q8.kl_mean,
   ("Halving the bits again costs quality: Q4_0's mean KL divergence from the stored model is "
@@ -392,16 +406,18 @@ lesson.conclude(rec, "q8_ppl_close", math.abs(q8.ppl - s.ppl) < 0.01 * s.ppl,
 lesson.conclude(rec, "q8_greedy_clear", q8.greedy.clear > 0 and q8.greedy.clear_same == q8.greedy.clear,
   ("Wherever the stored model was clearly sure (%d of %d greedy steps), Q8_0 picked the same "
    .. "token."):format(q8.greedy.clear, q8.greedy.steps),
-  ("Q8_0 picked another token at %d of the %d steps where the stored model was clearly sure."):format(
+  q8.greedy.clear == 0 and ("The stored model was clearly sure at none of the %d greedy steps: "
+    .. "these prompts do not test greedy agreement on this model."):format(q8.greedy.steps)
+  or ("Q8_0 picked another token at %d of the %d steps where the stored model was clearly sure."):format(
     q8.greedy.clear - q8.greedy.clear_same, q8.greedy.clear))
 if gguf_row then
   local g = gguf_row
   lesson.conclude(rec, "gguf_vs_q4", g.kl_mean < q4.kl_mean,
-    ("%s (%.2f MB on disk) stays closer to the stored model than Q4_0 (%.2f MB): mean KL %.5f "
-     .. "against %.5f."):format(g.label, g.file_bytes / 1e6, q4.file_bytes / 1e6, g.kl_mean,
+    ("%s (%s on disk) stays closer to the stored model than Q4_0 (%s): mean KL %.5f "
+     .. "against %.5f."):format(g.label, mb(g.file_bytes), mb(q4.file_bytes), g.kl_mean,
       q4.kl_mean),
-    ("%s (%.2f MB on disk) is not closer to the stored model than Q4_0 (%.2f MB): mean KL %.5f "
-     .. "against %.5f."):format(g.label, g.file_bytes / 1e6, q4.file_bytes / 1e6, g.kl_mean,
+    ("%s (%s on disk) is not closer to the stored model than Q4_0 (%s): mean KL %.5f "
+     .. "against %.5f."):format(g.label, mb(g.file_bytes), mb(q4.file_bytes), g.kl_mean,
       q4.kl_mean))
 end
 -- Decode is bound by memory bandwidth only when the weights do not fit in the caches.
