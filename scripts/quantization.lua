@@ -324,12 +324,14 @@ local function range(xs, fmt)
   return (fmt .. " [" .. fmt .. " - " .. fmt .. "]"):format(stats.median(xs), stats.min(xs),
                                                            stats.max(xs))
 end
+-- Perplexities of random test models run to 1e12: past 1e4 they print in exponent form.
+local function ppl_text(x) return x < 1e4 and ("%.3f"):format(x) or ("%.4g"):format(x) end
 for _, r in ipairs(rows) do
-  print(("| %s | %s | %s | %.2f | %s | %s | %.3f +- %.3f | %.6f +- %.6f | %.6f | %.6f | %.6f "
+  print(("| %s | %s | %s | %.2f | %s | %s | %s +- %s | %.6f +- %.6f | %.6f | %.6f | %.6f "
          .. "| %.1f%% +- %.1f | %.2f%% |"):format(r.label, r.source,
     r.file_bytes and ("%.2f"):format(r.file_bytes / 1e6) or "-",
-    r.mem_bytes / 1e6, range(r.prefill_runs, "%.3f"), range(r.decode_runs, "%.4f"), r.ppl,
-    r.ppl_se, r.kl_mean, r.kl_se, r.kl_median, r.kl_p99, r.kl_max, 100 * r.top1,
+    r.mem_bytes / 1e6, range(r.prefill_runs, "%.3f"), range(r.decode_runs, "%.4f"), ppl_text(r.ppl),
+    ppl_text(r.ppl_se), r.kl_mean, r.kl_se, r.kl_median, r.kl_p99, r.kl_max, 100 * r.top1,
     100 * r.top1_se, 100 * r.rms_dp))
 end
 print()

@@ -192,6 +192,31 @@ T.test("quantization.lua: conclusions printed and recomputed from the record", f
   end
 end)
 
+-- The class of input, not only TinyLM: a llama-architecture model whose rows are 256 wide, so
+-- that llama-quantize's Q4_K_M really is Q4_K and Q6_K (tests/vectors/gguf/kq-llama-q4_k_m.gguf,
+-- made from the F32 GGUF of bench/peer/make_fixtures.lua's seeded kquant checkpoint, remade here).
+T.test("quantization.lua: a llama model with a Q4_K / Q6_K file of the same weights", function()
+  local kq = dir .. "/kq"
+  os.execute(("mkdir -p '%s'"):format(kq))
+  T.check(os.execute(("%s bench/peer/make_fixtures.lua '%s' kquant > /dev/null"):format(T.EXE, kq)),
+    "make_fixtures kquant")
+  local kvec = root .. "/tests/vectors/gguf/kq-llama-q4_k_m.gguf"
+  local kout, krec = T.lesson_record(dir, "scripts/quantization.lua",
+    ("--repeats 1 --chunks 1 --model %s/kq-llama --gguf %s"):format(kq, kvec))
+  local by = {}
+  for _, r in ipairs(krec.rows) do by[r.key] = r end
+  T.eq(krec.stored_type, "F32")
+  local g = by.gguf
+  T.check(g, "a GGUF row")
+  T.check(g.tensor_types:find("Q4_K", 1, true) and g.tensor_types:find("Q6_K", 1, true)
+    and not g.tensor_types:find("Q5", 1, true), "true K types: " .. g.tensor_types)
+  T.check(g.embedding_rel_rms < 0.1, "same weights: " .. g.embedding_rel_rms)
+  T.check(by.bf16.kl_mean < by.q8_0.kl_mean and by.q8_0.kl_mean < g.kl_mean and g.kl_mean < by.q4_0.kl_mean,
+    "KL: BF16 < Q8_0 < Q4_K_M < Q4_0")
+  T.check(g.mem_bytes < by.q8_0.mem_bytes, "Q4_K_M reads less than Q8_0 when it is really 4-bit")
+  T.check(kout:find("| GGUF kq-llama-q4_k_m.gguf |", 1, true), "row printed")
+end)
+
 -- Runs the lesson expecting it to stop; returns its stderr.
 local function refused(args)
   local errf = dir .. "/refused.txt"
