@@ -133,16 +133,16 @@ const char *wb_isa_name(wb_isa isa) {
 const wb_kernel_table *wb_kt(void) { return &g_tables[wb_isa_current()]; }
 
 const char *wb_kernels_describe(void) {
-    static _Thread_local char buf[400];
+    static _Thread_local char buf[512];
     const wb_cpu_features *f = wb_cpu();
     const wb_kernel_table *t = wb_kt();
     snprintf(buf, sizeof buf,
-             "kernels %s (cpu%s%s%s%s%s%s%s%s): gemv %s, bf16 gemv/gemm %s, tile gemm %s, q8 dot %s",
+             "kernels %s (cpu%s%s%s%s%s%s%s%s): gemv %s, bf16 gemv/gemm %s, tile gemm %s, q8 dot %s, attention %s",
              wb_isa_name(t->isa), f->avx2 ? " avx2" : "", f->fma ? " fma" : "",
              f->avx512f ? " avx512f" : "", f->avx512bw ? " bw" : "",
              f->avx512vnni ? " vnni" : "", f->avx512bf16 ? " bf16" : "",
              f->avx512fp16 ? " fp16" : "", f->amx ? " amx(unused)" : "", t->name_gemv,
-             t->name_gemv_bf16, t->name_gemm_bf16, t->name_dot_q8);
+             t->name_gemv_bf16, t->name_gemm_bf16, t->name_dot_q8, t->name_attention);
     return buf;
 }
 

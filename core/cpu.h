@@ -2,7 +2,7 @@
  *
  * core/cpu.c          probes the CPU once, builds one table per instruction-set level
  * core/kernels.c      F32 kernels (GEMV, LayerNorm, GELU, softmax): portable, AVX2, AVX-512
- * core/kernels_attention.c  causal attention (decode and prefill blocks): portable, AVX2
+ * core/kernels_attention.c  causal attention (decode and prefill blocks): portable, AVX2, AVX-512
  * core/kernels_bf16.c BF16 GEMV / GEMM, RMSNorm, SwiGLU: portable, AVX2, AVX-512
  * core/quant.c        Q8_0 / Q4_0 integer dot products: portable, AVX2, AVX-512 VNNI
  *
@@ -66,9 +66,11 @@ typedef struct wb_kernel_table {
     void (*softmax)(float *x, int n);
     void (*attention)(float *out, const float *q, const float *k, const float *v, size_t stride,
                       int p, int hs, float *att);
-    /* NULL where the level has no block kernel (the wrapper then loops over queries) */
+    /* nq queries x ng heads sharing one KV head (wb_attention_block_forward); NULL where the
+     * level has no block kernel (the wrapper then loops over queries and heads) */
     void (*attention_block)(float *out, size_t ldo, const float *q, size_t ldq, const float *k,
-                            const float *v, size_t ldkv, int pos, int nq, int hs, float *scratch);
+                            const float *v, size_t ldkv, int pos, int nq, int ng, int hs,
+                            int window, float *scratch);
     /* BF16 (kernels_bf16.c) */
     void (*gemv_bf16)(float *Y, size_t ldy, const float *X, size_t ldx, int nb, const uint16_t *W,
                       const float *b, int in, int r0, int r1, int accumulate);
@@ -84,7 +86,7 @@ typedef struct wb_kernel_table {
      * int8-quantized inputs, one variant per level (quant.h) */
     const struct wb_quant_kernels *quant;
     /* names of the variants registered last, for wb_kernels_describe */
-    const char *name_gemv, *name_gemv_bf16, *name_gemm_bf16, *name_dot_q8;
+    const char *name_gemv, *name_gemv_bf16, *name_gemm_bf16, *name_dot_q8, *name_attention;
 } wb_kernel_table;
 
 /* The table of the level in use. */

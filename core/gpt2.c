@@ -265,7 +265,7 @@ static void att_item(const att_job *j, int item, int *seq_hint, float *sc) {
     else
         wb_attention_block_forward(j->att + r * C + hd * hs, (size_t)C,
                                    j->qkv + r * 3 * C + hd * hs, (size_t)3 * C, kl, vl,
-                                   (size_t)C, q->pos + q0, nq, hs, sc);
+                                   (size_t)C, q->pos + q0, nq, 1, hs, 0, sc);
 }
 
 static void att_worker(const att_job *j, int tid, int nt) {

@@ -13,6 +13,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#define WB_X86 1
+#endif
+
 /* ------------------------------------------------------------------------------ portable */
 
 static void attention_portable(float *out, const float *q, const float *k, const float *v,
@@ -126,8 +130,8 @@ AVX2 static void attention_avx2(float *out, const float *q, const float *k, cons
     }
 }
 
-/* kt[d * P16 + t] = k[t * ldkv + d] for t < P, zero for P <= t < P16: 8x8 register transposes
- * (hs % 8 == 0), then the last P % 8 rows one by one. */
+/* kt[d * P16 + t] = k[t * ldkv + d] for t < P, zero for P <= t < P16 (P16 >= P, the row length
+ * of kt): 8x8 register transposes (hs % 8 == 0), then the last P % 8 rows one by one. */
 AVX2 static void transpose_keys(float *kt, const float *k, size_t ldkv, int P, int P16, int hs) {
     const int P8 = P & ~7;
     for (int t = 0; t < P8; t += 8)
@@ -337,19 +341,239 @@ AVX2 static void attention_block_avx2(float *out, size_t ldo, const float *q, si
         }
     }
 }
+/* ------------------------------------------------------------------------------ AVX-512 */
+
+#define AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma")))
+#define ATT_R 12 /* query rows per score tile: 12 rows x 32 keys = 24 accumulators */
+#define ATT_PV 6 /* rows per weighted-sum tile: 6 rows x 64 columns = 24 accumulators */
+
+AVX512 static inline float hmax512(__m512 v) { return _mm512_reduce_max_ps(v); }
+
+/* Cephes-style expf as exp256 (kernels_simd.h), 16 lanes. */
+AVX512 static inline __m512 exp512_att(__m512 x) {
+    x = _mm512_min_ps(x, _mm512_set1_ps(88.3762626647949f));
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.3365447504f));
+    const __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
+    __m512 y = _mm512_set1_ps(1.9875691500E-4f);
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507E-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073E-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894E-2f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459E-1f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201E-1f));
+    y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
+    const __m512i n =
+        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(y, _mm512_castsi512_ps(n));
+}
+
+/* Lanes l of the 16 keys from t with a <= t + l <= b. */
+AVX512 static inline __mmask16 key_mask(int t, int a, int b) {
+    const __m512i l = _mm512_add_epi32(_mm512_set1_epi32(t),
+                                       _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11,
+                                                         12, 13, 14, 15));
+    return _mm512_cmp_epi32_mask(l, _mm512_set1_epi32(a), _MM_CMPINT_GE) &
+           _mm512_cmp_epi32_mask(l, _mm512_set1_epi32(b), _MM_CMPINT_LE);
+}
+
+/* S[r, t..t+32) = qt[:, r] . kt[:, t..t+32) for the tile's 12 rows: per d, two key vectors and
+ * 12 broadcasts feed 24 independent FMA chains (FMA-bound; 12 chains of 2 cover the latency). */
+AVX512 static inline void scores_tile_512(float *S, size_t lds, const float *qt, const float *kt,
+                                          size_t ldt, int t, int hs) {
+    __m512 a[ATT_R], c[ATT_R];
+#pragma GCC unroll 12
+    for (int r = 0; r < ATT_R; r++) a[r] = c[r] = _mm512_setzero_ps();
+    const float *kd = kt + t, *qd = qt;
+    for (int d = 0; d < hs; d++, kd += ldt, qd += ATT_R) {
+        const __m512 k0 = _mm512_load_ps(kd), k1 = _mm512_load_ps(kd + 16);
+#pragma GCC unroll 12
+        for (int r = 0; r < ATT_R; r++) {
+            const __m512 b = _mm512_set1_ps(qd[r]);
+            a[r] = _mm512_fmadd_ps(b, k0, a[r]);
+            c[r] = _mm512_fmadd_ps(b, k1, c[r]);
+        }
+    }
+#pragma GCC unroll 12
+    for (int r = 0; r < ATT_R; r++) {
+        _mm512_store_ps(S + (size_t)r * lds + t, a[r]);
+        _mm512_store_ps(S + (size_t)r * lds + t + 16, c[r]);
+    }
+}
+
+/* acc[r][c] = sum_t P[r, t] V[t, c] for 6 rows and NV vectors of 16 columns from col, keys
+ * t0..t1; out_r[col..] = acc * inv[r] (the last vector under cmask). */
+AVX512 static inline __attribute__((always_inline)) void pv_tile_512(
+    const int NV, float *const *o, const float *S, size_t lds, const float *vc, size_t ldv,
+    int col, int t0, int t1, const float *inv, int rows, __mmask16 cmask) {
+    __m512 acc[ATT_PV][4];
+#pragma GCC unroll 6
+    for (int r = 0; r < ATT_PV; r++)
+#pragma GCC unroll 4
+        for (int u = 0; u < NV; u++) acc[r][u] = _mm512_setzero_ps();
+    const float *vt = vc + (size_t)t0 * ldv + col;
+    for (int t = t0; t < t1; t++, vt += ldv) {
+        __m512 vv[4];
+#pragma GCC unroll 4
+        for (int u = 0; u < NV; u++) vv[u] = _mm512_load_ps(vt + 16 * u);
+#pragma GCC unroll 6
+        for (int r = 0; r < ATT_PV; r++) {
+            const __m512 b = _mm512_set1_ps(S[(size_t)r * lds + t]);
+#pragma GCC unroll 4
+            for (int u = 0; u < NV; u++) acc[r][u] = _mm512_fmadd_ps(b, vv[u], acc[r][u]);
+        }
+    }
+    for (int r = 0; r < rows; r++) {
+        const __m512 sc = _mm512_set1_ps(inv[r]);
+        for (int u = 0; u < NV; u++)
+            _mm512_mask_storeu_ps(o[r] + col + 16 * u, u == NV - 1 ? cmask : (__mmask16)0xffff,
+                                  _mm512_mul_ps(acc[r][u], sc));
+    }
+}
+
+/* Prefill attention for ng query heads sharing one KV head (GQA), nq consecutive queries at
+ * positions pos..pos+nq-1: the heads' M = nq x ng query rows meet each key and value once per
+ * item instead of once per head. Rows are ordered (query, head), so a tile's rows have nearly
+ * the same position and the causal triangle costs little beyond what they see.
+ * - the keys the item sees (from the window's start) are transposed once to kt [hs, NK32] and the
+ *   values packed to vc [nk, hs16] (rows a power of two floats apart all fall into a few L1 sets);
+ * - per tile of 12 rows: queries packed to qt [hs, 12]; scores for 32-key blocks as a small GEMM
+ *   (scores_tile_512), only over the key blocks some row of the tile sees; softmax per row on the
+ *   raw dot products (the scale applied inside the exp: exp((s - max) x scale)), keys outside
+ *   a row's causal / window range masked out of the max and to an exact 0 after the exp, 1/sum
+ *   kept for the end;
+ * - the weighted sum of values as a second small GEMM (pv_tile_512) over the tile's key range,
+ *   scaled by 1/sum on the store.
+ * Any hs (tails by masks); the same result as the portable kernel up to float rounding. */
+AVX512 static void attention_block_avx512(float *out, size_t ldo, const float *q, size_t ldq,
+                                          const float *k, const float *v, size_t ldkv, int pos,
+                                          int nq, int ng, int hs, int window, float *scratch) {
+    const int kb = window && pos - window + 1 > 0 ? pos - window + 1 : 0; /* first key seen */
+    const int nk = pos + nq - kb, NK32 = (nk + 31) & ~31, hs16 = (hs + 15) & ~15;
+    const float scale = 1.0f / sqrtf((float)hs);
+    float *kt = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    float *S = kt + (size_t)hs * NK32, *vc = S + (size_t)ATT_R * NK32;
+    float *qt = vc + (size_t)nk * hs16;
+    k += (size_t)kb * ldkv;
+    v += (size_t)kb * ldkv;
+    if (hs % 8 == 0) {
+        transpose_keys(kt, k, ldkv, nk, NK32, hs);
+    } else {
+        for (int d = 0; d < hs; d++) {
+            float *o = kt + (size_t)d * NK32;
+            for (int t = 0; t < nk; t++) o[t] = k[(size_t)t * ldkv + d];
+            for (int t = nk; t < NK32; t++) o[t] = 0.0f;
+        }
+    }
+    for (int t = 0; t < nk; t++) {
+        memcpy(vc + (size_t)t * hs16, v + (size_t)t * ldkv, (size_t)hs * sizeof(float));
+        memset(vc + (size_t)t * hs16 + hs, 0, (size_t)(hs16 - hs) * sizeof(float));
+    }
+    const int M = nq * ng;
+    const __mmask16 cmask = (__mmask16)(0xffffu >> (hs16 - hs));
+    for (int r0 = 0; r0 < M; r0 += ATT_R) {
+        const int R = M - r0 < ATT_R ? M - r0 : ATT_R;
+        int a[ATT_R], b[ATT_R]; /* row r sees packed keys a[r]..b[r] */
+        float *o[ATT_R + ATT_PV];
+        float inv[ATT_R + ATT_PV];
+        for (int r = 0; r < ATT_R; r++) {
+            const int rr = r0 + (r < R ? r : 0), i = rr / ng, g = rr % ng, p = pos + i;
+            const float *qr = q + (size_t)i * ldq + (size_t)g * hs;
+            for (int d = 0; d < hs; d++) qt[(size_t)d * ATT_R + r] = r < R ? qr[d] : 0.0f;
+            a[r] = (window && p - window + 1 > 0 ? p - window + 1 : 0) - kb;
+            b[r] = p - kb;
+            o[r] = out + (size_t)i * ldo + (size_t)g * hs;
+        }
+        const int t0 = a[0] & ~31, t1 = b[R - 1] + 1; /* positions grow with the row */
+        for (int t = t0; t < t1; t += 32) scores_tile_512(S, NK32, qt, kt, NK32, t, hs);
+        const int te = (t1 + 15) & ~15;
+        for (int r = 0; r < R; r++) {
+            float *sr = S + (size_t)r * NK32;
+            __m512 mv = _mm512_set1_ps(-INFINITY);
+            for (int t = a[r] & ~15; t <= b[r]; t += 16)
+                mv = _mm512_mask_max_ps(mv, key_mask(t, a[r], b[r]), mv, _mm512_load_ps(sr + t));
+            /* (s - max) x scale: exactly 0 at the max, so a row with one key gets weight 1
+             * and out = v exactly, as from the one-query kernel (a fused s x scale - max x
+             * scale leaves a rounding residue there) */
+            const __m512 ms = _mm512_set1_ps(hmax512(mv)), sc = _mm512_set1_ps(scale);
+            __m512 sv = _mm512_setzero_ps();
+            for (int t = t0; t < te; t += 16) {
+                const __mmask16 m = key_mask(t, a[r], b[r]);
+                const __m512 e =
+                    _mm512_maskz_mov_ps(m, exp512_att(_mm512_mul_ps(_mm512_sub_ps(_mm512_load_ps(sr + t), ms), sc)));
+                _mm512_store_ps(sr + t, e);
+                sv = _mm512_add_ps(sv, e);
+            }
+            inv[r] = 1.0f / _mm512_reduce_add_ps(sv);
+        }
+        for (int j = 0; j < R; j += ATT_PV) {
+            const int rows = R - j < ATT_PV ? R - j : ATT_PV;
+            const float *Sj = S + (size_t)j * NK32; /* rows past R hold finite, unused scores */
+            for (int col = 0; col < hs16; col += 64) {
+                const int nv = (hs16 - col) / 16 < 4 ? (hs16 - col) / 16 : 4;
+                const __mmask16 m = col + 16 * nv == hs16 ? cmask : (__mmask16)0xffff;
+                switch (nv) {
+                case 4: pv_tile_512(4, o + j, Sj, NK32, vc, hs16, col, t0, t1, inv + j, rows, m); break;
+                case 3: pv_tile_512(3, o + j, Sj, NK32, vc, hs16, col, t0, t1, inv + j, rows, m); break;
+                case 2: pv_tile_512(2, o + j, Sj, NK32, vc, hs16, col, t0, t1, inv + j, rows, m); break;
+                default: pv_tile_512(1, o + j, Sj, NK32, vc, hs16, col, t0, t1, inv + j, rows, m); break;
+                }
+            }
+        }
+    }
+}
 #endif
 
 /* ------------------------------------------------------------------------------ dispatch */
+
+/* Query by query and head by head through the level's one-query kernel (levels without a block
+ * kernel, and the AVX2 level's cases its block kernel does not cover): query p sees keys
+ * max(0, p - window + 1)..p. */
+static void attention_block_by_query(const wb_kernel_table *kt, float *out, size_t ldo,
+                                     const float *q, size_t ldq, const float *k, const float *v,
+                                     size_t ldkv, int pos, int nq, int ng, int hs, int window,
+                                     float *scratch) {
+    for (int i = 0; i < nq; i++) {
+        const int p = pos + i, k0 = window && p - window + 1 > 0 ? p - window + 1 : 0;
+        for (int g = 0; g < ng; g++)
+            kt->attention(out + (size_t)i * ldo + (size_t)g * hs, q + (size_t)i * ldq + (size_t)g * hs,
+                          k + (size_t)k0 * ldkv, v + (size_t)k0 * ldkv, ldkv, p - k0, hs, scratch);
+    }
+}
+
+#ifdef WB_X86
+/* The AVX2 block kernel takes one head with every key from 0 (hs % 8 == 0): the heads one after
+ * the other, each transposing the keys again. */
+static void attention_block_avx2_heads(float *out, size_t ldo, const float *q, size_t ldq,
+                                       const float *k, const float *v, size_t ldkv, int pos,
+                                       int nq, int ng, int hs, int window, float *scratch) {
+    if (hs % 8 || (window && pos + nq - 1 >= window)) {
+        attention_block_by_query(wb_kt(), out, ldo, q, ldq, k, v, ldkv, pos, nq, ng, hs, window,
+                                 scratch);
+        return;
+    }
+    for (int g = 0; g < ng; g++)
+        attention_block_avx2(out + (size_t)g * hs, ldo, q + (size_t)g * hs, ldq, k, v, ldkv, pos,
+                             nq, hs, scratch);
+}
+#endif
 
 void wb_kernels_attention_register(wb_kernel_table *t, wb_isa isa) {
     if (isa == WB_ISA_PORTABLE) {
         t->attention = attention_portable;
         t->attention_block = NULL;
+        t->name_attention = "portable";
     }
 #ifdef WB_X86
     if (isa == WB_ISA_AVX2) {
         t->attention = attention_avx2;
-        t->attention_block = attention_block_avx2;
+        t->attention_block = attention_block_avx2_heads;
+        t->name_attention = "avx2 6-query blocks per head";
+    }
+    if (isa == WB_ISA_AVX512) {
+        t->attention_block = attention_block_avx512;
+        t->name_attention = "avx512 GQA tiles 12x32 (decode avx2)";
     }
 #endif
 }
@@ -362,20 +586,21 @@ void wb_attention_forward(float *out, const float *q, const float *k, const floa
 }
 
 size_t wb_attention_block_scratch(int pos, int nq, int hs) {
-    size_t P16 = (size_t)((pos + nq + 15) & ~15);
-    /* kt, S, packed V and 16 floats to align them; the fallback needs att[pos + nq] */
-    size_t blk = (2 * (size_t)hs + 6) * P16 + 16, one = (size_t)(pos + nq);
-    return blk > one ? blk : one;
+    const size_t P = (size_t)pos + (size_t)nq, P16 = (P + 15) & ~(size_t)15, h = (size_t)hs;
+    const size_t hs16 = (h + 15) & ~(size_t)15;
+    /* AVX2: kt, S [6 rows], packed V, 16 floats to align them; AVX-512: kt and S [12 rows] of
+     * P rounded to 32, packed V rows of hs16, qt [hs, 12], alignment; one query: att[P] */
+    const size_t avx2 = (2 * h + 6) * P16 + 16, avx512 = (h + 12) * (P + 32) + P * hs16 + 12 * h + 16;
+    const size_t blk = avx2 > avx512 ? avx2 : avx512;
+    return blk > P ? blk : P;
 }
 
 void wb_attention_block_forward(float *out, size_t ldo, const float *q, size_t ldq, const float *k,
-                                const float *v, size_t ldkv, int pos, int nq, int hs,
-                                float *scratch) {
+                                const float *v, size_t ldkv, int pos, int nq, int ng, int hs,
+                                int window, float *scratch) {
     const wb_kernel_table *t = wb_kt();
-    if (t->attention_block && hs % 8 == 0) {
-        t->attention_block(out, ldo, q, ldq, k, v, ldkv, pos, nq, hs, scratch);
-        return;
-    }
-    for (int i = 0; i < nq; i++)
-        t->attention(out + (size_t)i * ldo, q + (size_t)i * ldq, k, v, ldkv, pos + i, hs, scratch);
+    if (t->attention_block)
+        t->attention_block(out, ldo, q, ldq, k, v, ldkv, pos, nq, ng, hs, window, scratch);
+    else
+        attention_block_by_query(t, out, ldo, q, ldq, k, v, ldkv, pos, nq, ng, hs, window, scratch);
 }

@@ -32,7 +32,7 @@
 #include <cblas.h>
 #include <cjson/cJSON.h>
 
-/* Attention work items are (sequence, head, block of ATT_QB queries). */
+/* Attention work items are (sequence, KV head, block of ATT_QB queries). */
 #define ATT_QB 16
 
 /* ------------------------------------------------------------------------------- config */
@@ -355,34 +355,33 @@ typedef struct att_job {
     int layer, NH, group, hd, Q, KV, window;
 } att_job;
 
-/* Item (sequence s, head h, query block b), blocks numbered longest first within a sequence. */
+/* Item (sequence s, KV head h, query block b), blocks numbered longest first within a sequence:
+ * the group of query heads sharing KV head h goes through the kernel together, so its keys and
+ * values are read (and packed) once for all of them. */
 static void att_item(const att_job *j, int item, int *hint, float *sc) {
     int s = *hint;
     while (j->item0[s + 1] <= item) s++;
     *hint = s;
     const wb_seq_rows *sq = &j->seqs[s];
+    const int NKV = j->NH / j->group;
     const int local = item - j->item0[s], nblk = (sq->n + ATT_QB - 1) / ATT_QB;
-    const int h = local % j->NH, q0 = (nblk - 1 - local / j->NH) * ATT_QB;
+    const int h = local % NKV, q0 = (nblk - 1 - local / NKV) * ATT_QB;
     const int nq = sq->n - q0 < ATT_QB ? sq->n - q0 : ATT_QB;
-    const size_t lo = (size_t)j->layer * sq->cache_ctx * j->KV + (size_t)(h / j->group) * j->hd;
+    const size_t lo = (size_t)j->layer * sq->cache_ctx * j->KV + (size_t)h * j->hd;
     const float *kl = sq->k + lo, *vl = sq->v + lo;
-    const size_t r = (size_t)j->row0[s] + q0;
-    float *o = j->att + r * j->Q + (size_t)h * j->hd;
-    const float *qq = j->q + r * j->Q + (size_t)h * j->hd;
+    const size_t r = (size_t)j->row0[s] + q0, c0 = (size_t)h * j->group * j->hd;
+    float *o = j->att + r * j->Q + c0;
+    const float *qq = j->q + r * j->Q + c0;
     const int p0 = sq->pos + q0;
-    if (j->window && p0 + nq - 1 >= j->window) {
-        /* sliding window: query p sees keys p - W + 1 .. p */
-        for (int i = 0; i < nq; i++) {
-            const int p = p0 + i, k0 = p - j->window + 1 > 0 ? p - j->window + 1 : 0;
-            wb_attention_forward(o + (size_t)i * j->Q, qq + (size_t)i * j->Q,
+    if (nq == 1) { /* decode: the one-query kernel per head, query p sees p - W + 1 .. p */
+        const int k0 = j->window && p0 - j->window + 1 > 0 ? p0 - j->window + 1 : 0;
+        for (int g = 0; g < j->group; g++)
+            wb_attention_forward(o + (size_t)g * j->hd, qq + (size_t)g * j->hd,
                                  kl + (size_t)k0 * j->KV, vl + (size_t)k0 * j->KV, (size_t)j->KV,
-                                 p - k0, j->hd, sc);
-        }
-    } else if (nq == 1) {
-        wb_attention_forward(o, qq, kl, vl, (size_t)j->KV, p0, j->hd, sc);
+                                 p0 - k0, j->hd, sc);
     } else {
         wb_attention_block_forward(o, (size_t)j->Q, qq, (size_t)j->Q, kl, vl, (size_t)j->KV, p0,
-                                   nq, j->hd, sc);
+                                   nq, j->group, j->hd, j->window, sc);
     }
 }
 
@@ -496,7 +495,7 @@ wb_status wb_llama_forward(const wb_model *m, const wb_seq_rows *seqs, int n_seq
     size_t sc_per = 0;
     for (int s = 0; s < n_seqs; s++) {
         n += seqs[s].n;
-        n_items += (seqs[s].n + ATT_QB - 1) / ATT_QB * NH;
+        n_items += (seqs[s].n + ATT_QB - 1) / ATT_QB * c->n_kv_head;
         /* enough for the last (longest) query block, and for att[pos + n] of a single query */
         const size_t need = (wb_attention_block_scratch(seqs[s].pos, seqs[s].n, hd) + 31) &
                             ~(size_t)15;
@@ -523,11 +522,11 @@ wb_status wb_llama_forward(const wb_model *m, const wb_seq_rows *seqs, int n_seq
         if (ll->rope) ll->rope(m, &seqs[s], cs + (size_t)r * hd);
         else wb_rope_angles(ll->inv_freq, 1.0f, hd, seqs[s].pos, seqs[s].n, cs + (size_t)r * hd);
         r += seqs[s].n;
-        it += (seqs[s].n + ATT_QB - 1) / ATT_QB * NH;
+        it += (seqs[s].n + ATT_QB - 1) / ATT_QB * c->n_kv_head;
     }
     att_job aj = {seqs, row0, item0, n_seqs, n_items, qb, att, sc, sc_per, 0, NH,
                   NH / c->n_kv_head, hd, Q, KV, ll->sliding_window};
-    const int att_nt = nt > 1 && (n_items >= 2 * nt || longest >= 256) ? nt : 1;
+    const int att_nt = nt > 1 && (n_items * aj.group >= 2 * nt || longest >= 256) ? nt : 1;
     wb_probe_layer(m, seqs, n_seqs, row0, -1, x, NULL, NULL, 0, 0);
     layer_job lj = {m, NULL, seqs, row0, n_seqs, n, 0, att_nt, x, xn, qb, kb, vb, att, g, u, cs,
                     &aj, NULL};

@@ -47,14 +47,16 @@ void wb_softmax_forward(float *x, int n);
 void wb_attention_forward(float *out, const float *q, const float *k, const float *v,
                           size_t stride, int p, int hs, float *att);
 
-/* nq consecutive queries of one head at absolute positions pos..pos+nq-1: q rows ldq apart,
- * keys/values rows 0..pos+nq-1 ldkv apart, out rows ldo apart. scratch holds
- * wb_attention_block_scratch(pos, nq, hs) floats (any alignment). The same result as
- * wb_attention_forward per query up to float rounding (it scales by 1/sum after the weighted
- * sum); faster for many queries (prefill). */
+/* nq consecutive queries at absolute positions pos..pos+nq-1 of ng query heads that share one
+ * KV head (GQA; ng = 1 for one head): head g of query i at q + i*ldq + g*hs, its output at
+ * out + i*ldo + g*hs; keys/values rows 0..pos+nq-1 ldkv apart. window 0: full causal; else query p
+ * sees keys max(0, p - window + 1)..p. scratch holds wb_attention_block_scratch(pos, nq, hs)
+ * floats (any alignment; enough for any ng and window). The same result as wb_attention_forward
+ * per query and head up to float rounding (it scales by 1/sum after the weighted sum); faster for
+ * many queries (prefill). q, k and v are only read. */
 size_t wb_attention_block_scratch(int pos, int nq, int hs);
 void wb_attention_block_forward(float *out, size_t ldo, const float *q, size_t ldq, const float *k,
-                                const float *v, size_t ldkv, int pos, int nq, int hs,
-                                float *scratch);
+                                const float *v, size_t ldkv, int pos, int nq, int ng, int hs,
+                                int window, float *scratch);
 
 #endif

@@ -228,7 +228,7 @@ static void norms_softmax_gelu_swiglu_attention_match_portable(void) {
     memcpy(sg1, sg0, sizeof sg0);
     wb_swiglu_forward(sg1, sgu, C);
     wb_gelu_forward(g1, C, WB_ACT_GELU_TANH);
-    wb_attention_block_forward(a0, HS, q, HS, k, v, HS, P, NQ, HS, scr);
+    wb_attention_block_forward(a0, HS, q, HS, k, v, HS, P, NQ, 1, HS, 0, scr);
     wb_isa_limit(old);
     FOR_EACH_LEVEL(lv) {
         wb_isa o = wb_isa_limit((wb_isa)lv);
@@ -243,7 +243,7 @@ static void norms_softmax_gelu_swiglu_attention_match_portable(void) {
         wb_softmax_forward(s2, P);
         memcpy(g2, g0, sizeof g0);
         wb_gelu_forward(g2, C, WB_ACT_GELU_TANH);
-        wb_attention_block_forward(a1, HS, q, HS, k, v, HS, P, NQ, HS, scr);
+        wb_attention_block_forward(a1, HS, q, HS, k, v, HS, P, NQ, 1, HS, 0, scr);
         wb_isa_limit(o);
         int bad = 0;
         for (int i = 0; i < C; i++) {
