@@ -387,7 +387,9 @@ AVX512 static inline void scores_tile_512(float *S, size_t lds, const float *qt,
     for (int r = 0; r < ATT_R; r++) a[r] = c[r] = _mm512_setzero_ps();
     const float *kd = kt + t, *qd = qt;
     for (int d = 0; d < hs; d++, kd += ldt, qd += ATT_R) {
-        const __m512 k0 = _mm512_load_ps(kd), k1 = _mm512_load_ps(kd + 16);
+        __m512 k0 = _mm512_load_ps(kd), k1 = _mm512_load_ps(kd + 16);
+        /* in registers: gcc otherwise spills k1 and reloads it for every row */
+        __asm__("" : "+v"(k0), "+v"(k1));
 #pragma GCC unroll 12
         for (int r = 0; r < ATT_R; r++) {
             const __m512 b = _mm512_set1_ps(qd[r]);
