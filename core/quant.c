@@ -731,10 +731,173 @@ INLINE_VNNI512 void gemm_body(const wb_qtype t, float *Y, size_t ldy, const uint
         }
     }
 }
+/* Prefill / batches of Q8_0 and Q4_0: the 16-row tiles of a chunk of KC blocks are gathered
+ * once into an L1 buffer (the vpdpbusd layout of tile_prep, 576 bytes a block), and the inputs
+ * are regrouped once per call, NR at a time, so that a group's block is one record: NR x 32
+ * bytes of q, NR scales and NR offset corrections (c s, c = -128 or -8). Each group then runs
+ * a register tile of 16 rows x NR inputs over the chunk: per block the 8 weight registers are
+ * loaded once and every input's 4-byte groups are broadcast against them (8 NR vpdpbusd on NR
+ * independent chains), then per input the canonical step acc = fma(isum, d_w d_x, acc); the
+ * float accumulators stay in registers across the chunk. */
+#define KC 32
+#define NR 10
+
+typedef struct pack16 {
+    __m512i w[8];
+    __m512 d;
+} pack16;
+
+/* bytes of one input group's record per block */
+static size_t grp_rec(int n) { return (size_t)n * 40; }
+
+/* The regrouped inputs: groups of NR (the last one shorter), per group nblk records of
+ * n x 32 q bytes, n float d, n int32 corrections. */
+static size_t grouped_bytes(int nb, int in) { return (size_t)nb * ((size_t)in + (size_t)(in / 32) * 8); }
+
+static void group_inputs(uint8_t *dst, const uint8_t *act, size_t astride, int nb, int in, int c) {
+    const int nblk = in / 32;
+    for (int j0 = 0; j0 < nb; j0 += NR) {
+        const int n = nb - j0 < NR ? nb - j0 : NR;
+        for (int j = 0; j < n; j++) {
+            const qact a = act_view(act + astride * (size_t)(j0 + j), in);
+            uint8_t *r = dst;
+            for (int b = 0; b < nblk; b++, r += grp_rec(n)) {
+                memcpy(r + 32 * j, a.q + 32 * b, 32);
+                memcpy(r + 32 * n + 4 * j, a.d + b, 4);
+                const int32_t cs = c * a.s[b];
+                memcpy(r + 36 * n + 4 * j, &cs, 4);
+            }
+        }
+        dst += grp_rec(n) * (size_t)nblk;
+    }
+}
+
+INLINE_VNNI512 void tile_run(const int N, const pack16 *P, int nbk, const uint8_t *rec, float *acc) {
+    __m512 y[NR];
+    for (int j = 0; j < N; j++) y[j] = _mm512_load_ps(acc + 16 * j);
+    for (int i = 0; i < nbk; i++, rec += 40 * N) {
+        const __m512i w0 = P[i].w[0], w1 = P[i].w[1], w2 = P[i].w[2], w3 = P[i].w[3];
+        const __m512i w4 = P[i].w[4], w5 = P[i].w[5], w6 = P[i].w[6], w7 = P[i].w[7];
+        const int8_t *x = (const int8_t *)rec;
+        const float *dx = (const float *)(rec + 32 * N);
+        const int32_t *cs = (const int32_t *)(rec + 36 * N);
+        __m512i s[NR];
+        for (int j = 0; j < N; j++) s[j] = _mm512_set1_epi32(cs[j]);
+        for (int j = 0; j < N; j++) s[j] = _mm512_dpbusd_epi32(s[j], w0, bcast4(x + 32 * j));
+        for (int j = 0; j < N; j++) s[j] = _mm512_dpbusd_epi32(s[j], w1, bcast4(x + 32 * j + 4));
+        for (int j = 0; j < N; j++) s[j] = _mm512_dpbusd_epi32(s[j], w2, bcast4(x + 32 * j + 8));
+        for (int j = 0; j < N; j++) s[j] = _mm512_dpbusd_epi32(s[j], w3, bcast4(x + 32 * j + 12));
+        for (int j = 0; j < N; j++) s[j] = _mm512_dpbusd_epi32(s[j], w4, bcast4(x + 32 * j + 16));
+        for (int j = 0; j < N; j++) s[j] = _mm512_dpbusd_epi32(s[j], w5, bcast4(x + 32 * j + 20));
+        for (int j = 0; j < N; j++) s[j] = _mm512_dpbusd_epi32(s[j], w6, bcast4(x + 32 * j + 24));
+        for (int j = 0; j < N; j++) s[j] = _mm512_dpbusd_epi32(s[j], w7, bcast4(x + 32 * j + 28));
+        const __m512 d = P[i].d;
+        for (int j = 0; j < N; j++)
+            y[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[j]), _mm512_mul_ps(d, _mm512_set1_ps(dx[j])), y[j]);
+    }
+    for (int j = 0; j < N; j++) _mm512_store_ps(acc + 16 * j, y[j]);
+}
+
+VNNI512 static void tile_run_n(int n, const pack16 *P, int nbk, const uint8_t *rec, float *acc) {
+    switch (n) {
+    case 1: tile_run(1, P, nbk, rec, acc); break;
+    case 2: tile_run(2, P, nbk, rec, acc); break;
+    case 3: tile_run(3, P, nbk, rec, acc); break;
+    case 4: tile_run(4, P, nbk, rec, acc); break;
+    case 5: tile_run(5, P, nbk, rec, acc); break;
+    case 6: tile_run(6, P, nbk, rec, acc); break;
+    case 7: tile_run(7, P, nbk, rec, acc); break;
+    case 8: tile_run(8, P, nbk, rec, acc); break;
+    case 9: tile_run(9, P, nbk, rec, acc); break;
+    default: tile_run(NR, P, nbk, rec, acc); break;
+    }
+}
+
+/* The chunk [b0, b0 + nbk) of 16 rows into P (Q8_0: bytes xor 0x80; Q4_0: nibbles). The bytes
+ * come as 8-byte gathers (half the loads of 4-byte ones), rows 0-7 and 8-15 apart, and two
+ * permutes make the two dword registers of each qword. */
+INLINE_VNNI512 void pack_chunk(const int q8, pack16 *P, __m512i offs, const uint8_t *base, int b0, int nbk) {
+    const __m512i m4 = _mm512_set1_epi8(15), flip = _mm512_set1_epi8((char)0x80);
+    const __m256i olo = _mm512_castsi512_si256(offs), ohi = _mm512_extracti64x4_epi64(offs, 1);
+    _Alignas(64) int32_t ev[16];
+    for (int i = 0; i < 16; i++) ev[i] = i < 8 ? 2 * i : 16 + 2 * (i - 8);
+    const __m512i even = _mm512_load_si512(ev), odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    const size_t bs = q8 ? 34 : 18;
+    for (int i = 0; i < nbk; i++) {
+        const uint8_t *blk = base + (size_t)(b0 + i) * bs;
+        for (int h = 0; h < (q8 ? 4 : 2); h++) {
+            const __m512i lo = _mm512_i32gather_epi64(olo, (const void *)(blk + 2 + 8 * h), 1);
+            const __m512i hi = _mm512_i32gather_epi64(ohi, (const void *)(blk + 2 + 8 * h), 1);
+            const __m512i g0 = _mm512_permutex2var_epi32(lo, even, hi);
+            const __m512i g1 = _mm512_permutex2var_epi32(lo, odd, hi);
+            if (q8) {
+                P[i].w[2 * h] = _mm512_xor_si512(g0, flip);
+                P[i].w[2 * h + 1] = _mm512_xor_si512(g1, flip);
+            } else {
+                P[i].w[2 * h] = _mm512_and_si512(g0, m4);
+                P[i].w[2 * h + 4] = _mm512_and_si512(_mm512_srli_epi32(g0, 4), m4);
+                P[i].w[2 * h + 1] = _mm512_and_si512(g1, m4);
+                P[i].w[2 * h + 5] = _mm512_and_si512(_mm512_srli_epi32(g1, 4), m4);
+            }
+        }
+        P[i].d = gather_f16(offs, blk);
+    }
+}
+
+/* Software prefetch of rows [ra, rb_) (clamped to r1) over bytes [off, off + len) of each. */
+static inline void prefetch_rows(const uint8_t *W, size_t rb, int ra, int rz, int r1, size_t off, size_t len) {
+    for (int r = ra; r < rz && r < r1; r++)
+        for (size_t p = 0; p < len; p += 64) _mm_prefetch((const char *)W + (size_t)r * rb + off + p, _MM_HINT_T0);
+}
+
+INLINE_VNNI512 void gemm_tiles(const int q8, float *Y, size_t ldy, const uint8_t *grp, int nb,
+                               const uint8_t *W, size_t rb, const float *bias, int in, int r0,
+                               int r1, int accumulate, float *acc) {
+    _Alignas(64) pack16 P[KC];
+    const int nblk = in / 32, groups = (nb + NR - 1) / NR;
+    const size_t bs = q8 ? 34 : 18;
+    for (int r = r0; r < r1; r += 16) {
+        const uint8_t *rows[16];
+        const __m512i offs = group_rows(W, rb, r, r1, rows);
+        const uint8_t *base = W + (size_t)r * rb;
+        memset(acc, 0, sizeof(float) * 16 * (size_t)nb);
+        for (int b0 = 0; b0 < nblk; b0 += KC) {
+            const int nbk = nblk - b0 < KC ? nblk - b0 : KC;
+            pack_chunk(q8, P, offs, base, b0, nbk);
+            /* the next chunk (of these rows, or the first of the next rows) comes in while the
+             * inputs run, a share of its rows beside each input group */
+            const int nr = b0 + KC < nblk ? r : r + 16, nb0 = b0 + KC < nblk ? b0 + KC : 0;
+            const size_t poff = (size_t)nb0 * bs, plen = (size_t)(nblk - nb0 < KC ? nblk - nb0 : KC) * bs;
+            const uint8_t *g = grp;
+            for (int j0 = 0, gi = 0; j0 < nb; j0 += NR, gi++) {
+                const int n = nb - j0 < NR ? nb - j0 : NR;
+                prefetch_rows(W, rb, nr + 16 * gi / groups, nr + 16 * (gi + 1) / groups, r1, poff, plen);
+                tile_run_n(n, P, nbk, g + grp_rec(n) * (size_t)b0, acc + 16 * (size_t)j0);
+                g += grp_rec(n) * (size_t)nblk;
+            }
+        }
+        for (int j = 0; j < nb; j++)
+            store16(Y, ldy, j, r, r1 - r, _mm512_load_ps(acc + 16 * j), bias, accumulate);
+    }
+}
+
 
 VNNI512 static void gemm_q_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *act, size_t astride,
                                int nb, const uint8_t *W, size_t rb, const float *bias, int in,
                                int r0, int r1, int accumulate) {
+    if ((t == WB_QT_Q8_0 || t == WB_QT_Q4_0) && nb >= 2) {
+        const size_t gb = (grouped_bytes(nb, in) + 63) & ~(size_t)63;
+        uint8_t *grp = aligned_alloc(64, gb + 64 * (size_t)nb);
+        if (grp) { /* (without the memory: the tile kernel below, the same sums) */
+            const int q8 = t == WB_QT_Q8_0;
+            group_inputs(grp, act, astride, nb, in, q8 ? -128 : -8);
+            float *acc = (float *)(grp + gb);
+            if (q8) gemm_tiles(1, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc);
+            else gemm_tiles(0, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc);
+            free(grp);
+            return;
+        }
+    }
     switch (t) { /* one specialised copy per type */
     case WB_QT_Q8_0: gemm_body(WB_QT_Q8_0, Y, ldy, act, astride, nb, W, rb, bias, in, r0, r1, accumulate); break;
     case WB_QT_Q4_0: gemm_body(WB_QT_Q4_0, Y, ldy, act, astride, nb, W, rb, bias, in, r0, r1, accumulate); break;
