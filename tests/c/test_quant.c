@@ -286,12 +286,14 @@ static void quant_batch_rows_equal_alone(void) {
 /* The input quantization is the same bytes at every level (the vector code rounds as the
  * scalar one), including zero blocks, tiny blocks and a NaN. */
 static void input_quantization_is_the_same_at_every_level(void) {
-    enum { IN = 32 * 9 };
-    float x[IN];
-    for (int i = 0; i < IN; i++) x[i] = frand() * 3.0f;
+    enum { IN = 32 * 41 }; /* two groups of 16 blocks (the vector code's unit) and 9 alone */
+    static float x[IN];
+    for (int i = 0; i < IN; i++) x[i] = frand() * 3.0f * (float)(1 + (i / 32) % 7);
     for (int i = 0; i < 32; i++) x[i] = 0.0f, x[32 + i] = 1e-38f * (float)(i % 3), x[64 + i] = (float)(i - 16) * 0.5f;
     x[100] = NAN;
-    _Alignas(64) static uint8_t a0[4096], a1[4096];
+    for (int i = 0; i < 32; i++) x[32 * 20 + i] = 0.0f, x[32 * 37 + i] = 1e-38f; /* inside a group, and alone */
+    x[32 * 17 + 3] = NAN, x[32 * 18 + 20] = NAN, x[32 * 19 + 31] = INFINITY, x[32 * 38 + 17] = NAN;
+    _Alignas(64) static uint8_t a0[8192], a1[8192];
     const size_t n = wb_quant_act_bytes(IN);
     CHECK(n > 0 && n <= sizeof a0 && n % 64 == 0 && wb_quant_act_bytes(33) == 0);
     wb_isa o = wb_isa_limit(WB_ISA_PORTABLE);
