@@ -818,10 +818,10 @@ static size_t grp_rec(int n) { return (size_t)n * 40; }
  * n x 32 q bytes, n float d, n int32 corrections. */
 static size_t grouped_bytes(int nb, int in) { return (size_t)nb * ((size_t)in + (size_t)(in / 32) * 8); }
 
-static void group_inputs(uint8_t *dst, const uint8_t *act, size_t astride, int nb, int in, int c) {
+static void group_inputs(uint8_t *dst, const uint8_t *act, size_t astride, int nb, int in, int c, int nr) {
     const int nblk = in / 32;
-    for (int j0 = 0; j0 < nb; j0 += NR) {
-        const int n = nb - j0 < NR ? nb - j0 : NR;
+    for (int j0 = 0; j0 < nb; j0 += nr) {
+        const int n = nb - j0 < nr ? nb - j0 : nr;
         for (int j = 0; j < n; j++) {
             const qact a = act_view(act + astride * (size_t)(j0 + j), in);
             uint8_t *r = dst;
@@ -954,7 +954,7 @@ VNNI512 static void gemm_q_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *
         uint8_t *grp = aligned_alloc(64, gb + 64 * (size_t)nb);
         if (grp) { /* (without the memory: the tile kernel below, the same sums) */
             const int q8 = t == WB_QT_Q8_0;
-            group_inputs(grp, act, astride, nb, in, q8 ? -128 : -8);
+            group_inputs(grp, act, astride, nb, in, q8 ? -128 : -8, NR);
             float *acc = (float *)(grp + gb);
             if (q8) gemm_tiles(1, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc);
             else gemm_tiles(0, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc);
@@ -971,6 +971,192 @@ VNNI512 static void gemm_q_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *
     }
 }
 
+
+/* ------------------------------------------------------------------ AVX2 tile GEMM
+ *
+ * Batches and prefill on the AVX2 level, Q8_0 and Q4_0: the AVX-512 scheme at 8 rows (one row
+ * per lane of a 256-bit register). A chunk of KC blocks of 8 rows is transposed once into the
+ * dword layout (register k = values 4k..4k+3 of every row; loads and unpacks, no gathers), and
+ * register tiles of 8 rows x NR2 inputs broadcast each input's 4-byte groups against it. The
+ * integer sums are the per-row dots' (maddubs: |w| against x with w's sign for Q8_0, nibbles
+ * against x for Q4_0, whose 8 int16 pair sums stay below 2^15; AVX-VNNI: vpdpbusd), and the
+ * float chain is theirs, so every variant still gives a row in a batch the bits it gets alone. */
+#define NR2 6
+
+typedef struct pack8 {
+    __m256i w[8]; /* Q8_0: |w| (maddubs) or w xor 0x80 (vpdpbusd); Q4_0: nibbles */
+    __m256i s[8]; /* Q8_0 maddubs: w, for the signs */
+    __m256 d;
+} pack8;
+
+/* 8 x 8 dwords: in[i] = row i's dwords 0-7 -> out[k] = dword k of rows 0-7 */
+AVX2 static inline void transpose8(const __m256i in[8], __m256i out[8]) {
+    __m256i t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_epi32(in[2 * i], in[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_epi32(in[2 * i], in[2 * i + 1]);
+    }
+    for (int h = 0; h < 2; h++) { /* rows 0-3 (h = 0) and 4-7 */
+        u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+        u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+        u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+        u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+    }
+    for (int k = 0; k < 4; k++) {
+        out[k] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x20);
+        out[k + 4] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x31);
+    }
+}
+
+/* kind: 0 Q8_0 maddubs, 1 Q8_0 vpdpbusd, 2 Q4_0 (either) */
+AVX2 static inline __attribute__((always_inline)) void pack_chunk8(const int kind, pack8 *P, const uint8_t *const rows[8], int b0, int nbk) {
+    const size_t bs = kind == 2 ? 18 : 34;
+    const __m256i m4 = _mm256_set1_epi8(15), flip = _mm256_set1_epi8((char)0x80);
+    for (int i = 0; i < nbk; i++) {
+        const size_t o = (size_t)(b0 + i) * bs;
+        __m256i in[8], g[8];
+        _Alignas(16) uint16_t hs[8];
+        for (int r = 0; r < 8; r++) hs[r] = rd16(rows[r] + o);
+        P[i].d = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)hs));
+        if (kind == 2) { /* 4 dwords a row: rows i and i + 4 share a register, 4 x 4 per lane */
+            for (int r = 0; r < 4; r++)
+                in[r] = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(rows[r + 4] + o + 2)),
+                                         _mm_loadu_si128((const __m128i *)(rows[r] + o + 2)));
+            const __m256i t0 = _mm256_unpacklo_epi32(in[0], in[1]), t1 = _mm256_unpackhi_epi32(in[0], in[1]);
+            const __m256i t2 = _mm256_unpacklo_epi32(in[2], in[3]), t3 = _mm256_unpackhi_epi32(in[2], in[3]);
+            g[0] = _mm256_unpacklo_epi64(t0, t2), g[1] = _mm256_unpackhi_epi64(t0, t2);
+            g[2] = _mm256_unpacklo_epi64(t1, t3), g[3] = _mm256_unpackhi_epi64(t1, t3);
+            for (int k = 0; k < 4; k++) {
+                P[i].w[k] = _mm256_and_si256(g[k], m4);
+                P[i].w[k + 4] = _mm256_and_si256(_mm256_srli_epi32(g[k], 4), m4);
+            }
+        } else {
+            for (int r = 0; r < 8; r++) in[r] = _mm256_loadu_si256((const __m256i *)(rows[r] + o + 2));
+            transpose8(in, g);
+            for (int k = 0; k < 8; k++) {
+                if (kind == 0) P[i].w[k] = _mm256_sign_epi8(g[k], g[k]), P[i].s[k] = g[k];
+                else P[i].w[k] = _mm256_xor_si256(g[k], flip);
+            }
+        }
+    }
+}
+
+AVX2 static inline __m256i bcast4_256(const int8_t *p) {
+    return _mm256_set1_epi32((int32_t)((uint32_t)(uint8_t)p[0] | (uint32_t)(uint8_t)p[1] << 8 |
+                                       (uint32_t)(uint8_t)p[2] << 16 | (uint32_t)(uint8_t)p[3] << 24));
+}
+
+/* acc[j] (8 rows) over the chunk, inputs j < N of a group record stream (grp_rec(N) a block) */
+#define DEFINE_TILE8(SUFFIX, ATTR, DOT)                                                           \
+    ATTR static inline __attribute__((always_inline)) void tile8_##SUFFIX(                        \
+        const int kind, const int N, const pack8 *P, int nbk, const uint8_t *rec, float *acc) {   \
+        __m256 y[NR2];                                                                            \
+        const __m256i ones = _mm256_set1_epi16(1);                                                \
+        for (int j = 0; j < N; j++) y[j] = _mm256_load_ps(acc + 8 * j);                           \
+        for (int i = 0; i < nbk; i++, rec += 40 * N) {                                            \
+            const int8_t *x = (const int8_t *)rec;                                                \
+            const float *dx = (const float *)(rec + 32 * N);                                      \
+            const int32_t *cs = (const int32_t *)(rec + 36 * N);                                  \
+            __m256i s[NR2];                                                                       \
+            for (int j = 0; j < N; j++) s[j] = kind == 2 && !DOT ? _mm256_setzero_si256() : _mm256_set1_epi32(cs[j]); \
+            for (int k = 0; k < 8; k++) {                                                         \
+                const __m256i w = _mm256_load_si256(&P[i].w[k]);                                  \
+                for (int j = 0; j < N; j++) {                                                     \
+                    const __m256i xb = bcast4_256(x + 32 * j + 4 * k);                            \
+                    if (DOT) s[j] = DOTOP_##SUFFIX(s[j], w, xb);                                  \
+                    else if (kind == 2) s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(w, xb)); \
+                    else s[j] = _mm256_add_epi32(s[j], _mm256_madd_epi16(_mm256_maddubs_epi16(    \
+                                    w, _mm256_sign_epi8(xb, _mm256_load_si256(&P[i].s[k]))), ones)); \
+                }                                                                                 \
+            }                                                                                     \
+            const __m256 d = P[i].d;                                                              \
+            for (int j = 0; j < N; j++) {                                                         \
+                __m256i is = s[j];                                                                \
+                if (kind == 2 && !DOT) is = _mm256_add_epi32(_mm256_madd_epi16(is, ones), _mm256_set1_epi32(cs[j])); \
+                y[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(d, _mm256_set1_ps(dx[j])), y[j]); \
+            }                                                                                     \
+        }                                                                                         \
+        for (int j = 0; j < N; j++) _mm256_store_ps(acc + 8 * j, y[j]);                           \
+    }                                                                                             \
+    ATTR static void tile8n_##SUFFIX(int kind, int n, const pack8 *P, int nbk, const uint8_t *rec, float *acc) { \
+        if (kind == 2) switch (n) {                                                               \
+            case 1: tile8_##SUFFIX(2, 1, P, nbk, rec, acc); break;                                \
+            case 2: tile8_##SUFFIX(2, 2, P, nbk, rec, acc); break;                                \
+            case 3: tile8_##SUFFIX(2, 3, P, nbk, rec, acc); break;                                \
+            case 4: tile8_##SUFFIX(2, 4, P, nbk, rec, acc); break;                                \
+            case 5: tile8_##SUFFIX(2, 5, P, nbk, rec, acc); break;                                \
+            default: tile8_##SUFFIX(2, NR2, P, nbk, rec, acc); break;                             \
+            }                                                                                     \
+        else switch (n) {                                                                         \
+            case 1: tile8_##SUFFIX(KIND8_##SUFFIX, 1, P, nbk, rec, acc); break;                   \
+            case 2: tile8_##SUFFIX(KIND8_##SUFFIX, 2, P, nbk, rec, acc); break;                   \
+            case 3: tile8_##SUFFIX(KIND8_##SUFFIX, 3, P, nbk, rec, acc); break;                   \
+            case 4: tile8_##SUFFIX(KIND8_##SUFFIX, 4, P, nbk, rec, acc); break;                   \
+            case 5: tile8_##SUFFIX(KIND8_##SUFFIX, 5, P, nbk, rec, acc); break;                   \
+            default: tile8_##SUFFIX(KIND8_##SUFFIX, NR2, P, nbk, rec, acc); break;                \
+            }                                                                                     \
+    }                                                                                             \
+    ATTR static void gemm_tiles8_##SUFFIX(const int kind, float *Y, size_t ldy, const uint8_t *grp, int nb, \
+                                          const uint8_t *W, size_t rb, const float *bias, int in, \
+                                          int r0, int r1, int accumulate, float *acc) {          \
+        _Alignas(64) pack8 P[KC];                                                                 \
+        const int nblk = in / 32;                                                                 \
+        for (int r = r0; r < r1; r += 8) {                                                        \
+            const uint8_t *rows[8];                                                               \
+            for (int i = 0; i < 8; i++) rows[i] = W + (size_t)(r + i < r1 ? r + i : r1 - 1) * rb; \
+            memset(acc, 0, sizeof(float) * 8 * (size_t)nb);                                       \
+            for (int b0 = 0; b0 < nblk; b0 += KC) {                                               \
+                const int nbk = nblk - b0 < KC ? nblk - b0 : KC;                                  \
+                if (kind == 2) pack_chunk8(2, P, rows, b0, nbk);                                  \
+                else pack_chunk8(KIND8_##SUFFIX, P, rows, b0, nbk);                               \
+                const uint8_t *g = grp;                                                           \
+                for (int j0 = 0; j0 < nb; j0 += NR2) {                                            \
+                    const int n = nb - j0 < NR2 ? nb - j0 : NR2;                                  \
+                    tile8n_##SUFFIX(kind, n, P, nbk, g + grp_rec(n) * (size_t)b0, acc + 8 * (size_t)j0); \
+                    g += grp_rec(n) * (size_t)nblk;                                               \
+                }                                                                                 \
+            }                                                                                     \
+            for (int j = 0; j < nb; j++)                                                          \
+                for (int i = 0; i < 8 && r + i < r1; i++) {                                       \
+                    const float s = acc[8 * j + i] + (bias ? bias[r + i] : 0.0f);                 \
+                    float *yp = Y + (size_t)j * ldy + r + i;                                      \
+                    *yp = accumulate ? *yp + s : s;                                               \
+                }                                                                                 \
+        }                                                                                         \
+    }                                                                                             \
+    ATTR static void gemm_q_##SUFFIX(wb_qtype t, float *Y, size_t ldy, const uint8_t *act, size_t astride, \
+                                     int nb, const uint8_t *W, size_t rb, const float *bias, int in, \
+                                     int r0, int r1, int accumulate) {                            \
+        uint8_t *grp = NULL;                                                                      \
+        const size_t gb = (grouped_bytes(nb, in) + 63) & ~(size_t)63;                             \
+        if ((t == WB_QT_Q8_0 || t == WB_QT_Q4_0) && (grp = aligned_alloc(64, gb + 32 * (size_t)nb))) { \
+            const int kind = t == WB_QT_Q4_0 ? 2 : KIND8_##SUFFIX;                                \
+            group_inputs(grp, act, astride, nb, in, kind == 2 ? -8 : kind == 1 ? -128 : 0, NR2);  \
+            float *acc = (float *)(grp + gb);                                                     \
+            if (kind == 2) gemm_tiles8_##SUFFIX(2, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc); \
+            else gemm_tiles8_##SUFFIX(KIND8_##SUFFIX, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc); \
+            free(grp);                                                                            \
+            return;                                                                               \
+        }                                                                                         \
+        const qdot_fn dot = t == WB_QT_Q8_0   ? dot_q8_0_##SUFFIX                                 \
+                            : t == WB_QT_Q4_0 ? dot_q4_0_##SUFFIX                                 \
+                            : t == WB_QT_Q4_K ? dot_q4_k_##SUFFIX                                 \
+                                              : dot_q6_k_##SUFFIX;                                \
+        for (int r = r0; r < r1; r++) /* other types (or no memory): the per-row dots */         \
+            for (int j = 0; j < nb; j++) {                                                        \
+                const qact a = act_view(act + astride * (size_t)j, in);                           \
+                const float s = dot(W + (size_t)r * rb, &a, in / 32) + (bias ? bias[r] : 0.0f);   \
+                float *y = Y + (size_t)j * ldy + r;                                               \
+                *y = accumulate ? *y + s : s;                                                     \
+            }                                                                                     \
+    }
+
+#define KIND8_avx2 0
+#define KIND8_avxvnni 1
+#define DOTOP_avx2(s, w, x) (s)
+#define DOTOP_avxvnni(s, w, x) _mm256_dpbusd_avx_epi32(s, w, x)
+DEFINE_TILE8(avx2, AVX2, 0)
+DEFINE_TILE8(avxvnni, AVXVNNI, 1)
 /* Decode (one input), Q8_0 and Q4_0: each pair of rows' block is one 512-bit vpdpbusd against
  * the input block, and the 8 pairs' partial sums are folded into one lane per row by three
  * levels of two-source permutes (integers, so the order is free); the result is the isum the
@@ -1240,10 +1426,10 @@ static int has_vnni512(const wb_cpu_features *f) {
 static const wb_quant_kernels k_variants[] = {
     {"portable", {dot_q8_0_c, dot_q4_0_c, dot_q4_k_c, dot_q6_k_c}, NULL, NULL, WB_ISA_PORTABLE, always},
 #ifdef WB_X86
-    {"avx2 maddubs", {dot_q8_0_avx2, dot_q4_0_avx2, dot_q4_k_avx2, dot_q6_k_avx2}, NULL, gemv_avx2,
+    {"avx2 maddubs", {dot_q8_0_avx2, dot_q4_0_avx2, dot_q4_k_avx2, dot_q6_k_avx2}, gemm_q_avx2, gemv_avx2,
      WB_ISA_AVX2, has_avx2},
     {"avx2 avx-vnni vpdpbusd", {dot_q8_0_avxvnni, dot_q4_0_avxvnni, dot_q4_k_avxvnni, dot_q6_k_avxvnni},
-     NULL, gemv_avxvnni, WB_ISA_AVX2, has_avxvnni},
+     gemm_q_avxvnni, gemv_avxvnni, WB_ISA_AVX2, has_avxvnni},
     {"avx512-vnni 16-row tiles", {dot_q8_0_vnni512, dot_q4_0_vnni512, dot_q4_k_vnni512, dot_q6_k_vnni512},
      gemm_q_512, gemv_q_512, WB_ISA_AVX512, has_vnni512},
 #endif
