@@ -1129,7 +1129,7 @@ AVX2 static inline __m256i bcast4_256(const int8_t *p) {
                                      int r0, int r1, int accumulate) {                            \
         uint8_t *grp = NULL;                                                                      \
         const size_t gb = (grouped_bytes(nb, in) + 63) & ~(size_t)63;                             \
-        if ((t == WB_QT_Q8_0 || t == WB_QT_Q4_0) && (grp = aligned_alloc(64, gb + 32 * (size_t)nb))) { \
+        if ((t == WB_QT_Q8_0 || t == WB_QT_Q4_0) && (grp = aligned_alloc(64, (gb + 32 * (size_t)nb + 63) & ~(size_t)63))) { \
             const int kind = t == WB_QT_Q4_0 ? 2 : KIND8_##SUFFIX;                                \
             group_inputs(grp, act, astride, nb, in, kind == 2 ? -8 : kind == 1 ? -128 : 0, NR2);  \
             float *acc = (float *)(grp + gb);                                                     \
