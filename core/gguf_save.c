@@ -397,6 +397,13 @@ done:
 wb_status wb_model_chat_template_text(const wb_model *m, char **out, wb_err *err) {
     *out = NULL;
     if (!m || !m->dir) return WB_OK;
+    /* A model loaded from a GGUF has its template in the file's metadata (or none): m->dir is
+     * then the file's path, not a directory to look in. */
+    if (m->format && !strcmp(m->format, "gguf")) {
+        if (m->chat_template && !(*out = strdup(m->chat_template)))
+            return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", m->dir);
+        return WB_OK;
+    }
     char *jin_path = wb_path_join(m->dir, "chat_template.jinja");
     char *cfg_path = wb_path_join(m->dir, "tokenizer_config.json");
     char *text = NULL;

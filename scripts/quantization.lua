@@ -65,11 +65,29 @@ local function file_size(path)
 end
 
 -- ---- the reference and the rows -------------------------------------------------------------
-local ref = wb.load(o.model)
+local ok_ref, ref = pcall(wb.load, o.model)
+if not ok_ref then die(("--model %s: %s"):format(o.model or "(default)", tostring(ref))) end
 local info = ref:info()
 local tok = ref.tokenizer
--- The stored matrices' type: BF16 when any tensor is BF16, else F32 (TinyLM).
-local stored_type = (info.tensor_types.BF16 or 0) > 0 and "BF16" or "F32"
+-- The reference must be unquantized: the stored matrices' type is BF16 or F16 when any tensor
+-- is, else F32 (TinyLM).
+local function type_mix(types)
+  local list = {}
+  for t, n in pairs(types) do list[#list + 1] = { t, n } end
+  table.sort(list, function(x, y) return x[1] < y[1] end)
+  local mix = {}
+  for _, t in ipairs(list) do mix[#mix + 1] = ("%s %d"):format(t[1], t[2]) end
+  return table.concat(mix, ", ")
+end
+for t in pairs(info.tensor_types) do
+  if t ~= "F32" and t ~= "F16" and t ~= "BF16" then
+    die(("--model %s holds quantized tensors (%s): the reference must be the unquantized model "
+      .. "(F32, F16 or BF16); pass a quantized GGUF as --gguf"):format(ref.dir,
+      type_mix(info.tensor_types)))
+  end
+end
+local stored_type = (info.tensor_types.BF16 or 0) > 0 and "BF16"
+  or (info.tensor_types.F16 or 0) > 0 and "F16" or "F32"
 -- A GGUF given on the command line must hold the same model. The cheap checks come first (the
 -- file, its magic, the architecture and shapes); token ids and weights once the text is known.
 local gguf_model
@@ -117,8 +135,9 @@ local function add_row(r) rows[#rows + 1] = r; return r end
 -- The text: token ids, cut into chunks of CTX tokens.
 local text
 if o.text then
-  text = wb.read_file(o.text)
-  if not text then die(("--text %s: cannot read the file"):format(o.text)) end
+  local ok
+  ok, text = pcall(wb.read_file, o.text)
+  if not ok or not text then die(("--text %s: %s"):format(o.text, tostring(text or "cannot read the file"))) end
 else
   text = corpus.generate({ seed = 1 }).val
 end
@@ -182,15 +201,10 @@ end
 local gguf_row
 if gguf_model then
   local m, rel = gguf_model, gguf_rel
-  local types = {}
-  for t, n in pairs(m:info().tensor_types) do types[#types + 1] = { t, n } end
-  table.sort(types, function(x, y) return x[1] < y[1] end)
-  local mix = {}
-  for _, t in ipairs(types) do mix[#mix + 1] = ("%s %d"):format(t[1], t[2]) end
   gguf_row = add_row({ key = "gguf", label = "GGUF " .. (o.gguf:match("[^/]+$") or o.gguf),
     model = m, source = ("the given file; same weights (embeddings %.1f%% off)"):format(100 * rel),
     file_bytes = file_size(o.gguf),
-    tensor_types = table.concat(mix, ", "), embedding_rel_rms = rel })
+    tensor_types = type_mix(m:info().tensor_types), embedding_rel_rms = rel })
 end
 -- File sizes: each in-memory row written as the GGUF it would be (model:save_gguf), so every
 -- row counts the same header and tokenizer bytes.

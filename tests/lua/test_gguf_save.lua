@@ -30,6 +30,21 @@ T.test("the chat template is written unless false, or replaced by a string", fun
   T.check(not T.read_file(p):find("tokenizer.chat_template", 1, true))
 end)
 
+T.test("a model loaded from a GGUF saves again, with the file's own chat template", function()
+  local a, b, c = dir .. "/g1.gguf", dir .. "/g2.gguf", dir .. "/g3.gguf"
+  m:save_gguf(a, { chat_template = "{{ FILE_TEMPLATE_MARKER }}" })
+  local g = wb.load(a)
+  T.eq(g:save_gguf(b), b) -- the template comes from g's metadata, not from a directory
+  T.check(T.read_file(b):find("FILE_TEMPLATE_MARKER", 1, true), "template kept")
+  local ids = m.tokenizer:encode("Customer (Ana): Hi, my")
+  local x, y = g:logits(ids), wb.load(b):logits(ids)
+  for i = 0, #x - 1, 97 do T.eq(y:get(i), x:get(i)) end
+  m:save_gguf(a, { chat_template = false })
+  wb.load(a):save_gguf(c) -- no template in the file: none written, no error
+  T.check(not T.read_file(c):find("tokenizer.chat_template", 1, true))
+  wb.load(a, { weights = "q8_0" }):save_gguf(c, { type = "q8_0" })
+end)
+
 T.test("options and paths are checked", function()
   T.checkerror("unknown option 'typ'", m.save_gguf, m, dir .. "/x.gguf", { typ = "f16" })
   T.checkerror("q4_k", m.save_gguf, m, dir .. "/x.gguf", { type = "q4_k" })

@@ -235,6 +235,11 @@ T.test("quantization.lua: a --gguf that is missing, not a GGUF, or another model
   -- another architecture and vocabulary (the kq-llama vectors: llama, 611 ids)
   e = refused("--gguf " .. root .. "/tests/vectors/gguf/kq-llama-q4_k_m.gguf")
   T.check(e:find("kq-llama-q4_k_m.gguf", 1, true) and e:find("not the same model"), e)
+  -- a quantized model as the reference, a missing text
+  e = refused("--model " .. VEC)
+  T.check(e:find("tinylm-q4_k_m.gguf", 1, true) and e:find("quantized tensors"), e)
+  e = refused("--text " .. dir .. "/missing.txt")
+  T.check(e:find(dir .. "/missing.txt", 1, true), e)
   -- a truncated file: the reader's own error, with the file's name
   local bytes = T.read_file(VEC)
   T.write_file(dir .. "/cut.gguf", bytes:sub(1, #bytes // 2))
