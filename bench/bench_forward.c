@@ -8,8 +8,12 @@
  *
  *   bench_forward [repeats]
  *   WB_BENCH_ONLY=decode|prefill bench_forward ...   one part only
- *   WB_BENCH_ONLY=prefill96|chain96 bench_forward N  N bare 96-token prefills or GEMM chains
+ *   WB_BENCH_ONLY=prefill96|chain96|decode64 bench_forward N
+ *                                        N bare 96-token prefills, GEMM chains or 64-token decodes
  *   (for a profiler; WB_BENCH_THREADS=1|2 picks one thread setting)
+ *   WB_BENCH_ONLY=barrier bench_forward REPS       ns per pool barrier and per pool job, 2 threads
+ *   WB_BENCH_ONLY=fresh [WB_BENCH_OTHER=old/bench_forward] bench_forward PROCS
+ *                                                    decode from the first step of fresh processes
  */
 #include <stdio.h>
 #include "bench_args.h"
@@ -21,6 +25,7 @@
 #include <cblas.h>
 
 #include "model_internal.h"
+#include "threadpool.h"
 #include "wb_model.h"
 
 #include "bench_fixture.h"
@@ -109,6 +114,149 @@ static void blas_prefill_chain(int n, float *xn, float *qkv, float *h,
                 0.0f, logits, 1);
 }
 
+/* ------------------------------------------------------------------- pool sync costs */
+
+/* What the decode step's synchronisation costs by itself: a 2-thread pool job of BAR_N barriers
+ * and nothing else (ns per barrier), and empty jobs back to back (ns per wake and join). */
+enum { BAR_N = 20000, JOB_N = 5000 };
+
+static void bar_job(void *arg, int tid, int nt) {
+    (void)tid, (void)nt;
+    for (int i = 0; i < BAR_N; i++) wb_pool_barrier(arg);
+}
+
+static void empty_job(void *arg, int tid, int nt) { (void)arg, (void)tid, (void)nt; }
+
+static int sync_bench(int reps) {
+    wb_pool *p = NULL;
+    wb_err err = {0};
+    if (wb_pool_new(2, &p, &err)) {
+        fprintf(stderr, "bench_forward: %s\n", err.msg);
+        return 1;
+    }
+    double *tb = malloc((size_t)reps * sizeof *tb), *tj = malloc((size_t)reps * sizeof *tj);
+    double la[3] = {0};
+    getloadavg(la, 3);
+    for (int r = 0; r < reps; r++) {
+        double t0 = wb_clock_ms();
+        wb_pool_run(p, bar_job, p);
+        double t1 = wb_clock_ms();
+        for (int i = 0; i < JOB_N; i++) wb_pool_run(p, empty_job, NULL);
+        double t2 = wb_clock_ms();
+        tb[r] = (t1 - t0) * 1e6 / BAR_N, tj[r] = (t2 - t1) * 1e6 / JOB_N;
+    }
+    stat3 b = stats(tb, reps), j = stats(tj, reps);
+    printf("pool sync, 2 threads, load average %.2f, median [min - max] over %d repeats:\n", la[0],
+           reps);
+    printf("  barrier                 %8.1f ns  [%.1f - %.1f]\n", b.med, b.min, b.max);
+    printf("  empty job (wake + join) %8.1f ns  [%.1f - %.1f]\n", j.med, j.min, j.max);
+    free(tb);
+    free(tj);
+    wb_pool_free(p);
+    return 0;
+}
+
+/* ------------------------------------------------------------------- fresh processes */
+
+/* A lesson run decodes a few dozen tokens in a process that has just started, so its speed is
+ * the first tokens', not the warmed-up loop's. WB_BENCH_ONLY=fresh runs PROCS fresh processes
+ * (this executable re-run with WB_BENCH_FRESH=dir, and alternately WB_BENCH_OTHER, an older
+ * build of this bench, so old and new see the same machine), each loading the model, then
+ * timing every one of its first FRESH_N decode steps (the first includes starting the pool),
+ * then FRESH_N more after a warm-up, as the steady state. Per process: ms/token of step 1, of
+ * steps 1-8, of steps 1-64, and steady; the parent prints median [min - max] over processes. */
+enum { FRESH_N = 64, FRESH_WARM = 3, FRESH_STEADY = 9, FRESH_COLS = 4 };
+
+static int fresh_child(const char *dir, int nt) {
+    wb_model *m = NULL;
+    wb_err err = {0};
+    if (wb_model_load(dir, &m, &err)) {
+        fprintf(stderr, "bench_forward: %s\n", err.msg);
+        return 1;
+    }
+    wb_threads_set(nt);
+    wb_session *s = NULL;
+    if (wb_session_new(m, 0, &s, &err)) {
+        fprintf(stderr, "bench_forward: %s\n", err.msg);
+        return 1;
+    }
+    float *logits = malloc((size_t)V * sizeof *logits);
+    double step[FRESH_N + 1], rep[FRESH_STEADY];
+    step[0] = wb_clock_ms();
+    for (int i = 0; i < FRESH_N; i++) {
+        wb_session_decode(s, (int32_t)((i * 131 + 7) % V), logits, NULL);
+        step[i + 1] = wb_clock_ms();
+    }
+    for (int r = 0; r < FRESH_WARM + FRESH_STEADY; r++) {
+        wb_session_reset(s);
+        double t0 = wb_clock_ms();
+        for (int i = 0; i < FRESH_N; i++)
+            wb_session_decode(s, (int32_t)((i * 131 + 7) % V), logits, NULL);
+        if (r >= FRESH_WARM) rep[r - FRESH_WARM] = (wb_clock_ms() - t0) / FRESH_N;
+    }
+    printf("fresh %.5f %.5f %.5f %.5f\n", step[1] - step[0], (step[8] - step[0]) / 8,
+           (step[FRESH_N] - step[0]) / FRESH_N, stats(rep, FRESH_STEADY).med);
+    wb_session_free(s);
+    wb_model_free(m);
+    free(logits);
+    return 0;
+}
+
+/* Run exe as a fresh child on dir at nt threads; its four figures into out. */
+static int fresh_run(const char *exe, const char *dir, int nt, double out[FRESH_COLS]) {
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "WB_BENCH_FRESH='%s' WB_BENCH_THREADS=%d '%s'", dir, nt, exe);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    char line[256];
+    int ok = 0;
+    while (fgets(line, sizeof line, p))
+        if (sscanf(line, "fresh %lf %lf %lf %lf", &out[0], &out[1], &out[2], &out[3]) == 4) ok = 1;
+    return pclose(p) == 0 && ok ? 0 : -1;
+}
+
+static int fresh_parent(const char *dir, int procs) {
+    const char *other = getenv("WB_BENCH_OTHER");
+    const char *exes[2] = {"/proc/self/exe", other};
+    const int n_exe = other ? 2 : 1;
+    double *v = calloc((size_t)2 * 2 * FRESH_COLS * procs, sizeof *v); /* [exe][nt][col][proc] */
+    char self[1024];
+    ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (!v || k <= 0) return 1;
+    self[k] = '\0';
+    exes[0] = self;
+    double la0[3] = {0}, la1[3] = {0};
+    getloadavg(la0, 3);
+    for (int r = 0; r < procs; r++)
+        for (int e = 0; e < n_exe; e++)
+            for (int nt = 1; nt <= 2; nt++) {
+                double out[FRESH_COLS];
+                if (fresh_run(exes[e], dir, nt, out)) {
+                    fprintf(stderr, "bench_forward: fresh child %s failed\n", exes[e]);
+                    return 1;
+                }
+                for (int c = 0; c < FRESH_COLS; c++)
+                    v[(((size_t)e * 2 + nt - 1) * FRESH_COLS + c) * procs + r] = out[c];
+            }
+    getloadavg(la1, 3);
+    printf("fresh processes: %d per row, interleaved; load average %.2f at start, %.2f at end\n",
+           procs, la0[0], la1[0]);
+    printf("  ms/token, median [min - max] over processes:\n");
+    static const char *const col[FRESH_COLS] = {"step 1 (starts the pool)", "steps 1-8",
+                                                "steps 1-64", "steady (64 after warm-up)"};
+    for (int e = 0; e < n_exe; e++)
+        for (int nt = 1; nt <= 2; nt++) {
+            printf("  %s, %d thread%s\n", e ? "other (WB_BENCH_OTHER)" : "this build", nt,
+                   nt > 1 ? "s" : "");
+            for (int c = 0; c < FRESH_COLS; c++) {
+                stat3 s = stats(v + (((size_t)e * 2 + nt - 1) * FRESH_COLS + c) * procs, procs);
+                printf("    %-28s %8.4f [%.4f - %.4f]\n", col[c], s.med, s.min, s.max);
+            }
+        }
+    free(v);
+    return 0;
+}
+
 /* ------------------------------------------------------------------------------- main */
 
 int main(int argc, char **argv) {
@@ -119,16 +267,23 @@ int main(int argc, char **argv) {
         setenv("OPENBLAS_CORETYPE", core, 1);
         execv("/proc/self/exe", argv);
     }
+    const char *fresh = getenv("WB_BENCH_FRESH"); /* a child of WB_BENCH_ONLY=fresh */
+    if (fresh) return fresh_child(fresh, getenv("WB_BENCH_THREADS") ? atoi(getenv("WB_BENCH_THREADS")) : 1);
     int reps = argc > 1 ? atoi(argv[1]) : 15;
     if (reps < 3) reps = 3;
+    if (getenv("WB_BENCH_ONLY") && strcmp(getenv("WB_BENCH_ONLY"), "barrier") == 0)
+        return sync_bench(reps);
     char dir[] = "/tmp/wb_bench_forward_XXXXXX";
     if (!mkdtemp(dir) || write_fixture(dir)) {
         fprintf(stderr, "bench_forward: cannot write the model to %s\n", dir);
         return 1;
     }
+    const char *only = getenv("WB_BENCH_ONLY");
+    const int fresh_mode = only && strcmp(only, "fresh") == 0;
+    int rc_fresh = fresh_mode ? fresh_parent(dir, reps) : 0;
     wb_model *m = NULL;
     wb_err err = {0};
-    if (wb_model_load(dir, &m, &err)) {
+    if (!fresh_mode && wb_model_load(dir, &m, &err)) {
         fprintf(stderr, "bench_forward: %s\n", err.msg);
         return 1;
     }
@@ -139,6 +294,7 @@ int main(int argc, char **argv) {
         unlink(p);
     }
     rmdir(dir);
+    if (fresh_mode) return rc_fresh;
 
     printf("bench_forward: GPT-2 V=%d T=%d C=%d L=%d NH=%d F=%d, %lld parameters, %.2f MB F32\n",
            V, T, C, L, NH, F, (long long)wb_model_num_parameters(m),
@@ -158,7 +314,6 @@ int main(int argc, char **argv) {
     wb_session_new(m, 0, &s, NULL);
     base_init();
 
-    const char *only = getenv("WB_BENCH_ONLY");
     const int do_decode = !only || strcmp(only, "decode") == 0;
     const int do_prefill = !only || strcmp(only, "prefill") == 0;
     const char *thr = getenv("WB_BENCH_THREADS"); /* "1" or "2": that setting only */
@@ -166,8 +321,9 @@ int main(int argc, char **argv) {
         if (thr && atoi(thr) != nt) continue;
         wb_threads_set(nt);
         printf("\n-- %d thread%s --\n", nt, nt > 1 ? "s" : "");
-      if (only && (strcmp(only, "prefill96") == 0 || strcmp(only, "chain96") == 0)) {
-        const int pf = strcmp(only, "prefill96") == 0;
+      if (only && (strcmp(only, "prefill96") == 0 || strcmp(only, "chain96") == 0 ||
+                   strcmp(only, "decode64") == 0)) {
+        const int pf = strcmp(only, "prefill96") == 0, dec = strcmp(only, "decode64") == 0;
         struct timespec c0, c1;
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
         double t0 = wb_clock_ms();
@@ -175,6 +331,9 @@ int main(int argc, char **argv) {
             if (pf) {
                 wb_session_reset(s);
                 wb_session_prefill(s, ids, 96, logits, 0, NULL);
+            } else if (dec) {
+                wb_session_reset(s);
+                for (int i = 0; i < NDEC; i++) wb_session_decode(s, ids[i], logits, NULL);
             } else {
                 blas_prefill_chain(96, xn, qkv, hb, logits);
             }

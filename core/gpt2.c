@@ -16,7 +16,7 @@
  * WB_SMALL_ROWS rows, a single-threaded cblas_sgemm above, bias and GELU on the same slice), a
  * share of the rows for the LayerNorms and a share of the attention items; OpenBLAS is kept to
  * one thread meanwhile. Decode runs one position with each pool thread owning a slice of output
- * rows of every matrix and a slice of the heads, five barriers per layer.
+ * rows of every matrix and a slice of the heads, four barriers per layer.
  */
 #include "model_family.h"
 
@@ -443,6 +443,14 @@ typedef struct decode_job {
     wb_pool *pool;
 } decode_job;
 
+/* One decode step on every pool thread. Thread tid owns heads [h0, h1): when the heads deal
+ * evenly and a head's rows are whole GEMV row blocks (hs % 8 == 0), it computes its heads' q, k
+ * and v rows itself and runs their attention straight after, with no barrier between (a head's
+ * attention reads only its own rows); otherwise q/k/v are split by row blocks and a barrier
+ * precedes attention. Then a barrier before each matrix that reads a whole vector another thread
+ * wrote: att (attn c_proj), x (ln_2, c_fc), h (mlp c_proj), x (the next layer). Each output row
+ * is summed the same way whichever thread computes it and whatever slice it belongs to, so every
+ * thread count gives the same bits. */
 static void decode_worker(void *arg, int tid, int nt) {
     decode_job *j = arg;
     const wb_model *m = j->m;
@@ -455,14 +463,21 @@ static void decode_worker(void *arg, int tid, int nt) {
     float *xn = j->xn + (size_t)tid * C, *sc = j->sc + (size_t)tid * sq->cache_ctx;
     int r0, r1;
     const int h0 = (int)((int64_t)NH * tid / nt), h1 = (int)((int64_t)NH * (tid + 1) / nt);
+    const int by_heads = NH % nt == 0 && hs % 8 == 0;
     for (int l = 0; l < c->n_layer; l++) {
         const gpt2_layer *ly = &g->layers[l];
         float *kl = sq->k + (size_t)l * sq->cache_ctx * C, *vl = sq->v + (size_t)l * sq->cache_ctx * C;
         /* every thread normalises x itself: cheaper than a barrier */
         wb_layernorm_forward(xn, x, ly->ln1_w, ly->ln1_b, C, eps);
-        wb_split_rows(3 * C, tid, nt, &r0, &r1);
-        wb_mat_mul(qkv, xn, 1, &ly->qkv, ly->qkv_b, r0, r1, 0, 0);
-        wb_pool_barrier(j->pool);
+        if (by_heads) { /* qkv [3C]: q, k, v rows of heads h0..h1 */
+            for (int part = 0; part < 3; part++)
+                wb_mat_mul(qkv, xn, 1, &ly->qkv, ly->qkv_b, part * C + h0 * hs,
+                           part * C + h1 * hs, 0, 0);
+        } else {
+            wb_split_rows(3 * C, tid, nt, &r0, &r1);
+            wb_mat_mul(qkv, xn, 1, &ly->qkv, ly->qkv_b, r0, r1, 0, 0);
+            wb_pool_barrier(j->pool);
+        }
         for (int hd = h0; hd < h1; hd++) {
             memcpy(kl + (size_t)pos * C + hd * hs, qkv + C + hd * hs, (size_t)hs * sizeof(float));
             memcpy(vl + (size_t)pos * C + hd * hs, qkv + 2 * C + hd * hs, (size_t)hs * sizeof(float));

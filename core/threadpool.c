@@ -74,9 +74,16 @@ static int spin_more(spin *sp, long long budget_ns) {
     return 1;
 }
 
+/* One cache line per thread for its barrier count, so an arrival is one store to a line of its
+ * own and a waiter's polls read its peers' lines, never a line every thread writes. */
+typedef struct bar_flag {
+    _Alignas(64) atomic_uint passed; /* barriers this thread has reached */
+} bar_flag;
+
 struct wb_pool {
     int n;
     pthread_t *threads;
+    bar_flag *flags;                     /* [n] */
     wb_pool_fn fn;
     void *arg;
     _Alignas(64) atomic_uint gen;        /* bumped to start a job (or stop) */
@@ -84,10 +91,12 @@ struct wb_pool {
     atomic_int sleepers;                 /* threads in futex_wait on gen */
     _Alignas(64) atomic_uint pending;    /* workers still running the current job */
     atomic_int main_sleeping;
-    _Alignas(64) atomic_uint bar_count;
-    atomic_uint bar_gen;
-    atomic_int bar_sleepers;
+    _Alignas(64) atomic_int bar_sleepers; /* threads in futex_wait on some flags[].passed */
 };
+
+/* The pool-thread index of the calling thread in the job it runs: barriers need it to find
+ * their own flag, and wb_pool_barrier's callers only pass the pool. */
+static _Thread_local int tl_tid;
 
 typedef struct worker_arg {
     wb_pool *p;
@@ -131,6 +140,7 @@ static void *worker_main(void *a) {
     free(a);
     wb_pool *p = wa.p;
     unsigned seen = 0;
+    tl_tid = wa.tid;
     for (;;) {
         wait_change(&p->gen, seen, &p->sleepers, SPIN_IDLE_NS);
         seen = atomic_load(&p->gen);
@@ -149,10 +159,14 @@ wb_status wb_pool_new(int n_threads, wb_pool **out, wb_err *err) {
     memset(p, 0, sizeof *p);
     p->n = n_threads;
     p->threads = calloc((size_t)n_threads, sizeof *p->threads);
-    if (!p->threads) {
+    p->flags = aligned_alloc(64, (size_t)n_threads * sizeof *p->flags);
+    if (!p->threads || !p->flags) {
+        free(p->threads);
+        free(p->flags);
         free(p);
         return wb_err_set(err, WB_ERR_NOMEM, "thread pool: out of memory");
     }
+    for (int i = 0; i < n_threads; i++) atomic_init(&p->flags[i].passed, 0);
     for (int i = 1; i < n_threads; i++) {
         worker_arg *wa = malloc(sizeof *wa);
         int rc = wa ? 0 : ENOMEM;
@@ -180,6 +194,7 @@ void wb_pool_free(wb_pool *p) {
     fwake(&p->gen);
     for (int i = 1; i < p->n; i++) pthread_join(p->threads[i], NULL);
     free(p->threads);
+    free(p->flags);
     free(p);
 }
 
@@ -195,6 +210,7 @@ void wb_pool_run(wb_pool *p, wb_pool_fn fn, void *arg) {
     atomic_store(&p->pending, (unsigned)(p->n - 1));
     atomic_fetch_add(&p->gen, 1);
     if (atomic_load(&p->sleepers)) fwake(&p->gen);
+    tl_tid = 0;
     fn(arg, 0, p->n);
     spin sp = {0};
     do {
@@ -209,16 +225,32 @@ void wb_pool_run(wb_pool *p, wb_pool_fn fn, void *arg) {
     }
 }
 
+/* Each thread counts the barriers it has passed in its own flag and waits until every peer's
+ * count has caught up with its own: an arrival is one store, and the last thread to arrive frees
+ * the others with that store alone (a shared counter would need its read-modify-write, then a
+ * second store the waiters re-read: two cache-line transfers in series instead of one). Counts
+ * are compared as a wrapping difference. A waiter that runs out of spin sleeps on the flag it
+ * waits for; arrivals then wake that flag's sleepers (the seq_cst store before the seq_cst
+ * sleeper-count load, against the waiter's increment before the futex's own compare, closes the
+ * lost-wakeup window). */
 void wb_pool_barrier(wb_pool *p) {
     if (!p || p->n == 1) return;
-    unsigned g = atomic_load(&p->bar_gen);
-    if (atomic_fetch_add(&p->bar_count, 1) == (unsigned)p->n - 1) {
-        atomic_store(&p->bar_count, 0);
-        atomic_fetch_add(&p->bar_gen, 1);
-        if (atomic_load(&p->bar_sleepers)) fwake(&p->bar_gen);
-        return;
+    const int me = tl_tid;
+    const unsigned mine = atomic_load_explicit(&p->flags[me].passed, memory_order_relaxed) + 1;
+    atomic_store(&p->flags[me].passed, mine);
+    if (atomic_load(&p->bar_sleepers)) fwake(&p->flags[me].passed);
+    for (int j = 0; j < p->n; j++) {
+        if (j == me) continue;
+        atomic_uint *f = &p->flags[j].passed;
+        spin sp = {0};
+        unsigned v;
+        while ((int)((v = atomic_load_explicit(f, memory_order_acquire)) - mine) < 0) {
+            if (spin_more(&sp, SPIN_BARRIER_NS)) continue;
+            atomic_fetch_add(&p->bar_sleepers, 1);
+            if ((int)(atomic_load(f) - mine) < 0) fwait(f, v);
+            atomic_fetch_sub(&p->bar_sleepers, 1);
+        }
     }
-    wait_change(&p->bar_gen, g, &p->bar_sleepers, SPIN_BARRIER_NS);
 }
 
 /* ------------------------------------------------------------------------ helpers, slots */

@@ -655,6 +655,42 @@ static void f16_and_bf16_checkpoints_load_and_agree_with_f32(void) {
     wb_model_free(m32);
 }
 
+/* Decode gives the same bits at 1 and 2 threads: each logit is summed the same way whichever
+ * thread owns its rows. The default fixture (4 heads of 8) takes the path where each thread
+ * computes its own heads' q/k/v rows and attention without a barrier between; 3 heads of 16
+ * split q/k/v by row blocks, with tails. */
+static void decode_bits_do_not_depend_on_threads(void) {
+    fx_opts opts[2] = {fx_default(), fx_default()};
+    opts[1].NH = 3, opts[1].C = 48, opts[1].F = 192, opts[1].V = 293;
+    const int old = wb_threads_get();
+    for (int k = 0; k < 2; k++) {
+        wb_model *m = load_fixture(&opts[k], NULL);
+        if (!m) continue;
+        const int V = opts[k].V;
+        float *a = malloc(V * sizeof *a), *b = malloc(V * sizeof *b);
+        wb_session *s1 = NULL, *s2 = NULL;
+        CHECK(wb_session_new(m, 0, &s1, NULL) == WB_OK);
+        CHECK(wb_session_new(m, 0, &s2, NULL) == WB_OK);
+        int differ = 0;
+        for (int t = 0; s1 && s2 && t < 40; t++) {
+            int32_t id = (int32_t)((t * 37 + 11) % V);
+            wb_threads_set(1);
+            CHECK(wb_session_decode(s1, id, a, NULL) == WB_OK);
+            wb_threads_set(2);
+            CHECK(wb_session_decode(s2, id, b, NULL) == WB_OK);
+            differ += memcmp(a, b, V * sizeof *a) != 0;
+        }
+        CHECK_MSG(differ == 0, "fixture %d: %d of 40 decode steps differ between 1 and 2 threads",
+                  k, differ);
+        wb_session_free(s1);
+        wb_session_free(s2);
+        free(a);
+        free(b);
+        wb_model_free(m);
+    }
+    wb_threads_set(old);
+}
+
 static void two_threads_give_the_same_results(void) {
     fx_opts o = fx_default();
     o.NH = 3, o.C = 48, o.F = 192, o.V = 293; /* odd sizes: row slices with tails */
@@ -1187,6 +1223,7 @@ int main(void) {
     RUN(fork_continues_identically_and_truncate_equals_fresh);
     RUN(f16_and_bf16_checkpoints_load_and_agree_with_f32);
     RUN(two_threads_give_the_same_results);
+    RUN(decode_bits_do_not_depend_on_threads);
     RUN(untied_head_unprefixed_names_and_buffers_load);
     RUN(odd_head_size_matches_the_reference);
     RUN(erf_gelu_models_match_the_reference);
