@@ -15,11 +15,12 @@
  * slice of the output columns of every matrix (wb_mat_mul: the batched GEMV up to
  * WB_SMALL_ROWS rows, a single-threaded cblas_sgemm above, bias and GELU on the same slice), a
  * share of the rows for the LayerNorms and a share of the attention items; OpenBLAS is kept to
- * one thread meanwhile. Decode runs one position with each pool thread owning a slice of output
- * rows of every matrix and a slice of the heads, four barriers per layer.
+ * one thread meanwhile. Decode runs one position as a chain of phases whose chunks (row blocks,
+ * heads) any pool thread may take, each thread first its own share (see decode_helped).
  */
 #include "model_family.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -435,94 +436,198 @@ static wb_status forward(const wb_model *m, const wb_seq_rows *seqs, int n_seqs,
 
 /* --------------------------------------------------------------------------- GEMV decode */
 
+/* A decode step is a chain of phases, each a set of chunks any thread may compute once the
+ * previous phase is complete: per layer QKV_ATT (one head's q, k, v rows, its K/V cache rows
+ * and its attention; a head's attention reads only its own rows) when a head's rows are whole
+ * GEMV row blocks (hs % 8 == 0), else QKV (row blocks) then ATT (heads); then ATTPROJ, FC (with
+ * GELU) and MLPPROJ by row blocks; then HEAD by row blocks. Each output row is summed the same
+ * way whichever thread computes it and whatever chunk it is in, so every thread count gives the
+ * same bits as one thread. */
+enum { PH_QKV_ATT, PH_QKV, PH_ATT, PH_ATTPROJ, PH_FC, PH_MLPPROJ, PH_HEAD };
+
+/* Weights per chunk: small enough that two threads share a phase evenly and one can take over
+ * what the other has not started, large enough that a claim (one atomic add) is noise. */
+#define DECODE_CHUNK_BYTES 16384
+
 typedef struct decode_job {
     const wb_model *m;
     const wb_seq_rows *sq;
     float *x, *qkv, *att, *h, *xn, *sc; /* xn [nt, C] and sc [nt, cache_ctx] per thread */
     float *logits;
     wb_pool *pool;
+    int by_heads, per_layer, n_phases;
+    atomic_uint *claim; /* [nt][claim_stride]: chunks of phase k taken from thread t's share */
+    atomic_uint *done;  /* [n_phases][16]: chunks of phase k finished (a cache line each) */
+    int claim_stride;
 } decode_job;
 
-/* One decode step on every pool thread. Thread tid owns heads [h0, h1): when the heads deal
- * evenly and a head's rows are whole GEMV row blocks (hs % 8 == 0), it computes its heads' q, k
- * and v rows itself and runs their attention straight after, with no barrier between (a head's
- * attention reads only its own rows); otherwise q/k/v are split by row blocks and a barrier
- * precedes attention. Then a barrier before each matrix that reads a whole vector another thread
- * wrote: att (attn c_proj), x (ln_2, c_fc), h (mlp c_proj), x (the next layer). Each output row
- * is summed the same way whichever thread computes it and whatever slice it belongs to, so every
- * thread count gives the same bits. */
-static void decode_worker(void *arg, int tid, int nt) {
-    decode_job *j = arg;
+static int phase_kind(const decode_job *j, int k, int *layer) {
+    static const unsigned char heads[4] = {PH_QKV_ATT, PH_ATTPROJ, PH_FC, PH_MLPPROJ},
+                               rows[5] = {PH_QKV, PH_ATT, PH_ATTPROJ, PH_FC, PH_MLPPROJ};
+    if (k == j->m->cfg.n_layer * j->per_layer) {
+        *layer = -1;
+        return PH_HEAD;
+    }
+    *layer = k / j->per_layer;
+    return j->by_heads ? heads[k % j->per_layer] : rows[k % j->per_layer];
+}
+
+/* Chunks of a phase; *rows: rows per chunk (whole 8-row blocks), 0 when chunks are heads. */
+static int phase_chunks(const decode_job *j, int kind, int *rows) {
+    const wb_config *c = &j->m->cfg;
+    int out = 0, in = c->n_embd;
+    switch (kind) {
+    case PH_QKV_ATT:
+    case PH_ATT: *rows = 0; return c->n_head;
+    case PH_QKV: out = 3 * c->n_embd; break;
+    case PH_ATTPROJ: out = c->n_embd; break;
+    case PH_FC: out = c->n_inner; break;
+    case PH_MLPPROJ: out = c->n_embd, in = c->n_inner; break;
+    default: out = c->vocab_size; break;
+    }
+    int r = (DECODE_CHUNK_BYTES / 4 / in + 7) & ~7;
+    *rows = r < 8 ? 8 : r;
+    return (out + *rows - 1) / *rows;
+}
+
+/* xn = the LayerNorm a phase reads (ln_1, ln_2 or ln_f of x); 0 when it reads none. */
+static int phase_norm(const decode_job *j, int kind, int l, float *xn) {
+    const gpt2 *g = j->m->impl;
+    const wb_config *c = &j->m->cfg;
+    const float *w, *b;
+    if (kind == PH_QKV_ATT || kind == PH_QKV) w = g->layers[l].ln1_w, b = g->layers[l].ln1_b;
+    else if (kind == PH_FC) w = g->layers[l].ln2_w, b = g->layers[l].ln2_b;
+    else if (kind == PH_HEAD) w = g->lnf_w, b = g->lnf_b;
+    else return 0;
+    wb_layernorm_forward(xn, j->x, w, b, c->n_embd, c->layer_norm_epsilon);
+    return 1;
+}
+
+/* Chunks [i0, i1) of a phase on thread tid's buffers (xn holds the phase's LayerNorm). */
+static void phase_run(const decode_job *j, int kind, int l, int i0, int i1, int rows, int tid) {
     const wb_model *m = j->m;
     const gpt2 *g = m->impl;
     const wb_config *c = &m->cfg;
     const wb_seq_rows *sq = j->sq;
     const int C = c->n_embd, NH = c->n_head, hs = C / NH, pos = sq->pos;
-    const float eps = c->layer_norm_epsilon;
-    float *x = j->x, *qkv = j->qkv, *att = j->att, *h = j->h;
-    float *xn = j->xn + (size_t)tid * C, *sc = j->sc + (size_t)tid * sq->cache_ctx;
-    int r0, r1;
-    const int h0 = (int)((int64_t)NH * tid / nt), h1 = (int)((int64_t)NH * (tid + 1) / nt);
-    const int by_heads = NH % nt == 0 && hs % 8 == 0;
-    for (int l = 0; l < c->n_layer; l++) {
-        const gpt2_layer *ly = &g->layers[l];
+    const float *xn = j->xn + (size_t)tid * C;
+    float *sc = j->sc + (size_t)tid * sq->cache_ctx;
+    const gpt2_layer *ly = l >= 0 ? &g->layers[l] : NULL;
+    int r0 = i0 * rows, r1 = i1 * rows;
+    switch (kind) {
+    case PH_QKV_ATT: /* qkv [3C]: the q, k and v rows of heads i0..i1 */
+        for (int part = 0; part < 3; part++)
+            wb_mat_mul(j->qkv, xn, 1, &ly->qkv, ly->qkv_b, part * C + i0 * hs, part * C + i1 * hs,
+                       0, 0);
+        /* fall through */
+    case PH_ATT: {
         float *kl = sq->k + (size_t)l * sq->cache_ctx * C, *vl = sq->v + (size_t)l * sq->cache_ctx * C;
-        /* every thread normalises x itself: cheaper than a barrier */
-        wb_layernorm_forward(xn, x, ly->ln1_w, ly->ln1_b, C, eps);
-        if (by_heads) { /* qkv [3C]: q, k, v rows of heads h0..h1 */
-            for (int part = 0; part < 3; part++)
-                wb_mat_mul(qkv, xn, 1, &ly->qkv, ly->qkv_b, part * C + h0 * hs,
-                           part * C + h1 * hs, 0, 0);
-        } else {
-            wb_split_rows(3 * C, tid, nt, &r0, &r1);
-            wb_mat_mul(qkv, xn, 1, &ly->qkv, ly->qkv_b, r0, r1, 0, 0);
-            wb_pool_barrier(j->pool);
-        }
-        for (int hd = h0; hd < h1; hd++) {
-            memcpy(kl + (size_t)pos * C + hd * hs, qkv + C + hd * hs, (size_t)hs * sizeof(float));
-            memcpy(vl + (size_t)pos * C + hd * hs, qkv + 2 * C + hd * hs, (size_t)hs * sizeof(float));
-            wb_attention_forward(att + hd * hs, qkv + hd * hs, kl + hd * hs, vl + hd * hs,
+        for (int hd = i0; hd < i1; hd++) {
+            memcpy(kl + (size_t)pos * C + hd * hs, j->qkv + C + hd * hs, (size_t)hs * sizeof(float));
+            memcpy(vl + (size_t)pos * C + hd * hs, j->qkv + 2 * C + hd * hs,
+                   (size_t)hs * sizeof(float));
+            wb_attention_forward(j->att + hd * hs, j->qkv + hd * hs, kl + hd * hs, vl + hd * hs,
                                  (size_t)C, pos, hs, sc);
         }
-        wb_pool_barrier(j->pool);
-        wb_split_rows(C, tid, nt, &r0, &r1);
-        wb_mat_mul(x, att, 1, &ly->attproj, ly->attproj_b, r0, r1, 1, 0);
-        wb_pool_barrier(j->pool);
-        wb_layernorm_forward(xn, x, ly->ln2_w, ly->ln2_b, C, eps);
-        wb_split_rows(c->n_inner, tid, nt, &r0, &r1);
-        wb_mat_mul(h, xn, 1, &ly->fc, ly->fc_b, r0, r1, 0, 0);
-        wb_gelu_forward(h + r0, (size_t)(r1 - r0), g->act);
-        wb_pool_barrier(j->pool);
-        wb_split_rows(C, tid, nt, &r0, &r1);
-        wb_mat_mul(x, h, 1, &ly->mlpproj, ly->mlpproj_b, r0, r1, 1, 0);
-        wb_pool_barrier(j->pool);
+        return;
     }
-    if (j->logits) {
-        wb_layernorm_forward(xn, x, g->lnf_w, g->lnf_b, C, eps);
-        wb_split_rows(c->vocab_size, tid, nt, &r0, &r1);
+    case PH_QKV:
+        if (r1 > 3 * C) r1 = 3 * C;
+        wb_mat_mul(j->qkv, xn, 1, &ly->qkv, ly->qkv_b, r0, r1, 0, 0);
+        return;
+    case PH_ATTPROJ: /* x [C] += c_proj(att) */
+        if (r1 > C) r1 = C;
+        wb_mat_mul(j->x, j->att, 1, &ly->attproj, ly->attproj_b, r0, r1, 1, 0);
+        return;
+    case PH_FC: /* h [F] = gelu(c_fc(ln_2(x))) */
+        if (r1 > c->n_inner) r1 = c->n_inner;
+        wb_mat_mul(j->h, xn, 1, &ly->fc, ly->fc_b, r0, r1, 0, 0);
+        wb_gelu_forward(j->h + r0, (size_t)(r1 - r0), g->act);
+        return;
+    case PH_MLPPROJ: /* x [C] += mlp c_proj(h) */
+        if (r1 > C) r1 = C;
+        wb_mat_mul(j->x, j->h, 1, &ly->mlpproj, ly->mlpproj_b, r0, r1, 1, 0);
+        return;
+    default: /* logits [V] = head(ln_f(x)) */
+        if (r1 > c->vocab_size) r1 = c->vocab_size;
         wb_mat_mul(j->logits, xn, 1, &g->head, NULL, r0, r1, 0, 0);
+        return;
+    }
+}
+
+/* One thread: every phase whole, no atomics. */
+static void decode_alone(decode_job *j) {
+    for (int k = 0; k < j->n_phases; k++) {
+        int l, rows;
+        const int kind = phase_kind(j, k, &l), n = phase_chunks(j, kind, &rows);
+        phase_norm(j, kind, l, j->xn);
+        phase_run(j, kind, l, 0, n, rows, 0);
+    }
+}
+
+/* On the pool (wb_pool_run_helped): thread t's share of phase k is chunks [n t / nt,
+ * n (t + 1) / nt), the same rows every step, so its weights stay in its core's cache; it claims
+ * them in order, then claims whatever is left of the other threads' shares, and waits until the
+ * phase's done count reaches n. A peer that is descheduled or late (or, in a fresh process,
+ * still waking) holds up at most the one chunk it has claimed: the others run its share. */
+static void decode_helped(void *arg, int tid, int nt) {
+    decode_job *j = arg;
+    float *xn = j->xn + (size_t)tid * j->m->cfg.n_embd;
+    for (int k = 0; k < j->n_phases; k++) {
+        int l, rows;
+        const int kind = phase_kind(j, k, &l), n = phase_chunks(j, kind, &rows);
+        int normed = 0;
+        unsigned mine = 0;
+        for (int v = 0; v < nt; v++) {
+            const int u = (tid + v) % nt, a = (int)((int64_t)n * u / nt),
+                      share = (int)((int64_t)n * (u + 1) / nt) - a;
+            atomic_uint *cl = &j->claim[(size_t)u * j->claim_stride + k];
+            if (v && (int)atomic_load_explicit(cl, memory_order_relaxed) >= share) continue;
+            for (;;) {
+                const int i = (int)atomic_fetch_add_explicit(cl, 1, memory_order_relaxed);
+                if (i >= share) break;
+                if (!normed) normed = phase_norm(j, kind, l, xn) || 1;
+                phase_run(j, kind, l, a + i, a + i + 1, rows, tid);
+                mine++;
+            }
+        }
+        atomic_uint *done = &j->done[(size_t)k * 16];
+        if (mine) wb_pool_count_add(j->pool, done, mine);
+        wb_pool_count_wait(j->pool, done, (unsigned)n);
     }
 }
 
 static wb_status decode(const wb_model *m, const wb_seq_rows *one, float *logits,
                         wb_scratch *scratch, wb_err *err) {
     const gpt2 *g = m->impl;
-    const int C = m->cfg.n_embd, nt = wb_compute_threads();
-    const size_t sz[6] = {(size_t)C, 3 * (size_t)C, (size_t)C, (size_t)m->cfg.n_inner,
-                          (size_t)nt * C, (size_t)nt * (size_t)one->cache_ctx};
-    float *b[6];
-    wb_status st = wb_scratch_take(scratch, 6, sz, b, err);
+    const wb_config *c = &m->cfg;
+    const int C = c->n_embd, nt = wb_compute_threads(), by_heads = (C / c->n_head) % 8 == 0;
+    const int per_layer = by_heads ? 4 : 5, n_phases = c->n_layer * per_layer + (logits != NULL);
+    const int claim_stride = (n_phases + 15) & ~15;
+    /* x [C], qkv [3C], att [C], h [F], xn [nt, C], sc [nt, cache_ctx]; claim [nt, stride] and
+     * done [n_phases, 16] counters (atomic_uint, the size of a float) */
+    const size_t sz[8] = {(size_t)C, 3 * (size_t)C, (size_t)C, (size_t)c->n_inner, (size_t)nt * C,
+                          (size_t)nt * (size_t)one->cache_ctx,
+                          nt > 1 ? (size_t)nt * claim_stride : 0,
+                          nt > 1 ? (size_t)n_phases * 16 : 0};
+    float *b[8];
+    _Static_assert(sizeof(atomic_uint) == sizeof(float), "counters live in float scratch");
+    wb_status st = wb_scratch_take(scratch, 8, sz, b, err);
     if (st) return st;
     const float *pe = g->wpe + (size_t)one->pos * C;
     wb_mat_row(&g->wte, one->ids[0], b[0]); /* F32, or quantized rows */
     for (int i = 0; i < C; i++) b[0][i] += pe[i];
-    decode_job job = {m, one, b[0], b[1], b[2], b[3], b[4], b[5], logits, NULL};
+    decode_job job = {m, one, b[0], b[1], b[2], b[3], b[4], b[5], logits, NULL,
+                      by_heads, per_layer, n_phases, (atomic_uint *)(void *)b[6],
+                      (atomic_uint *)(void *)b[7], claim_stride};
     if (nt <= 1) {
-        decode_worker(&job, 0, 1); /* no pool, no atomics: the 1-thread path pays nothing */
+        decode_alone(&job); /* no pool, no atomics: the 1-thread path pays nothing */
         return WB_OK;
     }
+    for (size_t i = 0; i < sz[6]; i++) atomic_init(&job.claim[i], 0);
+    for (size_t i = 0; i < sz[7]; i++) atomic_init(&job.done[i], 0);
     if ((st = wb_pool_slot_acquire(wb_model_pool(m), nt, &job.pool, err))) return st;
-    wb_pool_run(job.pool, decode_worker, &job);
+    wb_pool_run_helped(job.pool, decode_helped, &job);
     wb_pool_slot_release(wb_model_pool(m));
     return WB_OK;
 }

@@ -86,10 +86,13 @@ struct wb_pool {
     bar_flag *flags;                     /* [n] */
     wb_pool_fn fn;
     void *arg;
+    int helped;                          /* the job is a wb_pool_run_helped one */
     _Alignas(64) atomic_uint gen;        /* bumped to start a job (or stop) */
     atomic_int stop;
     atomic_int sleepers;                 /* threads in futex_wait on gen */
-    _Alignas(64) atomic_uint pending;    /* workers still running the current job */
+    atomic_uint open;                    /* gen of the job workers may still join; closed: other */
+    _Alignas(64) atomic_uint pending;    /* workers still to finish the current wb_pool_run job */
+    atomic_uint inside;                  /* workers between joining a job and leaving it */
     atomic_int main_sleeping;
     _Alignas(64) atomic_int bar_sleepers; /* threads in futex_wait on some flags[].passed */
 };
@@ -135,6 +138,11 @@ static void wait_change(atomic_uint *addr, unsigned val, atomic_int *sleepers, l
     }
 }
 
+/* A worker takes part in a job only while the job is open (p->open == the gen it saw): a
+ * wb_pool_run job stays open until every worker has run it; a wb_pool_run_helped job closes when
+ * the caller is done, and a worker that comes late finds it closed and goes back to waiting. The
+ * inside count (incremented before the open check, seq_cst against the caller's close-then-read)
+ * tells the caller when no worker can still be reading the job. */
 static void *worker_main(void *a) {
     worker_arg wa = *(worker_arg *)a;
     free(a);
@@ -145,9 +153,15 @@ static void *worker_main(void *a) {
         wait_change(&p->gen, seen, &p->sleepers, SPIN_IDLE_NS);
         seen = atomic_load(&p->gen);
         if (atomic_load(&p->stop)) break;
-        p->fn(p->arg, wa.tid, p->n);
-        if (atomic_fetch_sub(&p->pending, 1) == 1 && atomic_load(&p->main_sleeping))
-            fwake(&p->pending);
+        atomic_fetch_add(&p->inside, 1);
+        if (atomic_load(&p->open) == seen) {
+            const int counted = !p->helped;
+            p->fn(p->arg, wa.tid, p->n);
+            if (counted && atomic_fetch_sub(&p->pending, 1) == 1 && atomic_load(&p->main_sleeping))
+                fwake(&p->pending);
+        }
+        if (atomic_fetch_sub(&p->inside, 1) == 1 && atomic_load(&p->main_sleeping))
+            fwake(&p->inside);
     }
     return NULL;
 }
@@ -200,28 +214,75 @@ void wb_pool_free(wb_pool *p) {
 
 int wb_pool_size(const wb_pool *p) { return p ? p->n : 1; }
 
+/* Wait (bounded spin, then futex sleep) until *cnt is 0; workers wake the caller when they
+ * bring it to 0 while main_sleeping is set. */
+static void wait_zero(wb_pool *p, atomic_uint *cnt) {
+    spin sp = {0};
+    do {
+        if (atomic_load_explicit(cnt, memory_order_acquire) == 0) return;
+    } while (spin_more(&sp, SPIN_IDLE_NS));
+    for (;;) {
+        unsigned v = atomic_load(cnt);
+        if (v == 0) break;
+        atomic_store(&p->main_sleeping, 1);
+        if (atomic_load(cnt) == v) fwait(cnt, v);
+        atomic_store(&p->main_sleeping, 0);
+    }
+}
+
+/* Publish a job and wake the workers: fn, arg and the counts first, then open, then gen, so a
+ * worker that sees the new gen sees the job. */
+static void start_job(wb_pool *p, wb_pool_fn fn, void *arg, int helped) {
+    const unsigned g = atomic_load(&p->gen) + 1;
+    p->fn = fn;
+    p->arg = arg;
+    p->helped = helped;
+    atomic_store(&p->pending, helped ? 0u : (unsigned)(p->n - 1));
+    atomic_store(&p->open, g);
+    atomic_store(&p->gen, g);
+    if (atomic_load(&p->sleepers)) fwake(&p->gen);
+    tl_tid = 0;
+}
+
+static void close_job(wb_pool *p) {
+    atomic_store(&p->open, atomic_load(&p->gen) + 0x80000000u);
+    wait_zero(p, &p->inside);
+}
+
 void wb_pool_run(wb_pool *p, wb_pool_fn fn, void *arg) {
     if (!p || p->n == 1) {
         fn(arg, 0, 1);
         return;
     }
-    p->fn = fn;
-    p->arg = arg;
-    atomic_store(&p->pending, (unsigned)(p->n - 1));
-    atomic_fetch_add(&p->gen, 1);
-    if (atomic_load(&p->sleepers)) fwake(&p->gen);
-    tl_tid = 0;
+    start_job(p, fn, arg, 0);
     fn(arg, 0, p->n);
+    wait_zero(p, &p->pending);
+    close_job(p);
+}
+
+void wb_pool_run_helped(wb_pool *p, wb_pool_fn fn, void *arg) {
+    if (!p || p->n == 1) {
+        fn(arg, 0, 1);
+        return;
+    }
+    start_job(p, fn, arg, 1);
+    fn(arg, 0, p->n);
+    close_job(p);
+}
+
+void wb_pool_count_add(wb_pool *p, atomic_uint *c, unsigned n) {
+    atomic_fetch_add(c, n);
+    if (p && atomic_load(&p->bar_sleepers)) fwake(c);
+}
+
+void wb_pool_count_wait(wb_pool *p, atomic_uint *c, unsigned target) {
     spin sp = {0};
-    do {
-        if (atomic_load_explicit(&p->pending, memory_order_acquire) == 0) return;
-    } while (spin_more(&sp, SPIN_IDLE_NS));
-    for (;;) {
-        unsigned v = atomic_load(&p->pending);
-        if (v == 0) break;
-        atomic_store(&p->main_sleeping, 1);
-        fwait(&p->pending, v);
-        atomic_store(&p->main_sleeping, 0);
+    unsigned v;
+    while ((int)((v = atomic_load_explicit(c, memory_order_acquire)) - target) < 0) {
+        if (spin_more(&sp, SPIN_BARRIER_NS) || !p) continue;
+        atomic_fetch_add(&p->bar_sleepers, 1);
+        if ((int)(atomic_load(c) - target) < 0) fwait(c, v);
+        atomic_fetch_sub(&p->bar_sleepers, 1);
     }
 }
 

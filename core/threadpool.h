@@ -8,6 +8,7 @@
 #define WB_THREADPOOL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "wb_base.h"
 
@@ -22,6 +23,17 @@ int wb_pool_size(const wb_pool *p);
 void wb_pool_run(wb_pool *p, wb_pool_fn fn, void *arg);
 /* Every thread of the current wb_pool_run waits for the others. No-op for NULL / 1 thread. */
 void wb_pool_barrier(wb_pool *p);
+
+/* Run fn(arg, tid, n) with the caller as tid 0 and whichever workers join before the caller
+ * returns from fn; returns once the caller is done and no worker is inside fn. A worker that is
+ * descheduled or wakes late is not waited for, so fn must hand out its work through claims
+ * (atomic counters) that any thread may take, never count on a given tid taking part, and never
+ * call wb_pool_barrier. Threads wait for each other's work with the counters below. */
+void wb_pool_run_helped(wb_pool *p, wb_pool_fn fn, void *arg);
+/* *c += n (release), waking threads asleep in wb_pool_count_wait on c. */
+void wb_pool_count_add(wb_pool *p, atomic_uint *c, unsigned n);
+/* Wait until *c reaches target (acquire; wrapping compare): a bounded spin, then futex sleep. */
+void wb_pool_count_wait(wb_pool *p, atomic_uint *c, unsigned target);
 
 /* wb_threads_get() capped at the online CPUs: more spinning threads than cores turns every
  * barrier into a wait for a descheduled peer. */
