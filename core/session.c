@@ -4,6 +4,11 @@
  * forward passes themselves are the family's (core/model_family.h), reached through
  * wb_forward_seqs / wb_forward_decode. A session also keeps its activations (wb_scratch) between
  * calls, so a token costs no allocation.
+ *
+ * A session is made ready for its first tokens when it is created, so that a fresh process's
+ * first decode steps cost what later ones do: the first positions of every layer's cache are
+ * touched (page faults now, not one every few tokens; up to PREFAULT_BYTES, so a long context
+ * is not committed up front) and the model's pool is started at the current thread count.
  */
 #include "model_family.h"
 
@@ -27,6 +32,8 @@ void wb_session_free(wb_session *s) {
     free(s);
 }
 
+#define PREFAULT_BYTES ((size_t)8 << 20)
+
 static size_t cache_floats(const wb_model *m, int n_ctx) {
     return (size_t)m->cfg.n_layer * (size_t)n_ctx * wb_model_kv_width(m);
 }
@@ -48,6 +55,22 @@ wb_status wb_session_new(const wb_model *m, int n_ctx, wb_session **out, wb_err 
         wb_session_free(s);
         return wb_err_set(err, WB_ERR_NOMEM, "wb_session_new: out of memory for a %zu-byte cache",
                           2 * kv * sizeof(float));
+    }
+    const size_t w = wb_model_kv_width(m), per_pos = 2 * (size_t)m->cfg.n_layer * w * sizeof(float);
+    const size_t touch = per_pos ? PREFAULT_BYTES / per_pos : 0;
+    const size_t npos = touch < (size_t)n_ctx ? touch : (size_t)n_ctx;
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        memset(s->k + (size_t)l * n_ctx * w, 0, npos * w * sizeof(float));
+        memset(s->v + (size_t)l * n_ctx * w, 0, npos * w * sizeof(float));
+    }
+    const int nt = wb_compute_threads();
+    wb_pool *pool;
+    if (nt > 1) {
+        if ((st = wb_pool_slot_acquire(wb_model_pool(m), nt, &pool, err))) {
+            wb_session_free(s);
+            return st;
+        }
+        wb_pool_slot_release(wb_model_pool(m));
     }
     *out = s;
     return WB_OK;
