@@ -248,6 +248,63 @@ int main(int argc, char **argv) {
                        d ? "F32" : "BF16", nbs[bi], tm, lo(t, reps), hi(t, reps), g, 100 * g / peak,
                        med(ratio, reps));
             }
+
+    /* Prompt GEMM (kernels_gemm.c) against the GEMV kernels on the same calls: the in-cache
+     * gate/up shape (4864 x 896, as a prefill's weights sit in L3 between its own rows) at 44
+     * and 268 inputs, and the 65536 x 896 matrix from memory at small nb, where the crossover
+     * (WB_PROMPT_ROWS) is. GEMM / GEMV = the GEMV's time over the GEMM's, per repeat, median. */
+    enum { PNB = 8 };
+    static const int pnbs[PNB] = {4, 8, 12, 16, 24, 44, 96, 268};
+    double pg[2][2][WB_ISA_COUNT][PNB][MAXR]; /* [gemm?][bf16?][level][nb][rep] ms */
+    float *Yp = malloc(4ull * ROWS * 268);
+    float *Yd = malloc(4ull * DROWS * 24);
+    if (!Yp || !Yd) return 1;
+    for (int k = 0; k < reps; k++)
+        for (int lv = WB_ISA_AVX2; lv <= levels; lv++) {
+            wb_isa o = wb_isa_limit((wb_isa)lv);
+            const wb_kernel_table *kt = wb_kt();
+            for (int bi = 0; bi < PNB; bi++) {
+                const int nb = pnbs[bi], big = nb <= 24; /* small nb: weights from memory */
+                const int rows = big ? DROWS : ROWS;
+                const uint16_t *wb = big ? Db : W;
+                const float *wf = big ? Df : Wf;
+                float *y = big ? Yd : Yp;
+                double t0 = cpu_ms();
+                wb_gemv_bf16_forward(y, rows, X, IN, nb, wb, NULL, IN, 0, rows, 0);
+                double t1 = cpu_ms();
+                kt->gemm_bf16(y, rows, X, IN, nb, wb, NULL, IN, 0, rows, 0);
+                double t2 = cpu_ms();
+                wb_gemv_batch_forward(y, rows, X, IN, nb, wf, NULL, IN, 0, rows, 0);
+                double t3 = cpu_ms();
+                kt->gemm_f32(y, rows, X, IN, nb, wf, NULL, IN, 0, rows, 0);
+                double t4 = cpu_ms();
+                pg[0][1][lv][bi][k] = t1 - t0, pg[1][1][lv][bi][k] = t2 - t1;
+                pg[0][0][lv][bi][k] = t3 - t2, pg[1][0][lv][bi][k] = t4 - t3;
+            }
+            wb_isa_limit(o);
+        }
+    printf("\nPrompt GEMM (%s) against the GEMV kernels, 1 thread, thread CPU time: nb <= 24 on %d x %d "
+           "from memory, above on %d x %d (in cache); GFLOP/s median [min - max], of FMA peak, GEMM / GEMV "
+           "speed (median of per-repeat ratios)\n\n",
+           wb_kt()->name_gemm, DROWS, IN, ROWS, IN);
+    printf("| level | weights | nb | GEMV GFLOP/s | GEMM GFLOP/s | GEMM of FMA peak | GEMM / GEMV |\n|---|---|---|---|---|---|---|\n");
+    for (int lv = WB_ISA_AVX2; lv <= levels; lv++)
+        for (int d = 1; d >= 0; d--)
+            for (int bi = 0; bi < PNB; bi++) {
+                const int nb = pnbs[bi], rows = nb <= 24 ? DROWS : ROWS;
+                const double fl = 2.0 * nb * rows * IN / 1e6;
+                double gv[MAXR], gm[MAXR], ra[MAXR];
+                for (int k = 0; k < reps; k++) {
+                    gv[k] = fl / pg[0][d][lv][bi][k];
+                    gm[k] = fl / pg[1][d][lv][bi][k];
+                    ra[k] = pg[0][d][lv][bi][k] / pg[1][d][lv][bi][k];
+                }
+                const double peak = lv >= WB_ISA_AVX512 ? P512 : P256, m = med(gm, reps);
+                printf("| %s | %s | %d | %.0f [%.0f - %.0f] | %.0f [%.0f - %.0f] | %.0f%% | %.2f |\n",
+                       wb_isa_name(lv), d ? "BF16" : "F32", nb, med(gv, reps), lo(gv, reps),
+                       hi(gv, reps), m, lo(gm, reps), hi(gm, reps), 100 * m / peak, med(ra, reps));
+            }
+    free(Yp), free(Yd);
     free(Df), free(Dyb);
     free(Db), free(Dq), free(S), free(Dy);
     free(W), free(Wf), free(X), free(Y), free(Wq), free(xq);

@@ -91,6 +91,7 @@ static void init(void) {
         wb_kernels_bf16_register(&t, (wb_isa)i);
         wb_kernels_quant_register(&t, (wb_isa)i);
         wb_kernels_attention_register(&t, (wb_isa)i);
+        wb_kernels_gemm_register(&t, (wb_isa)i);
         g_tables[i] = t;
     }
     for (int i = (int)g_best + 1; i < WB_ISA_COUNT; i++) g_tables[i] = g_tables[g_best];
@@ -133,16 +134,16 @@ const char *wb_isa_name(wb_isa isa) {
 const wb_kernel_table *wb_kt(void) { return &g_tables[wb_isa_current()]; }
 
 const char *wb_kernels_describe(void) {
-    static _Thread_local char buf[512];
+    static _Thread_local char buf[640];
     const wb_cpu_features *f = wb_cpu();
     const wb_kernel_table *t = wb_kt();
     snprintf(buf, sizeof buf,
-             "kernels %s (cpu%s%s%s%s%s%s%s%s): gemv %s, bf16 gemv/gemm %s, tile gemm %s, q8 dot %s, attention %s",
+             "kernels %s (cpu%s%s%s%s%s%s%s%s): gemv %s, bf16 gemv/gemm %s, prompt gemm %s, tile gemm %s, q8 dot %s, attention %s",
              wb_isa_name(t->isa), f->avx2 ? " avx2" : "", f->fma ? " fma" : "",
              f->avx512f ? " avx512f" : "", f->avx512bw ? " bw" : "",
              f->avx512vnni ? " vnni" : "", f->avx512bf16 ? " bf16" : "",
              f->avx512fp16 ? " fp16" : "", f->amx ? " amx(unused)" : "", t->name_gemv,
-             t->name_gemv_bf16, t->name_gemm_bf16, t->name_dot_q8, t->name_attention);
+             t->name_gemv_bf16, t->name_gemm, t->name_gemm_bf16, t->name_dot_q8, t->name_attention);
     return buf;
 }
 

@@ -4,6 +4,7 @@
  * core/kernels.c      F32 kernels (GEMV, LayerNorm, GELU, softmax): portable, AVX2, AVX-512
  * core/kernels_attention.c  causal attention (decode and prefill blocks): portable, AVX2, AVX-512
  * core/kernels_bf16.c BF16 GEMV / GEMM, RMSNorm, SwiGLU: portable, AVX2, AVX-512
+ * core/kernels_gemm.c the prompt GEMM for F32 / BF16 weights (packed panels): portable, AVX2, AVX-512
  * core/quant.c        Q8_0 / Q4_0 integer dot products: portable, AVX2, AVX-512 VNNI
  *
  * Every kernel file registers its functions per level (wb_kernels_*_register); a level starts as
@@ -82,6 +83,14 @@ typedef struct wb_kernel_table {
      * WB_TILE_KC columns is widened once and every input passes over it (prefill GEMM) */
     void (*gemm_tiled)(float *Y, size_t ldy, const float *X, size_t ldx, int nb, wb_widen_fn widen,
                        const void *ctx, const float *b, int in, int r0, int r1, int accumulate);
+    /* Prompt rows (kernels_gemm.c), F32 and BF16 weights: Y[j, r] (+)= b[r] + W[r] . X[j] for r in
+     * [r0, r1), j < nb, each sum one fused multiply-add chain over the columns in order, whatever
+     * nb, the tile or the level (packed panels, outer-product register tiles) */
+    void (*gemm_f32)(float *Y, size_t ldy, const float *X, size_t ldx, int nb, const float *W,
+                     const float *b, int in, int r0, int r1, int accumulate);
+    void (*gemm_bf16)(float *Y, size_t ldy, const float *X, size_t ldx, int nb, const uint16_t *W,
+                      const float *b, int in, int r0, int r1, int accumulate);
+    const char *name_gemm;
     /* Quantized (quant.c): the dot products and GEMM of Q8_0 / Q4_0 / Q4_K / Q6_K rows against
      * int8-quantized inputs, one variant per level (quant.h) */
     const struct wb_quant_kernels *quant;
@@ -98,5 +107,12 @@ void wb_kernels_f32_register(wb_kernel_table *t, wb_isa isa);
 void wb_kernels_bf16_register(wb_kernel_table *t, wb_isa isa);
 void wb_kernels_quant_register(wb_kernel_table *t, wb_isa isa);
 void wb_kernels_attention_register(wb_kernel_table *t, wb_isa isa);
+void wb_kernels_gemm_register(wb_kernel_table *t, wb_isa isa);
+
+/* A 64-byte aligned buffer of n floats for the calling thread, slot < WB_KBUF_SLOTS, kept between
+ * calls and freed when the thread ends; NULL when memory is short (callers then work without).
+ * Slot 0: the GEMV kernels' packed inputs; slot 1: the prompt GEMM's panels. */
+#define WB_KBUF_SLOTS 2
+float *wb_kernel_buf(int slot, size_t n);
 
 #endif

@@ -12,19 +12,19 @@
  * The safetensors mapping is closed after loading.
  *
  * Forward (n rows of one or more sequences) runs one pool job per layer: each thread owns a
- * slice of the output columns of every matrix (wb_mat_mul: the batched GEMV up to
- * WB_SMALL_ROWS rows, a single-threaded cblas_sgemm above, bias and GELU on the same slice), a
- * share of the rows for the LayerNorms and a share of the attention items; OpenBLAS is kept to
- * one thread meanwhile. Decode runs one position as a chain of phases whose chunks (row blocks,
- * heads) any pool thread may take, each thread first its own share (see decode_helped).
+ * slice of the output columns of every matrix (wb_mat_mul_runs: the rows of prompts of
+ * WB_PROMPT_ROWS or more tokens through the packed GEMM, decode rows and short prompts through
+ * the batched GEMV; bias and GELU on the same slice), a share of the rows for the LayerNorms and
+ * a share of the attention items. Decode runs one position as a chain of phases whose chunks (row
+ * blocks, heads) any pool thread may take, each thread first its own share (see decode_helped).
  */
 #include "model_family.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
 #include <cjson/cJSON.h>
 
 /* Forward attention goes to the pool from this many rows (below, waking it costs more than it
@@ -213,13 +213,14 @@ static const wb_weight_store *store_of(const wb_model *m) { return &((const gpt2
 /* Thread tid's share of Y[n, out] = X[n, in] . W^T + b (b may be NULL), or Y += that when
  * residual, then gelu(Y) in place when gelu: output columns [r0, r1) in the decode path's slices
  * (blocks of 8), so bias, activation and the GEMM's writes stay in the thread's own columns. */
-static void mm_part(const wb_model *m, float *Y, const float *X, int n, const wb_mat *W,
-                    const float *b, int residual, int gelu, int tid, int nt) {
+static void mm_part(const wb_model *m, const wb_mm_run *runs, int n_runs, float *Y,
+                    const float *X, int n, const wb_mat *W, const float *b, int residual,
+                    int gelu, int tid, int nt) {
     const gpt2 *g = m->impl;
     int r0, r1;
     wb_split_rows(W->rows, tid, nt, &r0, &r1);
     if (r0 >= r1) return;
-    wb_mat_mul(Y, X, n, W, b, r0, r1, residual, wb_model_batch_variant(m));
+    wb_mat_mul_runs(Y, X, runs, n_runs, W, b, r0, r1, residual);
     if (gelu)
         for (int t = 0; t < n; t++)
             wb_gelu_forward(Y + (size_t)t * W->rows + r0, (size_t)(r1 - r0), g->act);
@@ -285,6 +286,8 @@ typedef struct fwd_job {
     const wb_seq_rows *seqs;
     int n_seqs, n;
     const int *row0;
+    const wb_mm_run *runs; /* [n_runs] the stacked rows by matrix-product mode (wb_mm_runs) */
+    int n_runs;
     float *x, *xn, *qkv, *att, *h;
     att_job *aj;
     wb_pool *pool;
@@ -294,21 +297,13 @@ typedef struct fwd_job {
     int all_positions;
 } fwd_job;
 
-/* Above WB_SMALL_ROWS rows a residual matrix leaves its bias to the LayerNorm that next reads x
- * (one pass over x fewer); at or below, the bias is added inside the GEMV as in decode, so the
- * sums stay decode's. */
-static const float *deferred_bias(const fwd_job *j, const float *b) {
-    return j->n > WB_SMALL_ROWS ? b : NULL;
-}
-
-/* xn = layernorm(x += add) over thread tid's rows; add: a deferred bias or NULL. */
-static void ln_rows(const fwd_job *j, const float *add, const float *w, const float *b, int tid,
-                    int nt) {
+/* xn = layernorm(x) over thread tid's rows. */
+static void ln_rows(const fwd_job *j, const float *w, const float *b, int tid, int nt) {
     const int C = j->m->cfg.n_embd, t0 = (int)((int64_t)j->n * tid / nt),
               t1 = (int)((int64_t)j->n * (tid + 1) / nt);
     for (int t = t0; t < t1; t++)
-        wb_layernorm_add_forward(j->xn + (size_t)t * C, j->x + (size_t)t * C, add, w, b, C,
-                                 j->m->cfg.layer_norm_epsilon);
+        wb_layernorm_forward(j->xn + (size_t)t * C, j->x + (size_t)t * C, w, b, C,
+                             j->m->cfg.layer_norm_epsilon);
 }
 
 static void fwd_worker(void *arg, int tid, int nt) {
@@ -317,28 +312,29 @@ static void fwd_worker(void *arg, int tid, int nt) {
     const wb_config *c = &j->m->cfg;
     const int C = c->n_embd, n = j->n;
     if (j->layer < 0) { /* final LayerNorm + head */
-        const float *add = deferred_bias(j, g->layers[c->n_layer - 1].mlpproj_b);
         if (j->all_positions) {
-            ln_rows(j, add, g->lnf_w, g->lnf_b, tid, nt);
+            ln_rows(j, g->lnf_w, g->lnf_b, tid, nt);
             wb_pool_barrier(j->pool);
-            mm_part(j->m, j->logits, j->xn, n, &g->head, NULL, 0, 0, tid, nt);
+            mm_part(j->m, j->runs, j->n_runs, j->logits, j->xn, n, &g->head, NULL, 0, 0, tid, nt);
         } else {
             /* the last row of each sequence, normalised into xn rows 0..n_seqs-1 */
             if (tid == 0)
                 for (int s = 0; s < j->n_seqs; s++)
-                    wb_layernorm_add_forward(
-                        j->xn + (size_t)s * C, j->x + (size_t)(j->row0[s] + j->seqs[s].n - 1) * C,
-                        add, g->lnf_w, g->lnf_b, C, c->layer_norm_epsilon);
+                    wb_layernorm_forward(j->xn + (size_t)s * C,
+                                         j->x + (size_t)(j->row0[s] + j->seqs[s].n - 1) * C,
+                                         g->lnf_w, g->lnf_b, C, c->layer_norm_epsilon);
             wb_pool_barrier(j->pool);
-            mm_part(j->m, j->logits, j->xn, j->n_seqs, &g->head, NULL, 0, 0, tid, nt);
+            /* one row per sequence, as decode rows */
+            const wb_mm_run last = {0, j->n_seqs,
+                                    wb_model_batch_variant(j->m) ? WB_MM_VARIANT : WB_MM_ROWS};
+            mm_part(j->m, &last, 1, j->logits, j->xn, j->n_seqs, &g->head, NULL, 0, 0, tid, nt);
         }
         return;
     }
     const gpt2_layer *ly = &g->layers[j->layer];
-    ln_rows(j, j->layer ? deferred_bias(j, g->layers[j->layer - 1].mlpproj_b) : NULL, ly->ln1_w,
-            ly->ln1_b, tid, nt);
+    ln_rows(j, ly->ln1_w, ly->ln1_b, tid, nt);
     wb_pool_barrier(j->pool);
-    mm_part(j->m, j->qkv, j->xn, n, &ly->qkv, ly->qkv_b, 0, 0, tid, nt);
+    mm_part(j->m, j->runs, j->n_runs, j->qkv, j->xn, n, &ly->qkv, ly->qkv_b, 0, 0, tid, nt);
     wb_pool_barrier(j->pool);
     if (j->aj->qb) { /* K/V rows into the caches, by rows (whole-sequence items copy their own) */
         const int t0 = (int)((int64_t)n * tid / nt), t1 = (int)((int64_t)n * (tid + 1) / nt);
@@ -357,15 +353,13 @@ static void fwd_worker(void *arg, int tid, int nt) {
     if (j->att_threads > 1) att_worker(j->aj, tid, nt);
     else if (tid == 0) att_worker(j->aj, 0, 1);
     wb_pool_barrier(j->pool);
-    mm_part(j->m, j->x, j->att, n, &ly->attproj,
-            deferred_bias(j, ly->attproj_b) ? NULL : ly->attproj_b, 1, 0, tid, nt);
+    mm_part(j->m, j->runs, j->n_runs, j->x, j->att, n, &ly->attproj, ly->attproj_b, 1, 0, tid, nt);
     wb_pool_barrier(j->pool);
-    ln_rows(j, deferred_bias(j, ly->attproj_b), ly->ln2_w, ly->ln2_b, tid, nt);
+    ln_rows(j, ly->ln2_w, ly->ln2_b, tid, nt);
     wb_pool_barrier(j->pool);
-    mm_part(j->m, j->h, j->xn, n, &ly->fc, ly->fc_b, 0, 1, tid, nt);
+    mm_part(j->m, j->runs, j->n_runs, j->h, j->xn, n, &ly->fc, ly->fc_b, 0, 1, tid, nt);
     wb_pool_barrier(j->pool);
-    mm_part(j->m, j->x, j->h, n, &ly->mlpproj,
-            deferred_bias(j, ly->mlpproj_b) ? NULL : ly->mlpproj_b, 1, 0, tid, nt);
+    mm_part(j->m, j->runs, j->n_runs, j->x, j->h, n, &ly->mlpproj, ly->mlpproj_b, 1, 0, tid, nt);
 }
 
 static wb_status forward(const wb_model *m, const wb_seq_rows *seqs, int n_seqs, float *logits,
@@ -386,14 +380,16 @@ static wb_status forward(const wb_model *m, const wb_seq_rows *seqs, int n_seqs,
     }
     const size_t nC = (size_t)n * C;
     /* x [n, C] residual; xn [n, C] normed; qkv [n, 3C]; att [n, C]; h [n, F];
-     * sc [nt, attention scratch]; row0/item0 [2 n_seqs + 1] ints */
+     * sc [nt, attention scratch]; row0/item0 [2 n_seqs + 1] ints, then runs [n_seqs] */
     const size_t sz[7] = {nC, nC, 3 * nC, nC, (size_t)n * F, (size_t)nt * sc_per_thread,
-                          (size_t)2 * n_seqs + 1};
+                          (size_t)2 * n_seqs + 1 + (size_t)n_seqs * sizeof(wb_mm_run) / sizeof(int)};
     float *b[7];
     wb_status st = wb_scratch_take(scratch, 7, sz, b, err);
     if (st) return st;
     float *x = b[0], *xn = b[1], *qkv = b[2], *att = b[3], *h = b[4], *sc = b[5];
     int *row0 = (int *)b[6], *item0 = row0 + n_seqs;
+    wb_mm_run *runs = (wb_mm_run *)(item0 + n_seqs + 1);
+    const int n_runs = wb_mm_runs(seqs, n_seqs, wb_model_batch_variant(m), runs);
     for (int s = 0, r = 0, it = 0; s <= n_seqs; s++) {
         item0[s] = it;
         if (s == n_seqs) break;
@@ -410,7 +406,7 @@ static wb_status forward(const wb_model *m, const wb_seq_rows *seqs, int n_seqs,
         }
     wb_probe_layer(m, seqs, n_seqs, row0, -1, x, NULL, NULL, 0, 0);
     att_job aj = {seqs, row0, item0, n_seqs, n_items, qb, qkv, att, sc, sc_per_thread, 0, C, NH};
-    fwd_job fj = {m, g, seqs, n_seqs, n, row0, x, xn, qkv, att, h, &aj, NULL, 0,
+    fwd_job fj = {m, g, seqs, n_seqs, n, row0, runs, n_runs, x, xn, qkv, att, h, &aj, NULL, 0,
                   nt > 1 && (n >= ATT_POOL_MIN || n_seqs > 1) ? nt : 1, logits, all_positions};
     for (int l = 0; l <= c->n_layer; l++) {
         if (l == c->n_layer && !logits) break;
@@ -427,9 +423,8 @@ static wb_status forward(const wb_model *m, const wb_seq_rows *seqs, int n_seqs,
         } else {
             fwd_worker(&fj, 0, 1);
         }
-        if (l < c->n_layer) /* q: qkv's first C of each row; mlp_proj's bias may be pending */
-            wb_probe_layer(m, seqs, n_seqs, row0, l, x, deferred_bias(&fj, g->layers[l].mlpproj_b),
-                           qkv, (size_t)3 * C, 0);
+        if (l < c->n_layer) /* q: qkv's first C of each row */
+            wb_probe_layer(m, seqs, n_seqs, row0, l, x, NULL, qkv, (size_t)3 * C, 0);
     }
     return st;
 }

@@ -10,7 +10,6 @@
 #include "llama_internal.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -525,41 +524,9 @@ AVX512 static void gemv1_bf16_512(float *Y, const float *X, const uint16_t *W, c
     }
 }
 
-/* A packed-input buffer per thread, kept between calls (freed when the thread ends). */
-typedef struct pack_buf {
-    float *p;
-    size_t cap;
-} pack_buf;
-static pthread_key_t pack_key;
-static pthread_once_t pack_once = PTHREAD_ONCE_INIT;
-static int pack_key_ok;
-static void pack_buf_free(void *v) {
-    pack_buf *pb = v;
-    if (pb) free(pb->p);
-    free(pb);
-}
-static void pack_key_init(void) { pack_key_ok = pthread_key_create(&pack_key, pack_buf_free) == 0; }
-/* n floats, 64-byte aligned, or NULL when memory is short (the caller then works without) */
-static float *pack_take(size_t n) {
-    pthread_once(&pack_once, pack_key_init);
-    if (!pack_key_ok) return NULL;
-    pack_buf *pb = pthread_getspecific(pack_key);
-    if (!pb) {
-        if (!(pb = calloc(1, sizeof *pb))) return NULL;
-        if (pthread_setspecific(pack_key, pb)) {
-            free(pb);
-            return NULL;
-        }
-    }
-    if (pb->cap < n) {
-        const size_t cap = (n + 4095) & ~(size_t)4095;
-        float *p = aligned_alloc(64, cap * sizeof *p);
-        if (!p) return NULL;
-        free(pb->p);
-        pb->p = p, pb->cap = cap;
-    }
-    return pb->p;
-}
+/* n floats of packed inputs, 64-byte aligned, or NULL when memory is short (the caller then
+ * works without): the calling thread's kernel buffer 0 (cpu.h). */
+static float *pack_take(size_t n) { return wb_kernel_buf(0, n); }
 
 AVX512 static void gemv_bf16_avx512(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
                                     const uint16_t *W, const float *b, int in, int r0, int r1,

@@ -29,7 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
 #include <cjson/cJSON.h>
 
 /* Attention work items are (sequence, KV head, block of ATT_QB queries). */
@@ -317,31 +316,31 @@ done:
 typedef struct lin_job {
     float *Y;
     const float *X, *b;
-    const wb_model *m;
+    const wb_mm_run *runs;
     const wb_mat *W;
-    int n, residual;
+    int n_runs, residual;
 } lin_job;
 
-/* Y[n, out] = X[n, in] . W^T (+ b), or Y += that when residual, over thread tid's output rows.
- * BF16 weights always go through our kernels; for a 44-token prefill of a 4864x896 matrix the
- * blocked BF16 kernel ran as fast as widening 1 MB tiles for cblas_sgemm (25-28 GMAC/s per core
- * either way) without the extra buffer. */
-static void lin_part(const wb_model *m, float *Y, const float *X, int n, const wb_mat *W,
-                     const float *b, int residual, int tid, int nt) {
+/* Y[n, out] = X[n, in] . W^T (+ b), or Y += that when residual, over thread tid's output rows,
+ * each run of stacked rows in its mode (wb_mm_runs: prompts through the packed GEMM, decode rows
+ * and short prompts through the GEMV kernels). */
+static void lin_part(const wb_mm_run *runs, int n_runs, float *Y, const float *X,
+                     const wb_mat *W, const float *b, int residual, int tid, int nt) {
     int r0, r1;
     wb_split_rows(W->rows, tid, nt, &r0, &r1);
-    wb_mat_mul(Y, X, n, W, b, r0, r1, residual, wb_model_batch_variant(m));
+    wb_mat_mul_runs(Y, X, runs, n_runs, W, b, r0, r1, residual);
 }
 
 static void lin_worker(void *arg, int tid, int nt) {
     const lin_job *j = arg;
-    lin_part(j->m, j->Y, j->X, j->n, j->W, j->b, j->residual, tid, nt);
+    lin_part(j->runs, j->n_runs, j->Y, j->X, j->W, j->b, j->residual, tid, nt);
 }
 
 /* One matrix on its own pool job (the head, after the last layer's job). */
-static wb_status linear(const wb_model *m, int nt, float *Y, const float *X, int n,
-                        const wb_mat *W, const float *b, int residual, wb_err *err) {
-    lin_job j = {Y, X, b, m, W, n, residual};
+static wb_status linear(const wb_model *m, int nt, float *Y, const float *X,
+                        const wb_mm_run *runs, int n_runs, const wb_mat *W, const float *b,
+                        int residual, wb_err *err) {
+    lin_job j = {Y, X, b, runs, W, n_runs, residual};
     return wb_pool_slot_run(wb_model_pool(m), nt, lin_worker, &j, err);
 }
 
@@ -431,6 +430,8 @@ typedef struct layer_job {
     const wb_llama_layer *y;
     const wb_seq_rows *seqs;
     const int *row0;
+    const wb_mm_run *runs; /* [n_runs] the stacked rows by matrix-product mode */
+    int n_runs;
     int n_seqs, n, layer, att_threads; /* att_threads 1: attention on thread 0 only */
     float *x, *xn, *qb, *kb, *vb, *att, *g, *u;
     const float *cs;
@@ -449,9 +450,9 @@ static void layer_worker(void *arg, int tid, int nt) {
     for (int t = t0; t < t1; t++)
         wb_rmsnorm_forward(j->xn + (size_t)t * C, j->x + (size_t)t * C, y->attn_norm, C, eps);
     wb_pool_barrier(j->pool);
-    lin_part(j->m, j->qb, j->xn, n, &y->wq, y->bq, 0, tid, nt);
-    lin_part(j->m, j->kb, j->xn, n, &y->wk, y->bk, 0, tid, nt);
-    lin_part(j->m, j->vb, j->xn, n, &y->wv, y->bv, 0, tid, nt);
+    lin_part(j->runs, j->n_runs, j->qb, j->xn, &y->wq, y->bq, 0, tid, nt);
+    lin_part(j->runs, j->n_runs, j->kb, j->xn, &y->wk, y->bk, 0, tid, nt);
+    lin_part(j->runs, j->n_runs, j->vb, j->xn, &y->wv, y->bv, 0, tid, nt);
     wb_pool_barrier(j->pool);
     /* RoPE and the K/V cache rows, by rows: row t's cache entry needs only row t's rotation */
     rope_rows(j->qb + (size_t)t0 * Q, (size_t)Q, t1 - t0, NH, hd, j->cs + (size_t)t0 * hd);
@@ -469,18 +470,18 @@ static void layer_worker(void *arg, int tid, int nt) {
     if (j->att_threads > 1) att_worker(j->aj, tid, nt);
     else if (tid == 0) att_worker(j->aj, 0, 1);
     wb_pool_barrier(j->pool);
-    lin_part(j->m, j->x, j->att, n, &y->wo, y->bo, 1, tid, nt);
+    lin_part(j->runs, j->n_runs, j->x, j->att, &y->wo, y->bo, 1, tid, nt);
     wb_pool_barrier(j->pool);
     for (int t = t0; t < t1; t++)
         wb_rmsnorm_forward(j->xn + (size_t)t * C, j->x + (size_t)t * C, y->mlp_norm, C, eps);
     wb_pool_barrier(j->pool);
-    lin_part(j->m, j->g, j->xn, n, &y->wg, y->bg, 0, tid, nt);
-    lin_part(j->m, j->u, j->xn, n, &y->wu, y->bu, 0, tid, nt);
+    lin_part(j->runs, j->n_runs, j->g, j->xn, &y->wg, y->bg, 0, tid, nt);
+    lin_part(j->runs, j->n_runs, j->u, j->xn, &y->wu, y->bu, 0, tid, nt);
     wb_pool_barrier(j->pool);
     /* elementwise, so any split gives the same bits */
     wb_swiglu_forward(j->g + (size_t)t0 * F, j->u + (size_t)t0 * F, (size_t)(t1 - t0) * F);
     wb_pool_barrier(j->pool);
-    lin_part(j->m, j->x, j->g, n, &y->wd, y->bd, 1, tid, nt);
+    lin_part(j->runs, j->n_runs, j->x, j->g, &y->wd, y->bd, 1, tid, nt);
 }
 
 wb_status wb_llama_forward(const wb_model *m, const wb_seq_rows *seqs, int n_seqs, float *logits,
@@ -504,15 +505,18 @@ wb_status wb_llama_forward(const wb_model *m, const wb_seq_rows *seqs, int n_seq
     }
     const size_t nn = (size_t)n;
     /* x, xn [n, C]; q, att [n, Q]; k, v [n, KV]; g, u [n, F]; cs [n, hd]; sc [nt, sc_per];
-     * row0 / item0 [2 n_seqs + 1] ints */
+     * row0 / item0 [2 n_seqs + 1] ints, then runs [n_seqs] */
     const size_t sz[11] = {nn * C, nn * C, nn * Q, nn * Q, nn * KV, nn * KV, nn * F, nn * F,
-                           nn * hd, (size_t)nt * sc_per, (size_t)2 * n_seqs + 1};
+                           nn * hd, (size_t)nt * sc_per,
+                           (size_t)2 * n_seqs + 1 + (size_t)n_seqs * sizeof(wb_mm_run) / sizeof(int)};
     float *b[11];
     wb_status st = wb_scratch_take(scratch, 11, sz, b, err);
     if (st) return st;
     float *x = b[0], *xn = b[1], *qb = b[2], *att = b[3], *kb = b[4], *vb = b[5], *g = b[6],
           *u = b[7], *cs = b[8], *sc = b[9];
     int *row0 = (int *)b[10], *item0 = row0 + n_seqs;
+    wb_mm_run *runs = (wb_mm_run *)(item0 + n_seqs + 1);
+    const int n_runs = wb_mm_runs(seqs, n_seqs, wb_model_batch_variant(m), runs);
     for (int s = 0, r = 0, it = 0; s <= n_seqs; s++) {
         item0[s] = it;
         if (s == n_seqs) break;
@@ -528,7 +532,7 @@ wb_status wb_llama_forward(const wb_model *m, const wb_seq_rows *seqs, int n_seq
                   NH / c->n_kv_head, hd, Q, KV, ll->sliding_window};
     const int att_nt = nt > 1 && (n_items * aj.group >= 2 * nt || longest >= 256) ? nt : 1;
     wb_probe_layer(m, seqs, n_seqs, row0, -1, x, NULL, NULL, 0, 0);
-    layer_job lj = {m, NULL, seqs, row0, n_seqs, n, 0, att_nt, x, xn, qb, kb, vb, att, g, u, cs,
+    layer_job lj = {m, NULL, seqs, row0, runs, n_runs, n_seqs, n, 0, att_nt, x, xn, qb, kb, vb, att, g, u, cs,
                     &aj, NULL};
     for (int l = 0; l < c->n_layer; l++) {
         if (wb_model_aborted(m, l, err)) {
@@ -555,7 +559,10 @@ wb_status wb_llama_forward(const wb_model *m, const wb_seq_rows *seqs, int n_seq
             for (int s = 0; s < n_seqs; s++, rows++)
                 wb_rmsnorm_forward(xn + (size_t)s * C,
                                    x + (size_t)(row0[s] + seqs[s].n - 1) * C, ll->norm, C, eps);
-        st = linear(m, nt, logits, xn, rows, &ll->head, NULL, 0, err);
+        /* all positions: the layers' runs; else one row per sequence, as decode rows */
+        const wb_mm_run last = {0, rows, wb_model_batch_variant(m) ? WB_MM_VARIANT : WB_MM_ROWS};
+        st = all_positions ? linear(m, nt, logits, xn, runs, n_runs, &ll->head, NULL, 0, err)
+                           : linear(m, nt, logits, xn, &last, 1, &ll->head, NULL, 0, err);
     }
 done:
     return st;

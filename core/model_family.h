@@ -94,16 +94,21 @@ wb_mat wb_mat_rows(const wb_mat *m, int r0, int r1);
 /* The one place matrix kernels are chosen by dtype. For rows r in [r0, r1) of W and inputs
  * t < n (X [n, W.cols], Y [n, W.rows]):
  *   Y[t, r] = (accumulate ? Y[t, r] : 0) + b[r] + W[r, :] . X[t, :]      (b may be NULL)
- * Up to WB_SMALL_ROWS inputs every output gets exactly the sums it gets with n = 1 (a row in a
- * batch computes what it computes alone), and the weights stream once per call whatever n is.
- * Quantized dtypes keep that at any n (integer block sums, one float chain per output: quant.c).
- * Above, F32 weights go through a single-threaded cblas_sgemm over this slice of rows.
- * batch_variant (wb_model_batch_variant: a lesson, never the default) sends F32 weights to the
- * GEMM from n = 2 rows: OpenBLAS picks its kernel and blocking from the shape, so a row's sums
- * then depend on how many rows share the call, as on most inference servers. */
-#define WB_SMALL_ROWS 48
+ * mode says how F32 and BF16 products are summed (quantized dtypes have one order at any n:
+ * integer block sums, one float chain per output, quant.c):
+ *   WB_MM_ROWS     the GEMV kernels: every output gets exactly the sums it gets with n = 1 (a
+ *                  decode row in a batch computes what it computes alone), the weights streamed
+ *                  once per call whatever n is;
+ *   WB_MM_PROMPT   the packed GEMM (kernels_gemm.c): one fused multiply-add chain per output,
+ *                  the same for any n and any tile position, but not the GEMV's order;
+ *   WB_MM_VARIANT  (wb_model_batch_variant: a lesson, never the default) F32 weights to
+ *                  cblas_sgemm from n = 2 rows: OpenBLAS picks its kernel and blocking from the
+ *                  shape, so a row's sums then depend on how many rows share the call, as on
+ *                  most inference servers; BF16 as WB_MM_ROWS.
+ * Families pick the mode per sequence (wb_mm_runs below), never from the call's row count. */
+enum { WB_MM_ROWS = 0, WB_MM_VARIANT = 1, WB_MM_PROMPT = 2 };
 void wb_mat_mul(float *Y, const float *X, int n, const wb_mat *W, const float *b, int r0, int r1,
-                int accumulate, int batch_variant);
+                int accumulate, int mode);
 /* dst[cols] = row r of m widened to F32 (embedding lookups). */
 void wb_mat_row(const wb_mat *m, int r, float *dst);
 
@@ -201,6 +206,23 @@ typedef struct wb_seq_rows {
     int n;
     wb_probe *probe;  /* NULL (every normal path), or what to record (wb_probe_layer) */
 } wb_seq_rows;
+
+/* A sequence of at least WB_PROMPT_ROWS rows in a forward call is a prompt: its matrix products
+ * go through the packed GEMM (WB_MM_PROMPT); shorter ones (decode rows, short prompts) through
+ * the GEMV kernels (WB_MM_ROWS). The choice depends on the sequence alone, so each sequence's
+ * rows get the same bits whatever else shares the batch. 32: about the measured crossover
+ * (docs/performance.md, "Session 3: prefill GEMM"). */
+#define WB_PROMPT_ROWS 32
+/* Consecutive stacked rows of one mode: rows row0 .. row0 + n - 1. */
+typedef struct wb_mm_run {
+    int row0, n, mode;
+} wb_mm_run;
+/* Cuts the stacked rows of seqs[n_seqs] into runs[] of consecutive sequences of one mode (at
+ * most n_seqs runs; every run WB_MM_VARIANT when variant). Returns the number of runs. */
+int wb_mm_runs(const wb_seq_rows *seqs, int n_seqs, int variant, wb_mm_run *runs);
+/* wb_mat_mul over every run (Y and X hold the stacked rows, W.rows and W.cols floats apart). */
+void wb_mat_mul_runs(float *Y, const float *X, const wb_mm_run *runs, int n_runs,
+                     const wb_mat *W, const float *b, int r0, int r1, int accumulate);
 
 /* The one probe call a family's forward makes per layer (core/inspect.c), for the sequences
  * whose probe is not NULL (returns at once when none has one): after the embeddings

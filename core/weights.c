@@ -12,6 +12,7 @@
  * BF16 matrices in the mapping. Every tensor is scanned for NaN/Inf once, as loaded: a corrupt
  * checkpoint is a load error naming the tensor, not garbage logits later.
  */
+#include "cpu.h"
 #include "fileio.h"
 #include "json_strict.h"
 #include "llama_internal.h"
@@ -523,9 +524,9 @@ wb_mat wb_mat_rows(const wb_mat *m, int r0, int r1) {
 }
 
 void wb_mat_mul(float *Y, const float *X, int n, const wb_mat *W, const float *b, int r0, int r1,
-                int accumulate, int batch_variant) {
+                int accumulate, int mode) {
     const int out = W->rows, in = W->cols, w = r1 - r0;
-    if (w <= 0) return;
+    if (w <= 0 || n <= 0) return;
     const int qt = mat_qtype(W->dtype);
     if (qt >= 0) { /* integer dots up to 48 inputs */
         wb_gemm_q((wb_qtype)qt, Y, (size_t)out, X, (size_t)in, n,
@@ -533,10 +534,17 @@ void wb_mat_mul(float *Y, const float *X, int n, const wb_mat *W, const float *b
         return;
     }
     if (W->dtype == WB_MAT_BF16) {
-        wb_gemv_bf16_forward(Y, (size_t)out, X, (size_t)in, n, W->w, b, in, r0, r1, accumulate);
+        if (mode == WB_MM_PROMPT)
+            wb_kt()->gemm_bf16(Y, (size_t)out, X, (size_t)in, n, W->w, b, in, r0, r1, accumulate);
+        else
+            wb_gemv_bf16_forward(Y, (size_t)out, X, (size_t)in, n, W->w, b, in, r0, r1, accumulate);
         return;
     }
-    if (n <= WB_SMALL_ROWS && !(batch_variant && n > 1)) {
+    if (mode == WB_MM_PROMPT) {
+        wb_kt()->gemm_f32(Y, (size_t)out, X, (size_t)in, n, W->w, b, in, r0, r1, accumulate);
+        return;
+    }
+    if (mode != WB_MM_VARIANT || n == 1) {
         wb_gemv_batch_forward(Y, (size_t)out, X, (size_t)in, n, W->w, b, in, r0, r1, accumulate);
         return;
     }
@@ -553,6 +561,28 @@ void wb_mat_mul(float *Y, const float *X, int n, const wb_mat *W, const float *b
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, w, in, 1.0f, X, in,
                 (const float *)W->w + (size_t)r0 * in, in, b || accumulate ? 1.0f : 0.0f, Y + r0,
                 out);
+}
+
+int wb_mm_runs(const wb_seq_rows *seqs, int n_seqs, int variant, wb_mm_run *runs) {
+    int nr = 0;
+    for (int s = 0, row = 0; s < n_seqs; row += seqs[s].n, s++) {
+        const int mode = variant ? WB_MM_VARIANT
+                         : seqs[s].n >= WB_PROMPT_ROWS ? WB_MM_PROMPT
+                                                       : WB_MM_ROWS;
+        if (nr && runs[nr - 1].mode == mode) {
+            runs[nr - 1].n += seqs[s].n;
+        } else {
+            runs[nr++] = (wb_mm_run){row, seqs[s].n, mode};
+        }
+    }
+    return nr;
+}
+
+void wb_mat_mul_runs(float *Y, const float *X, const wb_mm_run *runs, int n_runs,
+                     const wb_mat *W, const float *b, int r0, int r1, int accumulate) {
+    for (int i = 0; i < n_runs; i++)
+        wb_mat_mul(Y + (size_t)runs[i].row0 * W->rows, X + (size_t)runs[i].row0 * W->cols,
+                   runs[i].n, W, b, r0, r1, accumulate, runs[i].mode);
 }
 
 void wb_mat_row(const wb_mat *m, int r, float *dst) {

@@ -62,10 +62,12 @@ local function max_diff(a, b)
   return m
 end
 
--- Part 1 uses at most 32 tokens: the fixed-order kernels serve passes of up to 48 rows (a decode
--- batch never has more); longer prefills go through a GEMM in both modes (docs/model.md).
+-- Part 1 uses at most 15 tokens: decode rows and prompts shorter than WB_PROMPT_ROWS (16 or more)
+-- go through the fixed-order GEMV kernels; a longer prompt goes through the packed GEMM, whose
+-- order is fixed too (the same for any row count, so such a prompt's rows are batch-invariant
+-- among themselves) but is not the GEMV's (docs/performance.md, "Session 3: prefill GEMM").
 local part1_ids = ids_of(PROMPTS[1] .. " Sure, I can help with that.")
-while #part1_ids > 32 do table.remove(part1_ids) end
+while #part1_ids > 15 do table.remove(part1_ids) end
 
 -- Part 1: row k of a prefill of the whole prompt against the last row of a prefill of k tokens.
 local function row_counts(ids)

@@ -188,6 +188,91 @@ static void bf16_batch_rows_equal_alone(void) {
     }
 }
 
+/* The prompt GEMM (kernels_gemm.c) over F32 and BF16 weights: every level gives the portable
+ * chain's bits (each output is one fused multiply-add chain in column order on every level),
+ * which is within the dot-product tolerance of a double-precision sum; a row's outputs do not
+ * depend on how many rows share the call or where the row sits (edge tiles, K blocks); rows
+ * outside [r0, r1) are untouched. Shapes of real models (Qwen2.5-0.5B's 896 / 4864 widths,
+ * TinyLM's 128 / 512, a K-blocked 4864 x 60) and awkward ones, every nb from 1 to 50. */
+static void gemm_case(int in, int rows, int nb, int r0, int bf16, int *bad_out) {
+    const size_t nw = (size_t)in * rows, ny = (size_t)rows * nb;
+    float *Wf = malloc(sizeof(float) * nw), *X = malloc(sizeof(float) * (size_t)in * nb);
+    uint16_t *Wh = malloc(2 * nw);
+    float *b = malloc(sizeof(float) * rows), *Yi = malloc(sizeof(float) * ny);
+    float *Y0 = malloc(sizeof(float) * ny), *Y1 = malloc(sizeof(float) * ny);
+    float *Y2 = malloc(sizeof(float) * ny);
+    for (size_t i = 0; i < nw; i++) {
+        Wh[i] = to_bf16(frand());
+        Wf[i] = bf16 ? from_bf16(Wh[i]) : frand();
+    }
+    fill(X, (size_t)in * nb, 1.0f);
+    fill(b, rows, 1.0f);
+    fill(Yi, ny, 1.0f);
+    const wb_isa old = wb_isa_limit(WB_ISA_COUNT - 1);
+    for (int acc = 0; acc < 2; acc++) {
+        const float *bb = acc ? NULL : b;
+        memcpy(Y0, Yi, sizeof(float) * ny);
+        wb_isa_limit(WB_ISA_PORTABLE);
+        if (bf16) wb_kt()->gemm_bf16(Y0, rows, X, in, nb, Wh, bb, in, r0, rows, acc);
+        else wb_kt()->gemm_f32(Y0, rows, X, in, nb, Wf, bb, in, r0, rows, acc);
+        int bad = 0, off = 0, moved = 0, alone = 0;
+        for (int j = 0; j < nb; j++) /* portable against a double-precision sum */
+            for (int r = 0; r < rows; r++) {
+                const size_t k = (size_t)j * rows + r;
+                if (r < r0) {
+                    off += Y0[k] != Yi[k];
+                    continue;
+                }
+                double s = (acc ? Yi[k] : 0.0) + (bb ? bb[r] : 0.0), mag = fabs(s);
+                for (int i = 0; i < in; i++) {
+                    const double t = (double)Wf[(size_t)r * in + i] * X[(size_t)j * in + i];
+                    s += t, mag += fabs(t);
+                }
+                bad += !close_enough(Y0[k], (float)s, mag, in);
+            }
+        for (int lv = WB_ISA_AVX2; lv <= (int)wb_isa_best(); lv++) {
+            wb_isa_limit((wb_isa)lv);
+            memcpy(Y1, Yi, sizeof(float) * ny);
+            if (bf16) wb_kt()->gemm_bf16(Y1, rows, X, in, nb, Wh, bb, in, r0, rows, acc);
+            else wb_kt()->gemm_f32(Y1, rows, X, in, nb, Wf, bb, in, r0, rows, acc);
+            moved += memcmp(Y1, Y0, sizeof(float) * ny) != 0;
+            /* the rows from 1 on as a call of their own, and row nb - 1 alone */
+            if (nb > 1) {
+                memcpy(Y2, Yi, sizeof(float) * ny);
+                if (bf16) {
+                    wb_kt()->gemm_bf16(Y2 + rows, rows, X + in, in, nb - 1, Wh, bb, in, r0, rows, acc);
+                    wb_kt()->gemm_bf16(Y2, rows, X, in, 1, Wh, bb, in, r0, rows, acc);
+                } else {
+                    wb_kt()->gemm_f32(Y2 + rows, rows, X + in, in, nb - 1, Wf, bb, in, r0, rows, acc);
+                    wb_kt()->gemm_f32(Y2, rows, X, in, 1, Wf, bb, in, r0, rows, acc);
+                }
+                alone += memcmp(Y2, Y1, sizeof(float) * ny) != 0;
+            }
+        }
+        wb_isa_limit(old);
+        CHECK_MSG(!bad && !off && !moved && !alone,
+                  "%s in=%d rows=%d nb=%d r0=%d acc=%d: %d off the double sum, %d outside the "
+                  "range touched, %d levels not bit-equal to portable, %d split calls differ",
+                  bf16 ? "BF16" : "F32", in, rows, nb, r0, acc, bad, off, moved, alone);
+        *bad_out += bad + off + moved + alone;
+    }
+    free(Wf), free(X), free(Wh), free(b), free(Yi), free(Y0), free(Y1), free(Y2);
+}
+
+static void prompt_gemm_matches_portable_bit_for_bit(void) {
+    static const int shapes[][4] = {
+        /* in, rows, nb, r0 */
+        {896, 136, 44, 8},  {896, 70, 17, 3},   {4864, 40, 60, 0}, {128, 384, 96, 0},
+        {512, 129, 48, 1},  {37, 29, 1, 0},     {29, 50, 50, 5},   {100, 33, 15, 2},
+        {1000, 47, 3, 9},   {17, 1, 14, 0},     {16, 31, 29, 0},   {24, 16, 6, 0}};
+    int bad = 0;
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+            gemm_case(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], bf16, &bad);
+        for (int nb = 1; nb <= 50 && !bad; nb++) gemm_case(67, 45, nb, 3, bf16, &bad);
+    }
+}
+
 static void bf16_widening_is_exact_on_every_level(void) {
     enum { N = 77 };
     uint16_t h[N];
@@ -265,6 +350,7 @@ int main(void) {
     RUN(f32_gemv_and_batch_match_portable);
     RUN(bf16_gemv_and_gemm_match_portable);
     RUN(bf16_batch_rows_equal_alone);
+    RUN(prompt_gemm_matches_portable_bit_for_bit);
     RUN(bf16_widening_is_exact_on_every_level);
     RUN(norms_softmax_gelu_swiglu_attention_match_portable);
     return check_summary();

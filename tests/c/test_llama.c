@@ -643,8 +643,10 @@ static void batched_decode_equals_single_sequences(void) {
 
 /* B sequences at different positions stepped together through one stacked forward give, row
  * for row, bit for bit the logits each gets alone: every matrix sums a row the same way whatever
- * the batch (F32 and BF16 kernels), attention runs per sequence. Steps mix decode rows with a
- * sequence still prefilling. 1 and 2 threads; shapes with in % 16 == 8 (llama F, mistral C). */
+ * the batch (F32 and BF16 kernels; a prompt of WB_PROMPT_ROWS or more rows through the packed
+ * GEMM, the rest through the GEMV kernels, chosen per sequence), attention runs per sequence.
+ * Steps mix decode rows with a sequence still prefilling and with a long prompt. 1 and 2
+ * threads; shapes with in % 16 == 8 (llama F, mistral C). */
 static void batched_steps_equal_each_sequence_alone(void) {
     const fx fams[3] = {fx_qwen2(), fx_llama(), fx_mistral()};
     int old = wb_threads_get();
@@ -673,13 +675,15 @@ static void batched_steps_equal_each_sequence_alone(void) {
                     CHECK(wb_session_new(m, 64, &sa[i], &err) == WB_OK);
                 }
                 for (int step = 0; step < STEPS; step++) {
-                    int32_t tok[B][B];
+                    int32_t tok[B][WB_PROMPT_ROWS + 3];
                     const int32_t *ids[B];
                     int counts[B];
                     for (int i = 0; i < B; i++) {
-                        /* step 0: prompts of 1..B tokens; then decode rows, except sequence 1
-                         * which takes 3 tokens at step 2 */
-                        counts[i] = step == 0 ? i + 1 : (step == 2 && i == 1) ? 3 : 1;
+                        /* step 0: prompts of 1..B-1 tokens and one of WB_PROMPT_ROWS + 3; then
+                         * decode rows, except sequence 1 which takes 3 tokens at step 2 */
+                        counts[i] = step == 0 ? (i == B - 1 ? WB_PROMPT_ROWS + 3 : i + 1)
+                                    : (step == 2 && i == 1) ? 3
+                                                            : 1;
                         for (int t = 0; t < counts[i]; t++)
                             tok[i][t] = (int32_t)((step * 37 + i * 11 + t * 5 + 3) % o.V);
                         ids[i] = tok[i];

@@ -1,0 +1,520 @@
+/* kernels_gemm.c - the prompt GEMM for F32 and BF16 weights: packed panels and an outer-product
+ * register tile, one summation order per output whatever the number of rows in the call.
+ *
+ *   Y[t, r] = (accumulate ? Y[t, r] : 0) + (s + b[r]),   s = fma(W[r, in-1], X[t, in-1], ... fma(W[r, 0], X[t, 0], 0))
+ *
+ * Every output is one fused multiply-add chain over the columns in order, started at 0; the
+ * bias, then the old Y, are added after it. Nothing in that order depends on nb, on where a row
+ * or a column sits in a register tile (edge tiles compute the same lanes under a mask), on the
+ * K blocking (a chain stopped at a block edge is stored and reloaded exactly), or on the thread
+ * split, so a prompt row gets the same bits in any call, and the AVX2 and AVX-512 variants give
+ * the same bits as each other. (The GEMV kernels, kernels.c and kernels_bf16.c, sum in 16-lane
+ * partial sums and a tree: another order, kept for decode rows, batches and short prompts; the
+ * families choose per sequence, core/weights.c wb_mm_runs.)
+ *
+ * Why not the GEMV's dot-product form for prompts: each of its accumulators is one output's
+ * 16-lane partial sum, so a register tile of R rows x G inputs needs R + G full vectors per R x G
+ * FMAs (the inputs came from L2 for every block of rows: about half the FMA peak). Here an
+ * accumulator is 16 outputs (16 weight rows of one input), and per column step the tile loads
+ * NR / 16 weight vectors and broadcasts MR input values: the AVX-512 tile of MR <= 14 inputs x 32
+ * weight rows is 28 FMAs for 2 vector loads and 14 broadcasts (AVX2: 6 x 16, 12 FMAs for 2 + 6).
+ *
+ * Packing (the BLIS plan, our own code): the inputs once per call into blocks of MR rows,
+ * column-major inside a block (a step broadcasts MR consecutive floats); the weights one panel
+ * of NR rows x KC columns at a time, transposed so a step loads NR consecutive floats, BF16
+ * widened on the way (exact). While a panel is being used, the next panel's weight bytes are
+ * prefetched into L2. KC is the whole row unless the inputs' block would not stay in L2.
+ * Dispatch: cpu.c; the driver below is plain C over the level's pack and tile functions.
+ */
+#include "cpu.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#define WB_X86 1
+#include <immintrin.h>
+#endif
+
+static inline float bf16f(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* ---------------------------------------------------------------- per-thread buffers */
+
+/* WB_KBUF_SLOTS 64-byte aligned buffers per thread, kept between calls (freed when the thread
+ * ends): the GEMV's packed inputs (kernels_bf16.c) and this file's packed panels. */
+typedef struct kbuf {
+    float *p[WB_KBUF_SLOTS];
+    size_t cap[WB_KBUF_SLOTS];
+} kbuf;
+static pthread_key_t kbuf_key;
+static pthread_once_t kbuf_once = PTHREAD_ONCE_INIT;
+static int kbuf_key_ok;
+static void kbuf_free(void *v) {
+    kbuf *k = v;
+    if (k)
+        for (int i = 0; i < WB_KBUF_SLOTS; i++) free(k->p[i]);
+    free(k);
+}
+static void kbuf_key_init(void) { kbuf_key_ok = pthread_key_create(&kbuf_key, kbuf_free) == 0; }
+
+float *wb_kernel_buf(int slot, size_t n) {
+    if (slot < 0 || slot >= WB_KBUF_SLOTS) return NULL;
+    pthread_once(&kbuf_once, kbuf_key_init);
+    if (!kbuf_key_ok) return NULL;
+    kbuf *k = pthread_getspecific(kbuf_key);
+    if (!k) {
+        if (!(k = calloc(1, sizeof *k))) return NULL;
+        if (pthread_setspecific(kbuf_key, k)) {
+            free(k);
+            return NULL;
+        }
+    }
+    if (k->cap[slot] < n) {
+        const size_t cap = (n + 4095) & ~(size_t)4095;
+        float *p = aligned_alloc(64, cap * sizeof *p);
+        if (!p) return NULL;
+        free(k->p[slot]);
+        k->p[slot] = p, k->cap[slot] = cap;
+    }
+    return k->p[slot];
+}
+
+/* ----------------------------------------------------------------------- the driver */
+
+enum { MR_MAX = 14 }; /* the widest tile's input rows (AVX-512) */
+
+/* One column block of one tile: acc[m][j] for m < mr inputs, j < NR weight rows, continued from
+ * cin (NULL: from 0) over kc steps; then stored to cout (a chain that goes on in the next K
+ * block) or, with cout NULL, finished into Y (bias, old Y; nr valid rows, columns of Y). pf:
+ * pfn cache lines of the next panel to prefetch, two per step. */
+typedef void (*tile_fn)(int kc, const float *xp, const float *wp, const float *cin, float *cout,
+                        float *Y, size_t ldy, int nr, const float *b, int accumulate,
+                        const char *pf, int pfn);
+/* dst[k * NR + j] = W[r + j, k0 + k] for j < nr (0 for nr <= j < NR), k < kc; bf16: W is BF16 */
+typedef void (*pack_fn)(float *dst, const void *W, int bf16, int in, int r, int nr, int k0,
+                        int kc);
+
+typedef struct gemm_level {
+    int nr, mr_max;
+    pack_fn pack;
+    tile_fn tile[MR_MAX + 1];
+} gemm_level;
+
+/* The chain above in scalar code (fmaf), for when the buffers cannot be had: the same bits. */
+static void gemm_chain_scalar(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
+                              const void *W, int bf16, const float *b, int in, int r0, int r1,
+                              int accumulate) {
+    for (int t = 0; t < nb; t++)
+        for (int r = r0; r < r1; r++) {
+            const float *x = X + (size_t)t * ldx;
+            float s = 0.0f;
+            if (bf16) {
+                const uint16_t *w = (const uint16_t *)W + (size_t)r * in;
+                for (int i = 0; i < in; i++) s = fmaf(bf16f(w[i]), x[i], s);
+            } else {
+                const float *w = (const float *)W + (size_t)r * in;
+                for (int i = 0; i < in; i++) s = fmaf(w[i], x[i], s);
+            }
+            if (b) s += b[r];
+            float *y = Y + (size_t)t * ldy + r;
+            *y = accumulate ? *y + s : s;
+        }
+}
+
+/* Bytes of packed inputs kept for one K block (about half of a 2 MB L2). */
+#define XP_BYTES (1u << 20)
+
+static void gemm_drive(const gemm_level *g, float *Y, size_t ldy, const float *X, size_t ldx,
+                       int nb, const void *W, int bf16, const float *b, int in, int r0, int r1,
+                       int accumulate) {
+    if (r1 <= r0 || nb < 1) return;
+    const int NR = g->nr, nmb = (nb + g->mr_max - 1) / g->mr_max;
+    int kc = in;
+    if ((size_t)nb * in * 4 > XP_BYTES) {
+        kc = (int)(XP_BYTES / (4u * (unsigned)nb)) & ~15;
+        if (kc < 256) kc = 256;
+        if (kc > in) kc = in;
+    }
+    const size_t xn = (size_t)nb * in + 16, wn = (size_t)NR * kc, cn = kc < in ? (size_t)nb * NR : 0;
+    float *xp = wb_kernel_buf(1, xn + wn + cn);
+    if (!xp) {
+        gemm_chain_scalar(Y, ldy, X, ldx, nb, W, bf16, b, in, r0, r1, accumulate);
+        return;
+    }
+    float *wp = xp + ((xn + 15) & ~(size_t)15), *cb = wp + wn;
+    /* blocks of near-equal size: nb = 44 at MR 14 is 4 x 11 */
+    int m0s[64 + 1], *m0 = m0s, *heap = NULL;
+    if (nmb > 64) {
+        heap = malloc((size_t)(nmb + 1) * sizeof *heap);
+        if (!heap) {
+            gemm_chain_scalar(Y, ldy, X, ldx, nb, W, bf16, b, in, r0, r1, accumulate);
+            return;
+        }
+        m0 = heap;
+    }
+    for (int i = 0; i <= nmb; i++) m0[i] = (int)((int64_t)nb * i / nmb);
+    /* inputs: block i holds rows m0[i] .. m0[i+1]-1, element (k, m) at m0[i] * in + k * mr + m */
+    for (int i = 0; i < nmb; i++) {
+        const int mr = m0[i + 1] - m0[i];
+        float *d = xp + (size_t)m0[i] * in;
+        const float *s = X + (size_t)m0[i] * ldx;
+        for (int k = 0; k < in; k++)
+            for (int m = 0; m < mr; m++) d[(size_t)k * mr + m] = s[(size_t)m * ldx + k];
+    }
+    const size_t es = bf16 ? 2 : 4;
+    for (int r = r0; r < r1; r += NR) {
+        const int nr = r1 - r < NR ? r1 - r : NR;
+        for (int k0 = 0; k0 < in; k0 += kc) {
+            const int kn = in - k0 < kc ? in - k0 : kc;
+            const int last = k0 + kn == in;
+            g->pack(wp, W, bf16, in, r, nr, k0, kn);
+            /* the next panel, when it is one linear range of the weights */
+            const char *pf = NULL;
+            int lines = 0;
+            if (kc == in && r + NR < r1) {
+                const int nn = r1 - r - NR < NR ? r1 - r - NR : NR;
+                pf = (const char *)W + (size_t)(r + NR) * in * es;
+                lines = (int)(((size_t)nn * in * es + 63) / 64);
+            }
+            const int per = (lines + nmb - 1) / nmb;
+            for (int i = 0; i < nmb; i++) {
+                const int mr = m0[i + 1] - m0[i];
+                float *c = cb + (size_t)m0[i] * NR;
+                const int pfn = lines - i * per < per ? lines - i * per : per;
+                g->tile[mr](kn, xp + (size_t)m0[i] * in + (size_t)k0 * mr, wp, k0 ? c : NULL,
+                            last ? NULL : c, Y + (size_t)m0[i] * ldy + r, ldy, nr,
+                            b ? b + r : NULL, accumulate, pf ? pf + (size_t)i * per * 64 : NULL,
+                            pfn > 0 ? pfn : 0);
+            }
+        }
+    }
+    free(heap);
+}
+
+/* ---------------------------------------------------------------------- portable */
+
+/* The portable level runs the chain in scalar code: the reference the other levels are
+ * compared with (to the bit, since both fuse every step). */
+static void gemm_f32_portable(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
+                              const float *W, const float *b, int in, int r0, int r1,
+                              int accumulate) {
+    gemm_chain_scalar(Y, ldy, X, ldx, nb, W, 0, b, in, r0, r1, accumulate);
+}
+static void gemm_bf16_portable(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
+                               const uint16_t *W, const float *b, int in, int r0, int r1,
+                               int accumulate) {
+    gemm_chain_scalar(Y, ldy, X, ldx, nb, W, 1, b, in, r0, r1, accumulate);
+}
+
+#ifdef WB_X86
+/* --------------------------------------------------------------------------- AVX-512 */
+
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")))
+enum { NR512 = 32 };
+
+/* 16 x 16 transpose: r[j] row j in, r[c] column c out. */
+AVX512 static inline void tr16(__m512 r[16]) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    /* u[4q + c], 128-bit lane L: rows 4q..4q+3 of column 4L + c */
+    for (int q = 0; q < 4; q++) {
+        u[4 * q + 0] = _mm512_shuffle_ps(t[4 * q], t[4 * q + 2], 0x44);
+        u[4 * q + 1] = _mm512_shuffle_ps(t[4 * q], t[4 * q + 2], 0xEE);
+        u[4 * q + 2] = _mm512_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0x44);
+        u[4 * q + 3] = _mm512_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0xEE);
+    }
+    /* then a 4 x 4 transpose of 128-bit lanes for each c */
+    for (int c = 0; c < 4; c++) {
+        const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
+        const __m512 v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+        const __m512 v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+        const __m512 v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+        r[c] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+        r[8 + c] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
+        r[4 + c] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+        r[12 + c] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
+    }
+}
+
+AVX512 static void pack_512(float *dst, const void *W, int bf16, int in, int r, int nr, int k0,
+                            int kc) {
+    for (int h = 0; h < 2; h++) {
+        const int nh = nr - 16 * h < 0 ? 0 : nr - 16 * h > 16 ? 16 : nr - 16 * h;
+        float *d = dst + 16 * h;
+        if (!nh) {
+            for (int k = 0; k < kc; k++) _mm512_store_ps(d + (size_t)k * NR512, _mm512_setzero_ps());
+            continue;
+        }
+        for (int kk = 0; kk < kc; kk += 16) {
+            const int kw = kc - kk < 16 ? kc - kk : 16;
+            const __mmask16 m = (__mmask16)(kw == 16 ? 0xffff : (1u << kw) - 1);
+            __m512 v[16];
+            for (int j = 0; j < 16; j++) {
+                if (j >= nh) {
+                    v[j] = _mm512_setzero_ps();
+                } else if (bf16) {
+                    const uint16_t *s = (const uint16_t *)W + (size_t)(r + 16 * h + j) * in + k0 + kk;
+                    v[j] = _mm512_castsi512_ps(_mm512_slli_epi32(
+                        _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, s)), 16));
+                } else {
+                    const float *s = (const float *)W + (size_t)(r + 16 * h + j) * in + k0 + kk;
+                    v[j] = _mm512_maskz_loadu_ps(m, s);
+                }
+            }
+            tr16(v);
+            for (int i = 0; i < kw; i++) _mm512_store_ps(d + (size_t)(kk + i) * NR512, v[i]);
+        }
+    }
+}
+
+AVX512 static inline __attribute__((always_inline)) void tile_512(
+    const int MR, int kc, const float *xp, const float *wp, const float *cin, float *cout,
+    float *Y, size_t ldy, int nr, const float *b, int accumulate, const char *pf, int pfn) {
+    __m512 a0[MR_MAX], a1[MR_MAX];
+#pragma GCC unroll 14
+    for (int m = 0; m < MR; m++) {
+        a0[m] = cin ? _mm512_load_ps(cin + m * NR512) : _mm512_setzero_ps();
+        a1[m] = cin ? _mm512_load_ps(cin + m * NR512 + 16) : _mm512_setzero_ps();
+    }
+    int k = 0;
+    for (; 2 * k < pfn && k < kc; k++, xp += MR, wp += NR512) {
+        _mm_prefetch(pf + (size_t)k * 128, _MM_HINT_T1);
+        _mm_prefetch(pf + (size_t)k * 128 + 64, _MM_HINT_T1);
+        const __m512 w0 = _mm512_load_ps(wp), w1 = _mm512_load_ps(wp + 16);
+#pragma GCC unroll 14
+        for (int m = 0; m < MR; m++) {
+            const __m512 x = _mm512_set1_ps(xp[m]);
+            a0[m] = _mm512_fmadd_ps(w0, x, a0[m]);
+            a1[m] = _mm512_fmadd_ps(w1, x, a1[m]);
+        }
+    }
+    for (; k < kc; k++, xp += MR, wp += NR512) {
+        const __m512 w0 = _mm512_load_ps(wp), w1 = _mm512_load_ps(wp + 16);
+#pragma GCC unroll 14
+        for (int m = 0; m < MR; m++) {
+            const __m512 x = _mm512_set1_ps(xp[m]);
+            a0[m] = _mm512_fmadd_ps(w0, x, a0[m]);
+            a1[m] = _mm512_fmadd_ps(w1, x, a1[m]);
+        }
+    }
+    if (cout) {
+#pragma GCC unroll 14
+        for (int m = 0; m < MR; m++) {
+            _mm512_store_ps(cout + m * NR512, a0[m]);
+            _mm512_store_ps(cout + m * NR512 + 16, a1[m]);
+        }
+        return;
+    }
+    const __mmask16 k0 = (__mmask16)(nr >= 16 ? 0xffff : (1u << nr) - 1);
+    const __mmask16 k1 = (__mmask16)(nr >= 32 ? 0xffff : nr > 16 ? (1u << (nr - 16)) - 1 : 0);
+    const __m512 b0 = b ? _mm512_maskz_loadu_ps(k0, b) : _mm512_setzero_ps();
+    const __m512 b1 = b ? _mm512_maskz_loadu_ps(k1, b + 16) : _mm512_setzero_ps();
+#pragma GCC unroll 14
+    for (int m = 0; m < MR; m++) {
+        float *y = Y + (size_t)m * ldy;
+        __m512 v0 = a0[m], v1 = a1[m];
+        if (b) v0 = _mm512_add_ps(v0, b0), v1 = _mm512_add_ps(v1, b1);
+        if (accumulate) {
+            v0 = _mm512_add_ps(_mm512_maskz_loadu_ps(k0, y), v0);
+            v1 = _mm512_add_ps(_mm512_maskz_loadu_ps(k1, y + 16), v1);
+        }
+        _mm512_mask_storeu_ps(y, k0, v0);
+        _mm512_mask_storeu_ps(y + 16, k1, v1);
+    }
+}
+
+#define TILE512(M_)                                                                              \
+    AVX512 static void tile512_##M_(int kc, const float *xp, const float *wp, const float *cin,  \
+                                    float *cout, float *Y, size_t ldy, int nr, const float *b,   \
+                                    int accumulate, const char *pf, int pfn) {                   \
+        tile_512(M_, kc, xp, wp, cin, cout, Y, ldy, nr, b, accumulate, pf, pfn);                 \
+    }
+TILE512(1) TILE512(2) TILE512(3) TILE512(4) TILE512(5) TILE512(6) TILE512(7)
+TILE512(8) TILE512(9) TILE512(10) TILE512(11) TILE512(12) TILE512(13) TILE512(14)
+#undef TILE512
+
+static const gemm_level level512 = {
+    NR512, 14, pack_512,
+    {NULL, tile512_1, tile512_2, tile512_3, tile512_4, tile512_5, tile512_6, tile512_7,
+     tile512_8, tile512_9, tile512_10, tile512_11, tile512_12, tile512_13, tile512_14}};
+
+AVX512 static void gemm_f32_avx512(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
+                                   const float *W, const float *b, int in, int r0, int r1,
+                                   int accumulate) {
+    gemm_drive(&level512, Y, ldy, X, ldx, nb, W, 0, b, in, r0, r1, accumulate);
+}
+AVX512 static void gemm_bf16_avx512(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
+                                    const uint16_t *W, const float *b, int in, int r0, int r1,
+                                    int accumulate) {
+    gemm_drive(&level512, Y, ldy, X, ldx, nb, W, 1, b, in, r0, r1, accumulate);
+}
+
+/* ------------------------------------------------------------------------------ AVX2 */
+
+#define AVX2 __attribute__((target("avx2,fma")))
+enum { NR256 = 16, MR256 = 6 };
+
+/* 8 x 8 transpose: r[j] row j in, r[c] column c out. */
+AVX2 static inline void tr8(__m256 r[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int q = 0; q < 2; q++) {
+        u[4 * q + 0] = _mm256_shuffle_ps(t[4 * q], t[4 * q + 2], 0x44);
+        u[4 * q + 1] = _mm256_shuffle_ps(t[4 * q], t[4 * q + 2], 0xEE);
+        u[4 * q + 2] = _mm256_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0x44);
+        u[4 * q + 3] = _mm256_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0xEE);
+    }
+    for (int c = 0; c < 4; c++) {
+        r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+        r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+    }
+}
+
+AVX2 static void pack_256(float *dst, const void *W, int bf16, int in, int r, int nr, int k0,
+                          int kc) {
+    const int kc8 = kc & ~7;
+    for (int h = 0; h < 2; h++) {
+        const int nh = nr - 8 * h < 0 ? 0 : nr - 8 * h > 8 ? 8 : nr - 8 * h;
+        float *d = dst + 8 * h;
+        for (int kk = 0; kk < kc8; kk += 8) {
+            __m256 v[8];
+            for (int j = 0; j < 8; j++) {
+                if (j >= nh) {
+                    v[j] = _mm256_setzero_ps();
+                } else if (bf16) {
+                    const uint16_t *s = (const uint16_t *)W + (size_t)(r + 8 * h + j) * in + k0 + kk;
+                    v[j] = _mm256_castsi256_ps(_mm256_slli_epi32(
+                        _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)s)), 16));
+                } else {
+                    v[j] = _mm256_loadu_ps((const float *)W + (size_t)(r + 8 * h + j) * in + k0 + kk);
+                }
+            }
+            tr8(v);
+            for (int i = 0; i < 8; i++) _mm256_store_ps(d + (size_t)(kk + i) * NR256, v[i]);
+        }
+        for (int k = kc8; k < kc; k++) /* the last kc % 8 columns */
+            for (int j = 0; j < 8; j++) {
+                const size_t o = (size_t)(r + 8 * h + j) * in + k0 + k;
+                d[(size_t)k * NR256 + j] = j >= nh ? 0.0f
+                                           : bf16  ? bf16f(((const uint16_t *)W)[o])
+                                                   : ((const float *)W)[o];
+            }
+    }
+}
+
+AVX2 static inline __m256i lanes_below(int n) { /* all-ones in lanes < n */
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+AVX2 static inline __attribute__((always_inline)) void tile_256(
+    const int MR, int kc, const float *xp, const float *wp, const float *cin, float *cout,
+    float *Y, size_t ldy, int nr, const float *b, int accumulate, const char *pf, int pfn) {
+    __m256 a0[MR256], a1[MR256];
+#pragma GCC unroll 6
+    for (int m = 0; m < MR; m++) {
+        a0[m] = cin ? _mm256_load_ps(cin + m * NR256) : _mm256_setzero_ps();
+        a1[m] = cin ? _mm256_load_ps(cin + m * NR256 + 8) : _mm256_setzero_ps();
+    }
+    int k = 0;
+    for (; 2 * k < pfn && k < kc; k++, xp += MR, wp += NR256) {
+        _mm_prefetch(pf + (size_t)k * 128, _MM_HINT_T1);
+        _mm_prefetch(pf + (size_t)k * 128 + 64, _MM_HINT_T1);
+        const __m256 w0 = _mm256_load_ps(wp), w1 = _mm256_load_ps(wp + 8);
+#pragma GCC unroll 6
+        for (int m = 0; m < MR; m++) {
+            const __m256 x = _mm256_broadcast_ss(xp + m);
+            a0[m] = _mm256_fmadd_ps(w0, x, a0[m]);
+            a1[m] = _mm256_fmadd_ps(w1, x, a1[m]);
+        }
+    }
+    for (; k < kc; k++, xp += MR, wp += NR256) {
+        const __m256 w0 = _mm256_load_ps(wp), w1 = _mm256_load_ps(wp + 8);
+#pragma GCC unroll 6
+        for (int m = 0; m < MR; m++) {
+            const __m256 x = _mm256_broadcast_ss(xp + m);
+            a0[m] = _mm256_fmadd_ps(w0, x, a0[m]);
+            a1[m] = _mm256_fmadd_ps(w1, x, a1[m]);
+        }
+    }
+    if (cout) {
+#pragma GCC unroll 6
+        for (int m = 0; m < MR; m++) {
+            _mm256_store_ps(cout + m * NR256, a0[m]);
+            _mm256_store_ps(cout + m * NR256 + 8, a1[m]);
+        }
+        return;
+    }
+    const __m256i k0 = lanes_below(nr), k1 = lanes_below(nr - 8);
+    const __m256 b0 = b ? _mm256_maskload_ps(b, k0) : _mm256_setzero_ps();
+    const __m256 b1 = b ? _mm256_maskload_ps(b + 8, k1) : _mm256_setzero_ps();
+#pragma GCC unroll 6
+    for (int m = 0; m < MR; m++) {
+        float *y = Y + (size_t)m * ldy;
+        __m256 v0 = a0[m], v1 = a1[m];
+        if (b) v0 = _mm256_add_ps(v0, b0), v1 = _mm256_add_ps(v1, b1);
+        if (accumulate) {
+            v0 = _mm256_add_ps(_mm256_maskload_ps(y, k0), v0);
+            v1 = _mm256_add_ps(_mm256_maskload_ps(y + 8, k1), v1);
+        }
+        _mm256_maskstore_ps(y, k0, v0);
+        _mm256_maskstore_ps(y + 8, k1, v1);
+    }
+}
+
+#define TILE256(M_)                                                                              \
+    AVX2 static void tile256_##M_(int kc, const float *xp, const float *wp, const float *cin,    \
+                                  float *cout, float *Y, size_t ldy, int nr, const float *b,     \
+                                  int accumulate, const char *pf, int pfn) {                     \
+        tile_256(M_, kc, xp, wp, cin, cout, Y, ldy, nr, b, accumulate, pf, pfn);                 \
+    }
+TILE256(1) TILE256(2) TILE256(3) TILE256(4) TILE256(5) TILE256(6)
+#undef TILE256
+
+static const gemm_level level256 = {
+    NR256, MR256, pack_256,
+    {NULL, tile256_1, tile256_2, tile256_3, tile256_4, tile256_5, tile256_6}};
+
+AVX2 static void gemm_f32_avx2(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
+                               const float *W, const float *b, int in, int r0, int r1,
+                               int accumulate) {
+    gemm_drive(&level256, Y, ldy, X, ldx, nb, W, 0, b, in, r0, r1, accumulate);
+}
+AVX2 static void gemm_bf16_avx2(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
+                                const uint16_t *W, const float *b, int in, int r0, int r1,
+                                int accumulate) {
+    gemm_drive(&level256, Y, ldy, X, ldx, nb, W, 1, b, in, r0, r1, accumulate);
+}
+#endif
+
+void wb_kernels_gemm_register(wb_kernel_table *t, wb_isa isa) {
+    if (isa == WB_ISA_PORTABLE) {
+        t->gemm_f32 = gemm_f32_portable;
+        t->gemm_bf16 = gemm_bf16_portable;
+        t->name_gemm = "portable fused chain";
+    }
+#ifdef WB_X86
+    if (isa == WB_ISA_AVX2) {
+        t->gemm_f32 = gemm_f32_avx2;
+        t->gemm_bf16 = gemm_bf16_avx2;
+        t->name_gemm = "avx2 packed 6x16 outer product";
+    }
+    if (isa == WB_ISA_AVX512) {
+        t->gemm_f32 = gemm_f32_avx512;
+        t->gemm_bf16 = gemm_bf16_avx512;
+        t->name_gemm = "avx512 packed 14x32 outer product";
+    }
+#endif
+}
