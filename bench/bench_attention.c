@@ -5,8 +5,7 @@
  * Prefill work is split as core/llama.c splits it (items of 16 queries x the 7 heads of one KV
  * head); time is the thread's CPU time (a shared machine's descheduling left out), median [min -
  * max] of REPS repeats; GFLOP/s counts the causal multiply-adds (4 x head_dim per query and key
- * it sees, scores and weighted sum). The avx2 level runs the kernel that served every level before
- * the AVX-512 one (6-query blocks, one head at a time), so its column is the "before".
+ * it sees, scores and weighted sum). x avx2 = the avx2 level's time / this level's, same run.
  */
 #include "bench_args.h"
 #include "cpu.h"

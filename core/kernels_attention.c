@@ -179,24 +179,16 @@ AVX2 static void transpose_keys(float *kt, const float *k, size_t ldkv, int P, i
  *   after the exp (no scalar tails), the 1/sum left for the end;
  * - the weighted sum of values (over V packed to hs-float rows) takes two queries at a time, V
  *   rows loaded once for both, and is scaled by 1/sum on the store.
- * Needs hs % 8 == 0. */
+ * kt and the packed V (v, rows of hs) come from attention_block_avx2_heads, once for all the heads
+ * that share them; S [6, P16] is scratch. Needs hs % 8 == 0. */
 AVX2 static void attention_block_avx2(float *out, size_t ldo, const float *q, size_t ldq,
-                                      const float *k, const float *v, size_t ldkv, int pos, int nq,
-                                      int hs, float *scratch) {
+                                      const float *kt, const float *v, float *S, int pos, int nq,
+                                      int hs) {
     const int P = pos + nq, P16 = (P + 15) & ~15;
+    const size_t ldkv = (size_t)hs;
     const __m256 scale = _mm256_set1_ps(1.0f / sqrtf((float)hs));
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
     const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
-    /* kt [hs, P16], S [6, P16], vc [P, hs]: V rows packed, as rows ldkv floats apart (a power
-     * of two in a model) all fall into a few L1 sets and evict each other */
-    /* 64-byte aligned: the score loop's 16-key loads then never split a cache line (a
-     * quarter faster); wb_attention_block_scratch has the 15 floats of slack */
-    float *kt = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-    float *S = kt + (size_t)hs * P16, *vc = S + 6 * (size_t)P16;
-    transpose_keys(kt, k, ldkv, P, P16, hs);
-    for (int t = 0; t < P; t++) memcpy(vc + (size_t)t * hs, v + (size_t)t * ldkv, (size_t)hs * 4);
-    v = vc;
-    ldkv = (size_t)hs;
     for (int i0 = 0; i0 < nq; i0 += 6) {
         const int g = nq - i0 < 6 ? nq - i0 : 6;
         const int L = pos + i0 + g, L16 = (L + 15) & ~15; /* keys the group's last query sees */
@@ -545,9 +537,9 @@ static void attention_block_by_query(const wb_kernel_table *kt, float *out, size
 }
 
 #ifdef WB_X86
-/* The AVX2 block kernel takes one head with every key from 0 (hs % 8 == 0): the heads one after
- * the other, each transposing the keys again. */
-static void attention_block_avx2_heads(float *out, size_t ldo, const float *q, size_t ldq,
+/* The AVX2 block kernel takes one head at a time with every key from 0 (hs % 8 == 0); the keys
+ * are transposed and the values packed once for the ng heads that share them. */
+AVX2 static void attention_block_avx2_heads(float *out, size_t ldo, const float *q, size_t ldq,
                                        const float *k, const float *v, size_t ldkv, int pos,
                                        int nq, int ng, int hs, int window, float *scratch) {
     if (hs % 8 || (window && pos + nq - 1 >= window)) {
@@ -555,9 +547,18 @@ static void attention_block_avx2_heads(float *out, size_t ldo, const float *q, s
                                  scratch);
         return;
     }
+    const int P = pos + nq, P16 = (P + 15) & ~15;
+    /* kt [hs, P16], S [6, P16], vc [P, hs]: V rows packed, as rows ldkv floats apart (a power
+     * of two in a model) all fall into a few L1 sets and evict each other */
+    /* 64-byte aligned: the score loop's 16-key loads then never split a cache line (a
+     * quarter faster); wb_attention_block_scratch has the 15 floats of slack */
+    float *kt = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    float *S = kt + (size_t)hs * P16, *vc = S + 6 * (size_t)P16;
+    transpose_keys(kt, k, ldkv, P, P16, hs);
+    for (int t = 0; t < P; t++) memcpy(vc + (size_t)t * hs, v + (size_t)t * ldkv, (size_t)hs * 4);
     for (int g = 0; g < ng; g++)
-        attention_block_avx2(out + (size_t)g * hs, ldo, q + (size_t)g * hs, ldq, k, v, ldkv, pos,
-                             nq, hs, scratch);
+        attention_block_avx2(out + (size_t)g * hs, ldo, q + (size_t)g * hs, ldq, kt, vc, S, pos,
+                             nq, hs);
 }
 #endif
 
@@ -571,7 +572,7 @@ void wb_kernels_attention_register(wb_kernel_table *t, wb_isa isa) {
     if (isa == WB_ISA_AVX2) {
         t->attention = attention_avx2;
         t->attention_block = attention_block_avx2_heads;
-        t->name_attention = "avx2 6-query blocks per head";
+        t->name_attention = "avx2 6-query blocks, keys packed once per KV head";
     }
     if (isa == WB_ISA_AVX512) {
         t->attention_block = attention_block_avx512;
