@@ -162,10 +162,11 @@ static int sync_bench(int reps) {
  * the first tokens', not the warmed-up loop's. WB_BENCH_ONLY=fresh runs PROCS fresh processes
  * (this executable re-run with WB_BENCH_FRESH=dir, and alternately WB_BENCH_OTHER, an older
  * build of this bench, so old and new see the same machine), each loading the model, then
- * timing every one of its first FRESH_N decode steps (the first includes starting the pool),
- * then FRESH_N more after a warm-up, as the steady state. Per process: ms/token of step 1, of
- * steps 1-8, of steps 1-64, and steady; the parent prints median [min - max] over processes. */
-enum { FRESH_N = 64, FRESH_WARM = 3, FRESH_STEADY = 9, FRESH_COLS = 4 };
+ * timing every one of its first FRESH_N decode steps, then FRESH_N more after a warm-up, as the
+ * steady state, then the CPU time the process uses in 300 ms of idleness (an idle pool must
+ * sleep). Per process: ms/token of step 1, of steps 1-8, of steps 1-64, steady, and idle CPU ms;
+ * the parent prints median [min - max] over processes. */
+enum { FRESH_N = 64, FRESH_WARM = 3, FRESH_STEADY = 9, FRESH_COLS = 5 };
 
 static int fresh_child(const char *dir, int nt) {
     wb_model *m = NULL;
@@ -194,8 +195,14 @@ static int fresh_child(const char *dir, int nt) {
             wb_session_decode(s, (int32_t)((i * 131 + 7) % V), logits, NULL);
         if (r >= FRESH_WARM) rep[r - FRESH_WARM] = (wb_clock_ms() - t0) / FRESH_N;
     }
-    printf("fresh %.5f %.5f %.5f %.5f\n", step[1] - step[0], (step[8] - step[0]) / 8,
-           (step[FRESH_N] - step[0]) / FRESH_N, stats(rep, FRESH_STEADY).med);
+    /* an idle pool must sleep: the process's CPU time over 300 ms after the last step */
+    struct timespec c0, c1, nap = {0, 300000000};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+    nanosleep(&nap, NULL);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+    const double idle = (c1.tv_sec - c0.tv_sec) * 1e3 + (c1.tv_nsec - c0.tv_nsec) * 1e-6;
+    printf("fresh %.5f %.5f %.5f %.5f %.5f\n", step[1] - step[0], (step[8] - step[0]) / 8,
+           (step[FRESH_N] - step[0]) / FRESH_N, stats(rep, FRESH_STEADY).med, idle);
     wb_session_free(s);
     wb_model_free(m);
     free(logits);
@@ -211,7 +218,9 @@ static int fresh_run(const char *exe, const char *dir, int nt, double out[FRESH_
     char line[256];
     int ok = 0;
     while (fgets(line, sizeof line, p))
-        if (sscanf(line, "fresh %lf %lf %lf %lf", &out[0], &out[1], &out[2], &out[3]) == 4) ok = 1;
+        if (sscanf(line, "fresh %lf %lf %lf %lf %lf", &out[0], &out[1], &out[2], &out[3],
+                   &out[4]) == 5)
+            ok = 1;
     return pclose(p) == 0 && ok ? 0 : -1;
 }
 
@@ -241,9 +250,10 @@ static int fresh_parent(const char *dir, int procs) {
     getloadavg(la1, 3);
     printf("fresh processes: %d per row, interleaved; load average %.2f at start, %.2f at end\n",
            procs, la0[0], la1[0]);
-    printf("  ms/token, median [min - max] over processes:\n");
-    static const char *const col[FRESH_COLS] = {"step 1 (starts the pool)", "steps 1-8",
-                                                "steps 1-64", "steady (64 after warm-up)"};
+    printf("  ms/token (idle: CPU ms), median [min - max] over processes:\n");
+    static const char *const col[FRESH_COLS] = {"step 1", "steps 1-8", "steps 1-64",
+                                                "steady (64 after warm-up)",
+                                                "idle CPU ms in 300 ms after"};
     for (int e = 0; e < n_exe; e++)
         for (int nt = 1; nt <= 2; nt++) {
             printf("  %s, %d thread%s\n", e ? "other (WB_BENCH_OTHER)" : "this build", nt,

@@ -510,10 +510,13 @@ static void phase_run(const decode_job *j, int kind, int l, int i0, int i1, int 
     const gpt2_layer *ly = l >= 0 ? &g->layers[l] : NULL;
     int r0 = i0 * rows, r1 = i1 * rows;
     switch (kind) {
-    case PH_QKV_ATT: /* qkv [3C]: the q, k and v rows of heads i0..i1 */
-        for (int part = 0; part < 3; part++)
-            wb_mat_mul(j->qkv, xn, 1, &ly->qkv, ly->qkv_b, part * C + i0 * hs, part * C + i1 * hs,
-                       0, 0);
+    case PH_QKV_ATT: /* qkv [3C]: the q, k and v rows of heads i0..i1 (every row at once) */
+        if (i0 == 0 && i1 == NH)
+            wb_mat_mul(j->qkv, xn, 1, &ly->qkv, ly->qkv_b, 0, 3 * C, 0, 0);
+        else
+            for (int part = 0; part < 3; part++)
+                wb_mat_mul(j->qkv, xn, 1, &ly->qkv, ly->qkv_b, part * C + i0 * hs,
+                           part * C + i1 * hs, 0, 0);
         /* fall through */
     case PH_ATT: {
         float *kl = sq->k + (size_t)l * sq->cache_ctx * C, *vl = sq->v + (size_t)l * sq->cache_ctx * C;
