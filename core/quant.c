@@ -877,41 +877,64 @@ VNNI512 static void tile_run_n(int n, const pack16 *P, int nbk, const uint8_t *r
     }
 }
 
-/* The chunk [b0, b0 + nbk) of 16 rows into P (Q8_0: bytes xor 0x80; Q4_0: nibbles). The bytes
- * come as 8-byte gathers (half the loads of 4-byte ones), rows 0-7 and 8-15 apart, and two
- * permutes make the two dword registers of each qword. */
-INLINE_VNNI512 void pack_chunk(const int q8, pack16 *P, __m512i offs, const uint8_t *base, int b0, int nbk) {
+/* The chunk [b0, b0 + nbk) of 16 rows into P (Q8_0: bytes xor 0x80; Q4_0: nibbles). The rows'
+ * bytes come in by plain loads (two rows a register for Q8_0, rows i + 8 in the upper half;
+ * four for Q4_0, one a 128-bit lane) and are transposed to dwords by unpacks and one
+ * two-source permute level: gathers, 8 or 4 a block, measured slower on this CPU (they were
+ * 40% of the prefill GEMM's time at 44 inputs). The scales come from one gather a block. */
+INLINE_VNNI512 void pack_chunk(const int q8, pack16 *P, __m512i offs, const uint8_t *const rows[16], int b0, int nbk) {
     const __m512i m4 = _mm512_set1_epi8(15), flip = _mm512_set1_epi8((char)0x80);
-    const __m256i olo = _mm512_castsi512_si256(offs), ohi = _mm512_extracti64x4_epi64(offs, 1);
-    _Alignas(64) int32_t ev[16];
-    for (int i = 0; i < 16; i++) ev[i] = i < 8 ? 2 * i : 16 + 2 * (i - 8);
-    const __m512i even = _mm512_load_si512(ev), odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    const __m512i lo_idx = _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0);
+    const __m512i hi_idx = _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2);
     const size_t bs = q8 ? 34 : 18;
     for (int i = 0; i < nbk; i++) {
-        const uint8_t *blk = base + (size_t)(b0 + i) * bs;
-        for (int h = 0; h < (q8 ? 4 : 2); h++) {
-            const __m512i lo = _mm512_i32gather_epi64(olo, (const void *)(blk + 2 + 8 * h), 1);
-            const __m512i hi = _mm512_i32gather_epi64(ohi, (const void *)(blk + 2 + 8 * h), 1);
-            const __m512i g0 = _mm512_permutex2var_epi32(lo, even, hi);
-            const __m512i g1 = _mm512_permutex2var_epi32(lo, odd, hi);
-            if (q8) {
-                P[i].w[2 * h] = _mm512_xor_si512(g0, flip);
-                P[i].w[2 * h + 1] = _mm512_xor_si512(g1, flip);
-            } else {
-                P[i].w[2 * h] = _mm512_and_si512(g0, m4);
-                P[i].w[2 * h + 4] = _mm512_and_si512(_mm512_srli_epi32(g0, 4), m4);
-                P[i].w[2 * h + 1] = _mm512_and_si512(g1, m4);
-                P[i].w[2 * h + 5] = _mm512_and_si512(_mm512_srli_epi32(g1, 4), m4);
+        const size_t o = (size_t)(b0 + i) * bs + 2;
+        if (q8) {
+            __m512i in[8], t[8], u[8];
+            for (int r = 0; r < 8; r++)
+                in[r] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(rows[r] + o))),
+                                           _mm256_loadu_si256((const __m256i *)(rows[r + 8] + o)), 1);
+            for (int p = 0; p < 4; p++) {
+                t[2 * p] = _mm512_unpacklo_epi32(in[2 * p], in[2 * p + 1]);
+                t[2 * p + 1] = _mm512_unpackhi_epi32(in[2 * p], in[2 * p + 1]);
+            }
+            for (int h = 0; h < 2; h++) {
+                u[4 * h + 0] = _mm512_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+                u[4 * h + 1] = _mm512_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+                u[4 * h + 2] = _mm512_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+                u[4 * h + 3] = _mm512_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+            }
+            /* u[k] (k < 4): 128-bit lane 0 = rows 0-3 dword k, lane 1 = rows 0-3 dword k + 4, lanes
+             * 2-3 the same for rows 8-11; u[4 + k] rows 4-7 and 12-15 */
+            for (int k = 0; k < 4; k++) {
+                P[i].w[k] = _mm512_xor_si512(_mm512_permutex2var_epi64(u[k], lo_idx, u[4 + k]), flip);
+                P[i].w[k + 4] = _mm512_xor_si512(_mm512_permutex2var_epi64(u[k], hi_idx, u[4 + k]), flip);
+            }
+        } else {
+            __m512i in[4];
+            for (int p = 0; p < 4; p++) {
+                __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(rows[p] + o)));
+                v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rows[p + 4] + o)), 1);
+                v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rows[p + 8] + o)), 2);
+                in[p] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rows[p + 12] + o)), 3);
+            }
+            const __m512i t0 = _mm512_unpacklo_epi32(in[0], in[1]), t1 = _mm512_unpackhi_epi32(in[0], in[1]);
+            const __m512i t2 = _mm512_unpacklo_epi32(in[2], in[3]), t3 = _mm512_unpackhi_epi32(in[2], in[3]);
+            const __m512i g[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
+                                  _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
+            for (int k = 0; k < 4; k++) {
+                P[i].w[k] = _mm512_and_si512(g[k], m4);
+                P[i].w[k + 4] = _mm512_and_si512(_mm512_srli_epi32(g[k], 4), m4);
             }
         }
-        P[i].d = gather_f16(offs, blk);
+        P[i].d = gather_f16(offs, rows[0] + o - 2);
     }
 }
 
 /* Software prefetch of rows [ra, rb_) (clamped to r1) over bytes [off, off + len) of each. */
 static inline void prefetch_rows(const uint8_t *W, size_t rb, int ra, int rz, int r1, size_t off, size_t len) {
     for (int r = ra; r < rz && r < r1; r++)
-        for (size_t p = 0; p < len; p += 64) _mm_prefetch((const char *)W + (size_t)r * rb + off + p, _MM_HINT_T0);
+        for (size_t p = 0; p < len; p += 64) _mm_prefetch((const char *)W + (size_t)r * rb + off + p, _MM_HINT_T1);
 }
 
 INLINE_VNNI512 void gemm_tiles(const int q8, float *Y, size_t ldy, const uint8_t *grp, int nb,
@@ -923,11 +946,10 @@ INLINE_VNNI512 void gemm_tiles(const int q8, float *Y, size_t ldy, const uint8_t
     for (int r = r0; r < r1; r += 16) {
         const uint8_t *rows[16];
         const __m512i offs = group_rows(W, rb, r, r1, rows);
-        const uint8_t *base = W + (size_t)r * rb;
         memset(acc, 0, sizeof(float) * 16 * (size_t)nb);
         for (int b0 = 0; b0 < nblk; b0 += KC) {
             const int nbk = nblk - b0 < KC ? nblk - b0 : KC;
-            pack_chunk(q8, P, offs, base, b0, nbk);
+            pack_chunk(q8, P, offs, rows, b0, nbk);
             /* the next chunk (of these rows, or the first of the next rows) comes in while the
              * inputs run, a share of its rows beside each input group */
             const int nr = b0 + KC < nblk ? r : r + 16, nb0 = b0 + KC < nblk ? b0 + KC : 0;
