@@ -268,10 +268,14 @@ int main(int argc, char **argv) {
                              {.name = "Q8_0", .weights = WB_WEIGHTS_Q8_0},
                              {.name = "Q4_0", .weights = WB_WEIGHTS_Q4_0}};
         enum { NTOK = 16 };
-        printf("\nQwen2.5-0.5B-shaped model, 2 threads: prefill (ms), decode (ms/token over %d tokens "
-               "after 44), bound = weight bytes / 2-thread read rate measured before each decode\n\n", NTOK);
-        printf("| weights | weight GB | prefill 44 | prefill 268 | decode | read GB/s | bound | decode / bound |\n");
-        printf("|---|---|---|---|---|---|---|---|\n");
+        /* multiply-adds of a prefill of n tokens: every layer's matrices for all rows, the head for the
+         * last one (x 2 ops) */
+#define PREFILL_OPS(n) (2.0 * (n) * L * ((double)C * (NH * HD + 2 * NKV * HD) + (double)NH * HD * C + 3.0 * C * F) + 2.0 * V * C)
+        printf("\nQwen2.5-0.5B-shaped model, 2 threads: prefill (ms, and its matrix products' Gop/s as a fraction "
+               "of 2 cores' peak above: FMA for BF16, %s for the quantized), decode (ms/token over %d tokens after 44), bound = weight bytes / "
+               "2-thread read rate measured before each decode\n\n", have512 ? "int8 vpdpbusd" : "(no AVX-512: none)", NTOK);
+        printf("| weights | weight GB | prefill 44 | of peak | prefill 268 | of peak | decode | read GB/s | bound | decode / bound |\n");
+        printf("|---|---|---|---|---|---|---|---|---|---|\n");
         for (int w = 0; w < 3; w++) {
             model_row *R = &rows[w];
             wb_model_params p = wb_model_default_params();
@@ -316,8 +320,9 @@ int main(int argc, char **argv) {
             wb_model_free(m);
             stat3 a = stats(R->p44, reps), b = stats(R->p268, reps), c = stats(R->dec, reps),
                   g = stats(R->bw, reps), bd = stats(R->bound, reps), ra = stats(R->ratio, reps);
-            printf("| %s | %.3f | %.0f [%.0f - %.0f] | %.0f [%.0f - %.0f] | %.1f [%.1f - %.1f] | %.1f [%.1f - %.1f] | %.1f | %.2fx [%.2f - %.2f] |\n",
-                   R->name, R->gb, a.med, a.lo, a.hi, b.med, b.lo, b.hi, c.med, c.lo, c.hi, g.med, g.lo,
+            printf("| %s | %.3f | %.0f [%.0f - %.0f] | %.0f%% | %.0f [%.0f - %.0f] | %.0f%% | %.1f [%.1f - %.1f] | %.1f [%.1f - %.1f] | %.1f | %.2fx [%.2f - %.2f] |\n",
+                   R->name, R->gb, a.med, a.lo, a.hi, have512 ? 100 * PREFILL_OPS(44) / (a.med * 1e6) / (w == 0 ? 2 * sf.med : 2 * si.med) : 0,
+                   b.med, b.lo, b.hi, have512 ? 100 * PREFILL_OPS(268) / (b.med * 1e6) / (w == 0 ? 2 * sf.med : 2 * si.med) : 0, c.med, c.lo, c.hi, g.med, g.lo,
                    g.hi, bd.med, ra.med, ra.lo, ra.hi);
             fflush(stdout);
         }
