@@ -1,0 +1,118 @@
+/* bench_quant_kernels.c - every Q8_0 / Q4_0 kernel variant this CPU runs (wb_quant_kernel_variants:
+ * portable excluded, AVX2 maddubs, AVX2 + AVX-VNNI, AVX-512 VNNI) on Qwen2.5-0.5B's MLP shapes
+ * (896 x 4864, the down projection, and 4864 x 896, gate/up) at 1, 44 and 268 inputs, 1 thread.
+ * Times are thread CPU time (CLOCK_THREAD_CPUTIME_ID), so a shared machine's descheduling is left
+ * out; each repeat measures the int8 vpdpbusd peak (24 independent chains) right before it, and
+ * the fraction of peak is the median Gop/s over the median peak. Inputs are quantized inside each
+ * product, as in a model. The matrices (4.6 MB) stay in the last-level cache between repeats,
+ * so this is the kernels' compute rate, not a model's (which streams its weights from memory).
+ *
+ *   bench_quant_kernels [repeats] [variant-substring]
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <immintrin.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench_args.h"
+#include "cpu.h"
+#include "quant.h"
+#include "wb_model.h"
+
+#define MAXR 31
+
+static double cpu_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static unsigned long long rs = 88172645463325252ull;
+static unsigned xr(void) {
+    rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
+    return (unsigned)(rs >> 32);
+}
+
+#define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+VNNI static double int8_peak(long iters) { /* Gop/s (multiply + add per byte pair), this thread */
+    __m512i a[24];
+    for (int i = 0; i < 24; i++) a[i] = _mm512_set1_epi32(i);
+    const __m512i u = _mm512_set1_epi8(3), s8 = _mm512_set1_epi8(-2);
+    const double t0 = cpu_ms();
+    for (long k = 0; k < iters; k++) {
+#pragma GCC unroll 24
+        for (int i = 0; i < 24; i++) a[i] = _mm512_dpbusd_epi32(a[i], u, s8);
+    }
+    const double ms = cpu_ms() - t0;
+    long long s = 0;
+    for (int i = 0; i < 24; i++) s += _mm512_reduce_add_epi32(a[i]);
+    if (s == 12345) puts("");
+    return (double)iters * 24 * 64 * 2 / (ms * 1e6);
+}
+
+static int cmpd(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+    bench_args(argc, argv, "[REPS=5] [VARIANT]\n  Q8_0/Q4_0 kernel variants on Qwen2.5-0.5B's MLP shapes, "
+               "1 thread, thread CPU time, against the int8 peak measured beside each repeat", NULL);
+    int reps = argc > 1 ? atoi(argv[1]) : 5;
+    if (reps < 3) reps = 3;
+    if (reps > MAXR) reps = MAXR;
+    const char *only = argc > 2 ? argv[2] : NULL;
+    const int have512 = wb_cpu()->avx512f && wb_cpu()->avx512vnni;
+    const wb_quant_kernels *v[8];
+    const int nv = wb_quant_kernel_variants(v, 8);
+    enum { MAXIN = 4864, MAXNB = 268 };
+    static const int shapes[2][2] = {{896, 4864}, {4864, 896}}, nbs[3] = {1, 44, 268};
+    float *X = malloc(sizeof(float) * MAXNB * MAXIN), *Y = malloc(sizeof(float) * MAXNB * MAXIN);
+    float *row = malloc(sizeof(float) * MAXIN);
+    if (!X || !Y || !row) return 1;
+    for (int i = 0; i < MAXNB * MAXIN; i++) X[i] = (float)((int)(xr() >> 22) - 512) / 512.0f;
+    printf("| type | rows x cols | variant | inputs | ms (CPU) | Gop/s | int8 peak Gop/s | of peak |\n");
+    printf("|---|---|---|---|---|---|---|---|\n");
+    for (int t = 0; t < 2; t++) {
+        const wb_qtype qt = t ? WB_QT_Q4_0 : WB_QT_Q8_0;
+        for (int s = 0; s < 2; s++) {
+            const int R = shapes[s][0], IN = shapes[s][1];
+            const size_t rb = wb_quant_row_bytes(qt, IN);
+            unsigned char *W = aligned_alloc(64, (rb * (size_t)R + 63) & ~(size_t)63);
+            if (!W) return 1;
+            for (int r = 0; r < R; r++) {
+                for (int i = 0; i < IN; i++) row[i] = (float)((int)(xr() >> 22) - 512) / 512.0f;
+                wb_quantize_row(qt, W + rb * (size_t)r, row, IN);
+            }
+            for (int k = 1; k < nv; k++) { /* v[0] is portable */
+                if (only && !strstr(wb_quant_kernels_name(v[k]), only)) continue;
+                for (int q = 0; q < 3; q++) {
+                    const int nb = nbs[q], it = nb == 1 ? 20 : 1;
+                    double ts[MAXR], pk[MAXR];
+                    wb_gemm_q_with(v[k], qt, Y, (size_t)R, X, IN, nb, W, NULL, IN, 0, R, 0, NULL);
+                    for (int rep = 0; rep < reps; rep++) {
+                        pk[rep] = have512 ? int8_peak(200000) : 0;
+                        const double t0 = cpu_ms();
+                        for (int i = 0; i < it; i++)
+                            wb_gemm_q_with(v[k], qt, Y, (size_t)R, X, IN, nb, W, NULL, IN, 0, R, 0, NULL);
+                        ts[rep] = (cpu_ms() - t0) / it;
+                    }
+                    qsort(ts, (size_t)reps, sizeof *ts, cmpd);
+                    qsort(pk, (size_t)reps, sizeof *pk, cmpd);
+                    const double gop = 2.0 * nb * R * IN / (ts[reps / 2] * 1e6);
+                    printf("| %s | %d x %d | %s | %d | %.3f [%.3f - %.3f] | %.0f | %.0f | %.0f%% |\n",
+                           wb_qtype_name(qt), R, IN, wb_quant_kernels_name(v[k]), nb, ts[reps / 2], ts[0],
+                           ts[reps - 1], gop, pk[reps / 2], have512 ? 100 * gop / pk[reps / 2] : 0);
+                    fflush(stdout);
+                }
+            }
+            free(W);
+        }
+    }
+    free(X), free(Y), free(row);
+    return 0;
+}
