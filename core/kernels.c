@@ -344,7 +344,7 @@ AVX2 static void layernorm_avx2(float *out, float *x, const float *add, const fl
 /* ------------------------------------------------------------------------------ AVX-512 */
 
 /* The F32 GEMV / batched GEMV at the AVX-512 level, one summation order for every nb (decode,
- * batches, prompts up to WB_SMALL_ROWS), so a row of a batch gets the bits it gets alone:
+ * batches, prompts shorter than WB_PROMPT_ROWS), so a row of a batch gets the bits it gets alone:
  *
  *   one 16-lane accumulator per output over the columns in chunks of 16, in order (columns past
  *   `in` are zeros); the 16 lanes added by a fixed tree (halves, then the transposing hadd tree

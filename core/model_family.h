@@ -210,7 +210,8 @@ typedef struct wb_seq_rows {
 /* A sequence of at least WB_PROMPT_ROWS rows in a forward call is a prompt: its matrix products
  * go through the packed GEMM (WB_MM_PROMPT); shorter ones (decode rows, short prompts) through
  * the GEMV kernels (WB_MM_ROWS). The choice depends on the sequence alone, so each sequence's
- * rows get the same bits whatever else shares the batch. 32: about the measured crossover
+ * rows get the same bits whatever else shares the batch. 32: between the measured crossovers (F32
+ * and AVX2 about 8-12 rows, AVX-512 BF16 about 44)
  * (docs/performance.md, "Session 3: prefill GEMM"). */
 #define WB_PROMPT_ROWS 32
 /* Consecutive stacked rows of one mode: rows row0 .. row0 + n - 1. */
