@@ -214,12 +214,16 @@ typedef struct wb_seq_rows {
  * and AVX2 about 8-12 rows, AVX-512 BF16 about 44)
  * (docs/performance.md, "Session 3: prefill GEMM"). */
 #define WB_PROMPT_ROWS 32
+/* F32 weights: prompts of fewer tokens than this stay on the GEMV kernels too (measured: at 44
+ * tokens and 2 threads the GEMM was 8-14% slower, reading 2 GB of F32 weights). */
+#define WB_PROMPT_ROWS_F32 64
 /* Consecutive stacked rows of one mode: rows row0 .. row0 + n - 1. */
 typedef struct wb_mm_run {
     int row0, n, mode;
 } wb_mm_run;
 /* Cuts the stacked rows of seqs[n_seqs] into runs[] of consecutive sequences of one mode (at
- * most n_seqs runs; every run WB_MM_VARIANT when variant). Returns the number of runs. */
+ * most n_seqs runs; every run WB_MM_VARIANT when variant); a WB_MM_PROMPT run is always one
+ * sequence, so its row count is that sequence's. Returns the number of runs. */
 int wb_mm_runs(const wb_seq_rows *seqs, int n_seqs, int variant, wb_mm_run *runs);
 /* wb_mat_mul over every run (Y and X hold the stacked rows, W.rows and W.cols floats apart). */
 void wb_mat_mul_runs(float *Y, const float *X, const wb_mm_run *runs, int n_runs,

@@ -540,7 +540,10 @@ void wb_mat_mul(float *Y, const float *X, int n, const wb_mat *W, const float *b
             wb_gemv_bf16_forward(Y, (size_t)out, X, (size_t)in, n, W->w, b, in, r0, r1, accumulate);
         return;
     }
-    if (mode == WB_MM_PROMPT) {
+    /* F32 prompts under WB_PROMPT_ROWS_F32 tokens stay on the GEMV, whose prefetched streams read
+     * the F32 weights (twice BF16's bytes) faster than the GEMM's packing does; a WB_MM_PROMPT
+     * call holds one sequence (wb_mm_runs), so this is still a choice per sequence */
+    if (mode == WB_MM_PROMPT && n >= WB_PROMPT_ROWS_F32) {
         wb_kt()->gemm_f32(Y, (size_t)out, X, (size_t)in, n, W->w, b, in, r0, r1, accumulate);
         return;
     }
@@ -569,7 +572,7 @@ int wb_mm_runs(const wb_seq_rows *seqs, int n_seqs, int variant, wb_mm_run *runs
         const int mode = variant ? WB_MM_VARIANT
                          : seqs[s].n >= WB_PROMPT_ROWS ? WB_MM_PROMPT
                                                        : WB_MM_ROWS;
-        if (nr && runs[nr - 1].mode == mode) {
+        if (nr && runs[nr - 1].mode == mode && mode != WB_MM_PROMPT) { /* a prompt: a call alone */
             runs[nr - 1].n += seqs[s].n;
         } else {
             runs[nr++] = (wb_mm_run){row, seqs[s].n, mode};
