@@ -540,10 +540,7 @@ void wb_mat_mul(float *Y, const float *X, int n, const wb_mat *W, const float *b
             wb_gemv_bf16_forward(Y, (size_t)out, X, (size_t)in, n, W->w, b, in, r0, r1, accumulate);
         return;
     }
-    /* F32 prompts under WB_PROMPT_ROWS_F32 tokens stay on the GEMV, whose prefetched streams read
-     * the F32 weights (twice BF16's bytes) faster than the GEMM's packing does; a WB_MM_PROMPT
-     * call holds one sequence (wb_mm_runs), so this is still a choice per sequence */
-    if (mode == WB_MM_PROMPT && n >= WB_PROMPT_ROWS_F32) {
+    if (mode == WB_MM_PROMPT) {
         wb_kt()->gemm_f32(Y, (size_t)out, X, (size_t)in, n, W->w, b, in, r0, r1, accumulate);
         return;
     }

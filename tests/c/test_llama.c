@@ -671,8 +671,8 @@ static void batched_steps_equal_each_sequence_alone(void) {
             for (int nt = 1; nt <= 2; nt++) {
                 wb_threads_set(nt);
                 for (int i = 0; i < B; i++) {
-                    CHECK(wb_session_new(m, 64, &sb[i], &err) == WB_OK);
-                    CHECK(wb_session_new(m, 64, &sa[i], &err) == WB_OK);
+                    CHECK(wb_session_new(m, 96, &sb[i], &err) == WB_OK);
+                    CHECK(wb_session_new(m, 96, &sa[i], &err) == WB_OK);
                 }
                 for (int step = 0; step < STEPS; step++) {
                     int32_t tok[B][WB_PROMPT_ROWS + 3];
