@@ -341,25 +341,6 @@ AVX2 static void attention_block_avx2(float *out, size_t ldo, const float *q, si
 
 AVX512 static inline float hmax512(__m512 v) { return _mm512_reduce_max_ps(v); }
 
-/* Cephes-style expf as exp256 (kernels_simd.h), 16 lanes. */
-AVX512 static inline __m512 exp512_att(__m512 x) {
-    x = _mm512_min_ps(x, _mm512_set1_ps(88.3762626647949f));
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.3365447504f));
-    const __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
-    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
-    __m512 y = _mm512_set1_ps(1.9875691500E-4f);
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507E-3f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073E-3f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894E-2f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459E-1f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201E-1f));
-    y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
-    const __m512i n =
-        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
-    return _mm512_mul_ps(y, _mm512_castsi512_ps(n));
-}
 
 /* Lanes l of the 16 keys from t with a <= t + l <= b. */
 AVX512 static inline __mmask16 key_mask(int t, int a, int b) {
@@ -495,7 +476,7 @@ AVX512 static void attention_block_avx512(float *out, size_t ldo, const float *q
             for (int t = t0; t < te; t += 16) {
                 const __mmask16 m = key_mask(t, a[r], b[r]);
                 const __m512 e =
-                    _mm512_maskz_mov_ps(m, exp512_att(_mm512_mul_ps(_mm512_sub_ps(_mm512_load_ps(sr + t), ms), sc)));
+                    _mm512_maskz_mov_ps(m, exp512(_mm512_mul_ps(_mm512_sub_ps(_mm512_load_ps(sr + t), ms), sc)));
                 _mm512_store_ps(sr + t, e);
                 sv = _mm512_add_ps(sv, e);
             }

@@ -7,6 +7,7 @@
  * Dispatch: cpu.c.
  */
 #include "cpu.h"
+#include "kernels_simd.h"
 #include "llama_internal.h"
 
 #include <math.h>
@@ -241,11 +242,6 @@ __attribute__((target("avx2,fma"))) static void bf16_to_f32_avx2(float *dst, con
 AVX512 static inline __m512 ld16_bf16(const uint16_t *p) {
     return _mm512_castsi512_ps(
         _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
-}
-
-AVX512 static inline __m512 ld16_bf16_mask(const uint16_t *p, __mmask16 m) {
-    return _mm512_castsi512_ps(
-        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
 }
 
 /* Sums of four 16-lane accumulators, as 4 floats in order: halves added, then the 8-lane
@@ -586,24 +582,7 @@ AVX512 static void gemv_bf16_avx512(float *Y, size_t ldy, const float *X, size_t
  * Cephes' expf polynomial (2^n * p(r), |r| <= ln2 / 2, rel. error ~2e-7), so a prompt's 44 x 4864
  * values per layer cost microseconds, not the milliseconds of libm's scalar expf; the last
  * partial vector goes through the same code under a mask, so each value is computed alike
- * whatever the batch. */
-AVX512 static inline __m512 exp512(__m512 x) {
-    x = _mm512_min_ps(x, _mm512_set1_ps(88.3762626647949f));
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.3365447504f));
-    const __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
-    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
-    __m512 y = _mm512_set1_ps(1.9875691500E-4f);
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507E-3f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073E-3f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894E-2f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459E-1f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201E-1f));
-    y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
-    const __m512i n = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
-    return _mm512_mul_ps(y, _mm512_castsi512_ps(n));
-}
+ * whatever the batch. exp512 is in kernels_simd.h. */
 
 AVX512 static void swiglu_avx512(float *g, const float *u, size_t n) {
     for (size_t i = 0; i < n; i += 16) {
