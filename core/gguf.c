@@ -719,6 +719,35 @@ wb_status wb_gguf_set_f32_array(wb_gguf_writer *w, const char *key, const float 
     return WDONE();
 }
 
+/* The next tensor slot: its name copied, bytes of data allocated for the caller to fill (who
+ * then counts it in w->n_t), its dims, type and size set; a name already added is refused. */
+static wb_status new_tensor(wb_gguf_writer *w, const char *name, size_t nl, int n_dims,
+                            const int64_t *dims, uint32_t type, size_t bytes, wtensor **out,
+                            wb_err *err) {
+    for (int64_t i = 0; i < w->n_t; i++)
+        if (!strcmp(w->ts[i].name, name)) return wb_err_set(err, WB_ERR_ARG, "gguf writer: tensor %s added twice", name);
+    if (w->n_t == w->cap_t) {
+        int64_t c = w->cap_t ? w->cap_t * 2 : 16;
+        wtensor *q = realloc(w->ts, sizeof *q * (size_t)c);
+        if (!q) return wb_err_set(err, WB_ERR_NOMEM, "gguf writer: out of memory");
+        w->ts = q, w->cap_t = c;
+    }
+    wtensor *t = &w->ts[w->n_t];
+    memset(t, 0, sizeof *t);
+    t->name = dup_n((const uint8_t *)name, nl);
+    t->data = malloc(bytes ? bytes : 1);
+    if (!t->name || !t->data) {
+        free(t->name), free(t->data);
+        return wb_err_set(err, WB_ERR_NOMEM, "gguf writer: out of memory");
+    }
+    t->n_dims = n_dims;
+    for (int d = 0; d < 4; d++) t->dims[d] = d < n_dims ? dims[d] : 1;
+    t->type = type;
+    t->bytes = bytes;
+    *out = t;
+    return WB_OK;
+}
+
 wb_status wb_gguf_add_tensor(wb_gguf_writer *w, const char *name, int n_dims, const int64_t *dims,
                              uint32_t type, const float *values, wb_err *err) {
     size_t nl = name ? strlen(name) : 0;
@@ -742,26 +771,9 @@ wb_status wb_gguf_add_tensor(wb_gguf_writer *w, const char *name, int n_dims, co
         break;
     default: return wb_err_set(err, WB_ERR_ARG, "gguf writer: %s: cannot write type %s", name, wb_ggml_type_name(type));
     }
-    for (int64_t i = 0; i < w->n_t; i++)
-        if (!strcmp(w->ts[i].name, name)) return wb_err_set(err, WB_ERR_ARG, "gguf writer: tensor %s added twice", name);
-    if (w->n_t == w->cap_t) {
-        int64_t c = w->cap_t ? w->cap_t * 2 : 16;
-        wtensor *q = realloc(w->ts, sizeof *q * (size_t)c);
-        if (!q) return wb_err_set(err, WB_ERR_NOMEM, "gguf writer: out of memory");
-        w->ts = q, w->cap_t = c;
-    }
-    wtensor *t = &w->ts[w->n_t];
-    memset(t, 0, sizeof *t);
-    t->name = dup_n((const uint8_t *)name, nl);
-    t->data = malloc(bytes ? bytes : 1);
-    if (!t->name || !t->data) {
-        free(t->name), free(t->data);
-        return wb_err_set(err, WB_ERR_NOMEM, "gguf writer: out of memory");
-    }
-    t->n_dims = n_dims;
-    for (int d = 0; d < 4; d++) t->dims[d] = d < n_dims ? dims[d] : 1;
-    t->type = type;
-    t->bytes = bytes;
+    wtensor *t;
+    wb_status st = new_tensor(w, name, nl, n_dims, dims, type, bytes, &t, err);
+    if (st) return st;
     if (type == WB_GGML_F32) {
         for (int64_t i = 0; i < ne; i++) {
             uint32_t u;
@@ -800,27 +812,10 @@ wb_status wb_gguf_add_tensor_raw(wb_gguf_writer *w, const char *name, int n_dims
     if (dims[0] % k_ggml[ti].block || ne > INT32_MAX * 64LL ||
         (size_t)(ne / k_ggml[ti].block) * (size_t)k_ggml[ti].bytes != len)
         return wb_err_set(err, WB_ERR_ARG, "gguf writer: %s: %zu bytes do not hold a %s tensor of those dims", name, len, k_ggml[ti].name);
-    for (int64_t i = 0; i < w->n_t; i++)
-        if (!strcmp(w->ts[i].name, name)) return wb_err_set(err, WB_ERR_ARG, "gguf writer: tensor %s added twice", name);
-    if (w->n_t == w->cap_t) {
-        int64_t c = w->cap_t ? w->cap_t * 2 : 16;
-        wtensor *q = realloc(w->ts, sizeof *q * (size_t)c);
-        if (!q) return wb_err_set(err, WB_ERR_NOMEM, "gguf writer: out of memory");
-        w->ts = q, w->cap_t = c;
-    }
-    wtensor *t = &w->ts[w->n_t];
-    memset(t, 0, sizeof *t);
-    t->name = dup_n((const uint8_t *)name, nl);
-    t->data = malloc(len ? len : 1);
-    if (!t->name || !t->data) {
-        free(t->name), free(t->data);
-        return wb_err_set(err, WB_ERR_NOMEM, "gguf writer: out of memory");
-    }
+    wtensor *t;
+    wb_status st = new_tensor(w, name, nl, n_dims, dims, type, len, &t, err);
+    if (st) return st;
     memcpy(t->data, data, len);
-    t->n_dims = n_dims;
-    for (int d = 0; d < 4; d++) t->dims[d] = d < n_dims ? dims[d] : 1;
-    t->type = type;
-    t->bytes = len;
     w->n_t++;
     return WB_OK;
 }
