@@ -1078,6 +1078,7 @@ static jv apply_filter(jx *x, jv v, const jnode *f, jenv *env) {
     } else {
         name = f->s;
     }
+    if (!name) fail(x, line, "a filter must be a name");
     step(x, line);
     jargs a = {.pos = NULL, .npos = 0, .kw = JV_UNDEFINED};
     if (call && strcmp(name, "selectattr") && strcmp(name, "rejectattr")) eval_args(x, &call->list, env, &a);
