@@ -520,36 +520,81 @@ AVXVNNI static inline __m256i vnni_u8s8(__m256i u, __m256i s) {
 DEFINE_DOTS_256(avx2, AVX2, mul_u8s8)
 DEFINE_DOTS_256(avxvnni, AVXVNNI, vnni_u8s8)
 
-/* Decode on the AVX2 level, Q8_0 and Q4_0: 8 rows at a time, one row per float lane, each row's
- * block a 256-bit multiply whose 8 partial sums are folded to one lane per row by horizontal
- * adds; then the chain of the per-row dots above (so these give the same bits as they do). */
+/* Decode on the AVX2 level, Q8_0 and Q4_0: 8 rows at a time, one row per float lane, the 8
+ * rows' integer block sums folded to one lane per row by horizontal adds; then the chain of the
+ * per-row dots above (so these give the same bits as they do).
+ * Q8_0: each row's block is one 256-bit multiply (8 partial sums per row, three hadd levels).
+ * Q4_0: rows i and i + 4 share a register (a 128-bit half each): one AND gives both rows' low
+ * nibbles, one shift + AND the high ones, each multiplied by its half of the input broadcast to
+ * both halves; the 4 partial sums per row then take two hadd levels, and the halves come out in
+ * row order (rows 0-3 low, 4-7 high) with no cross-lane step. With maddubs the two products add
+ * as int16 before the widening madd: each pair sums to at most 2 * 15 * 127, two of them 7620.
+ * The 8 f16 scales are assembled in two 64-bit registers (8 stores and one wide load stalled
+ * store forwarding on every block: 40% of the time); the next group of rows is prefetched as one
+ * linear stream while this one is read, as in the AVX-512 kernel. */
 AVX2 static inline __m256i fold8(const __m256i P[8]) {
     const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(P[0], P[1]), _mm256_hadd_epi32(P[2], P[3]));
     const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(P[4], P[5]), _mm256_hadd_epi32(P[6], P[7]));
     return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
+static inline uint16_t ld16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+AVX2 static inline __m256 scales8(const uint8_t *c, size_t rb) {
+    uint64_t lo = 0, hi = 0;
+    for (int i = 0; i < 4; i++) {
+        lo |= (uint64_t)ld16(c + (size_t)i * rb) << (16 * i);
+        hi |= (uint64_t)ld16(c + (size_t)(i + 4) * rb) << (16 * i);
+    }
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
+}
+AVX2 static inline __m256i hsum4x2(const __m256i S[4]) { /* lane i: row i (rows 0-3 low half, 4-7 high) */
+    return _mm256_hadd_epi32(_mm256_hadd_epi32(S[0], S[1]), _mm256_hadd_epi32(S[2], S[3]));
+}
+AVX2 static inline __m256i nib2_avx2(__m256i lo, __m256i xl, __m256i hi, __m256i xh) {
+    return _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh)),
+                             _mm256_set1_epi16(1));
+}
+AVXVNNI static inline __m256i nib2_avxvnni(__m256i lo, __m256i xl, __m256i hi, __m256i xh) {
+    return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), lo, xl), hi, xh);
+}
 
-#define DEFINE_GEMV_256(SUFFIX, ATTR, MULU, Q8MUL, Q8CORR)                                        \
+#define DEFINE_GEMV_256(SUFFIX, ATTR, Q8MUL, Q8CORR)                                              \
     ATTR static void gemv8_##SUFFIX(const int q8, float *Y, const qact *a, const uint8_t *W,      \
                                     size_t rb, const float *bias, int nblk, int r, int keep_from, \
-                                    int accumulate) {                                             \
+                                    size_t end, int accumulate) {                                 \
         const size_t bs = q8 ? 34 : 18;                                                           \
         const uint8_t *base = W + (size_t)r * rb;                                                 \
+        const size_t pf = (size_t)(r + 8) * rb;                                                   \
+        const __m256i m4 = _mm256_set1_epi8(15);                                                  \
         __m256 y = _mm256_setzero_ps();                                                           \
         for (int b = 0; b < nblk; b++) {                                                          \
-            const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));              \
+            for (size_t p = pf + (size_t)b * 8 * bs, e = p + 8 * bs; p < e && p < end; p += 64)   \
+                _mm_prefetch((const char *)W + p, _MM_HINT_T0);                                   \
+            const int8_t *x = a->q + 32 * b;                                                      \
             const uint8_t *c = base + (size_t)b * bs;                                             \
-            _Alignas(16) uint16_t h[8];                                                           \
-            __m256i P[8];                                                                         \
-            for (int i = 0; i < 8; i++) {                                                         \
-                const uint8_t *w = c + (size_t)i * rb;                                            \
-                h[i] = rd16(w);                                                                   \
-                P[i] = q8 ? Q8MUL(_mm256_loadu_si256((const __m256i *)(w + 2)), xv)               \
-                          : MULU(nibbles(w + 2), xv);                                             \
+            __m256i isum;                                                                         \
+            if (q8) {                                                                             \
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)x);                        \
+                __m256i P[8];                                                                     \
+                for (int i = 0; i < 8; i++)                                                       \
+                    P[i] = Q8MUL(_mm256_loadu_si256((const __m256i *)(c + (size_t)i * rb + 2)), xv); \
+                isum = _mm256_add_epi32(fold8(P), _mm256_set1_epi32(Q8CORR * a->s[b]));          \
+            } else {                                                                              \
+                const __m256i xl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)x)); \
+                const __m256i xh = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(x + 16))); \
+                __m256i S[4];                                                                     \
+                for (int i = 0; i < 4; i++) {                                                     \
+                    const __m256i v = _mm256_loadu2_m128i((const __m128i *)(c + (size_t)(i + 4) * rb + 2), \
+                                                          (const __m128i *)(c + (size_t)i * rb + 2)); \
+                    S[i] = nib2_##SUFFIX(_mm256_and_si256(v, m4), xl,                             \
+                                         _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), xh);      \
+                }                                                                                 \
+                isum = _mm256_add_epi32(hsum4x2(S), _mm256_set1_epi32(-8 * a->s[b]));             \
             }                                                                                     \
-            const int corr = q8 ? Q8CORR : -8;                                                    \
-            const __m256i isum = _mm256_add_epi32(fold8(P), _mm256_set1_epi32(corr * a->s[b]));  \
-            const __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)h));                \
+            const __m256 dw = scales8(c, rb);                                                     \
             y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(a->d[b])), y); \
         }                                                                                         \
         _Alignas(32) float v[8];                                                                  \
@@ -575,15 +620,16 @@ AVX2 static inline __m256i fold8(const __m256i P[8]) {
             return;                                                                               \
         }                                                                                         \
         const int q8 = t == WB_QT_Q8_0;                                                           \
+        const size_t end = (size_t)r1 * rb;                                                       \
         int r = r0;                                                                               \
-        for (; r + 8 <= r1; r += 8) gemv8_##SUFFIX(q8, Y, &a, W, rb, bias, in / 32, r, 0, accumulate); \
-        if (r < r1) gemv8_##SUFFIX(q8, Y, &a, W, rb, bias, in / 32, r1 - 8, 8 - (r1 - r), accumulate); \
+        for (; r + 8 <= r1; r += 8) gemv8_##SUFFIX(q8, Y, &a, W, rb, bias, in / 32, r, 0, end, accumulate); \
+        if (r < r1) gemv8_##SUFFIX(q8, Y, &a, W, rb, bias, in / 32, r1 - 8, 8 - (r1 - r), end, accumulate); \
     }
 
 #define Q8MUL_avx2(w, x) mul_s8s8(w, x)
 #define Q8MUL_avxvnni(w, x) vnni_u8s8(_mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)), x)
-DEFINE_GEMV_256(avx2, AVX2, mul_u8s8, Q8MUL_avx2, 0)
-DEFINE_GEMV_256(avxvnni, AVXVNNI, vnni_u8s8, Q8MUL_avxvnni, -128)
+DEFINE_GEMV_256(avx2, AVX2, Q8MUL_avx2, 0)
+DEFINE_GEMV_256(avxvnni, AVXVNNI, Q8MUL_avxvnni, -128)
 
 VNNI512 static inline __m256i vnni512_u8s8(__m256i u, __m256i s) {
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);

@@ -1,0 +1,212 @@
+/* bench_quant_decode.c - the quantized decode kernels (wb_gemm_q_with, one input) alone, every
+ * variant this CPU runs, on the matrices one decode step of a Qwen2.5-0.5B-shaped model reads:
+ * per layer q 896x896, k and v 128x896, o 896x896, gate and up 4864x896, down 896x4864, 24 layers,
+ * then the 151936x896 head (Q8_0 525 MB, Q4_0 295 MB: past the last-level cache, so every sweep
+ * streams its weights from memory, as a model's decode step does).
+ *
+ * Threads split each matrix by rows as the model does (wb_split_rows) and meet at a spinning
+ * barrier after each layer and after the head. Every input is quantized inside each product, as
+ * in the model. Per repeat: the streaming read rate at the same thread count (bench_floors.h),
+ * then one sweep per variant, the order rotated every repeat; the bound is weight bytes / that
+ * read rate and each sweep's ratio to it is taken per repeat. Printed: median [min - max] of ms per
+ * sweep and of the ratio, and the load average before and after.
+ *
+ *   bench_quant_decode [repeats=7] [threads=2] [q8_0|q4_0|both] [variant-substring]
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <immintrin.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_args.h"
+#include "bench_floors.h"
+#include "cpu.h"
+#include "quant.h"
+#include "threadpool.h"
+#include "wb_model.h"
+
+#define MAXR 31
+#define MAXT 8
+#define MAXV 8
+enum { LAYERS = 24, C = 896, KV = 128, F = 4864, VOCAB = 151936, PER_LAYER = 7 };
+
+static unsigned long long rs = 0x9e3779b97f4a7c15ull;
+static unsigned xr(void) {
+    rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
+    return (unsigned)(rs >> 32);
+}
+
+static int cmpd(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void print_load(const char *when) {
+    FILE *f = fopen("/proc/loadavg", "r");
+    char buf[128] = "?";
+    if (f) {
+        if (!fgets(buf, sizeof buf, f)) buf[0] = 0;
+        fclose(f);
+    }
+    printf("load average %s: %s", when, buf);
+}
+
+typedef struct qmat {
+    const uint8_t *w;
+    int rows, cols;
+} qmat;
+
+/* random blocks with a small f16 scale per block (speed does not depend on the values) */
+static uint8_t *make_blocks(wb_qtype t, int rows, int cols) {
+    const size_t rb = wb_quant_row_bytes(t, cols), n = rb * (size_t)rows, bs = wb_qtype_block_bytes(t);
+    uint8_t *p = aligned_alloc(64, (n + 63) & ~(size_t)63);
+    if (!p) return NULL;
+    for (size_t i = 0; i < n; i++) p[i] = (uint8_t)(xr() >> 24);
+    const uint16_t h = wb_f32_to_f16(0.001f);
+    for (size_t o = 0; o < n; o += bs) p[o] = (uint8_t)h, p[o + 1] = (uint8_t)(h >> 8);
+    return p;
+}
+
+/* ------------------------------------------------------------ threads and their barrier */
+
+typedef struct sweep {
+    const wb_quant_kernels *k;
+    wb_qtype t;
+    const qmat *m; /* LAYERS * PER_LAYER + 1 matrices */
+    const float *X;
+    float *Y;
+    int nt;
+} sweep;
+
+static atomic_int g_arrived, g_gen, g_stop;
+static sweep g_job;
+
+static void barrier(int nt) {
+    const int gen = atomic_load(&g_gen);
+    if (atomic_fetch_add(&g_arrived, 1) == nt - 1) {
+        atomic_store(&g_arrived, 0);
+        atomic_fetch_add(&g_gen, 1);
+        return;
+    }
+    for (long spins = 0; atomic_load(&g_gen) == gen; spins++) {
+        if (spins < 4096) _mm_pause();
+        else sched_yield(); /* a shared machine: give the core away while waiting */
+    }
+}
+
+static void run_part(const sweep *s, int tid) {
+    const int nm = LAYERS * PER_LAYER + 1;
+    for (int i = 0; i < nm; i++) {
+        const qmat *m = &s->m[i];
+        int r0, r1;
+        wb_split_rows(m->rows, tid, s->nt, &r0, &r1);
+        if (r0 < r1) wb_gemm_q_with(s->k, s->t, s->Y, (size_t)m->rows, s->X, (size_t)m->cols, 1, m->w,
+                                    NULL, m->cols, r0, r1, 0, NULL);
+        if (i % PER_LAYER == PER_LAYER - 1 || i == nm - 1) barrier(s->nt);
+    }
+}
+
+static void *worker(void *arg) {
+    const int tid = (int)(intptr_t)arg;
+    for (;;) {
+        barrier(g_job.nt); /* start of a sweep */
+        if (atomic_load(&g_stop)) return NULL;
+        run_part(&g_job, tid);
+    }
+}
+
+static double run_sweep(int nt) { /* ms of one sweep, g_job set */
+    const double t0 = wb_clock_ms();
+    barrier(nt);
+    run_part(&g_job, 0);
+    return wb_clock_ms() - t0;
+}
+
+int main(int argc, char **argv) {
+    bench_args(argc, argv,
+               "[REPS=7] [THREADS=2] [q8_0|q4_0|both] [VARIANT]\n  the quantized decode kernels alone, "
+               "every variant, on one Qwen2.5-0.5B decode step's matrices, against weight bytes / read rate",
+               NULL);
+    int reps = argc > 1 ? atoi(argv[1]) : 7, nt = argc > 2 ? atoi(argv[2]) : 2;
+    const char *which = argc > 3 ? argv[3] : "both", *only = argc > 4 ? argv[4] : NULL;
+    if (reps < 3) reps = 3;
+    if (reps > MAXR) reps = MAXR;
+    if (nt < 1) nt = 1;
+    if (nt > MAXT) nt = MAXT;
+    const wb_quant_kernels *v[MAXV], *use[MAXV];
+    const int nall = wb_quant_kernel_variants(v, MAXV);
+    int nv = 0;
+    for (int i = 1; i < nall && i < MAXV; i++) /* v[0] is portable */
+        if (!only || strstr(wb_quant_kernels_name(v[i]), only)) use[nv++] = v[i];
+    if (!nv) {
+        fprintf(stderr, "bench_quant_decode: no kernel variant matches\n");
+        return 2;
+    }
+    printf("%s\n", wb_kernels_describe());
+    print_load("before");
+    float *bw_buf = aligned_alloc(64, BENCH_BW_BYTES);
+    float *X = malloc(sizeof(float) * F), *Y = malloc(sizeof(float) * VOCAB);
+    if (!bw_buf || !X || !Y) return 1;
+    memset(bw_buf, 1, BENCH_BW_BYTES);
+    for (int i = 0; i < F; i++) X[i] = (float)((int)(xr() >> 22) - 512) / 512.0f;
+
+    pthread_t th[MAXT];
+    g_job.nt = nt;
+    for (int i = 1; i < nt; i++) pthread_create(&th[i], NULL, worker, (void *)(intptr_t)i);
+
+    printf("\n%d threads, %d repeats, median [min - max]; bound = weight bytes / %d-thread read rate of the "
+           "same repeat\n\n| type | weight MB | variant | ms / step | read GB/s | bound ms | step / bound |\n"
+           "|---|---|---|---|---|---|---|\n", nt, reps, nt);
+    for (int ti = 0; ti < 2; ti++) {
+        const wb_qtype t = ti ? WB_QT_Q4_0 : WB_QT_Q8_0;
+        if (strcmp(which, "both") && strcmp(which, wb_qtype_name(t))) continue;
+        static const int shape[PER_LAYER][2] = {{C, C}, {KV, C}, {KV, C}, {C, C}, {F, C}, {F, C}, {C, F}};
+        qmat m[LAYERS * PER_LAYER + 1];
+        double bytes = 0;
+        for (int i = 0; i < LAYERS * PER_LAYER + 1; i++) {
+            const int rows = i < LAYERS * PER_LAYER ? shape[i % PER_LAYER][0] : VOCAB;
+            const int cols = i < LAYERS * PER_LAYER ? shape[i % PER_LAYER][1] : C;
+            m[i] = (qmat){make_blocks(t, rows, cols), rows, cols};
+            if (!m[i].w) return 1;
+            bytes += (double)wb_quant_row_bytes(t, cols) * rows;
+        }
+        g_job.t = t, g_job.m = m, g_job.X = X, g_job.Y = Y;
+        double ms[MAXV][MAXR], ratio[MAXV][MAXR], bw[MAXR];
+        for (int k = -1; k < reps; k++) { /* k = -1: warm-up */
+            const double g = bench_read_gbs(bw_buf, nt);
+            for (int j = 0; j < nv; j++) {
+                const int vi = (j + (k < 0 ? 0 : k)) % nv;
+                g_job.k = use[vi];
+                const double t1 = run_sweep(nt);
+                if (k < 0) continue;
+                ms[vi][k] = t1;
+                ratio[vi][k] = t1 / (bytes / (g * 1e6));
+            }
+            if (k >= 0) bw[k] = g;
+        }
+        qsort(bw, (size_t)reps, sizeof *bw, cmpd);
+        for (int j = 0; j < nv; j++) {
+            qsort(ms[j], (size_t)reps, sizeof(double), cmpd);
+            qsort(ratio[j], (size_t)reps, sizeof(double), cmpd);
+            printf("| %s | %.0f | %s | %.2f [%.2f - %.2f] | %.1f [%.1f - %.1f] | %.2f | %.2fx [%.2f - %.2f] |\n",
+                   wb_qtype_name(t), bytes / 1e6, wb_quant_kernels_name(use[j]), ms[j][reps / 2], ms[j][0],
+                   ms[j][reps - 1], bw[reps / 2], bw[0], bw[reps - 1], bytes / (bw[reps / 2] * 1e6),
+                   ratio[j][reps / 2], ratio[j][0], ratio[j][reps - 1]);
+            fflush(stdout);
+        }
+        for (int i = 0; i < LAYERS * PER_LAYER + 1; i++) free((void *)m[i].w);
+    }
+    atomic_store(&g_stop, 1);
+    barrier(nt);
+    for (int i = 1; i < nt; i++) pthread_join(th[i], NULL);
+    print_load("after");
+    free(bw_buf), free(X), free(Y);
+    return 0;
+}
