@@ -1299,9 +1299,9 @@ INLINE_VNNI512 void gemv_group(const int q8, float *Y, const qact *a, const uint
             const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x));
 #pragma GCC unroll 8
             for (int p = 0; p < 8; p++, c += 2 * rb) {
-                const __m512i wv = _mm512_inserti64x4(
-                    _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)c)),
-                    _mm256_loadu_si256((const __m256i *)(c + rb)), 1);
+                const __m512i wv = _mm512_mask_broadcast_i64x4(
+                    _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)c)), 0xf0,
+                    _mm256_loadu_si256((const __m256i *)(c + rb)));
                 P[p] = _mm512_dpbusd_epi32(init, _mm512_xor_si512(wv, flip), xv);
             }
             isum = fold16(P, F);
@@ -1313,10 +1313,12 @@ INLINE_VNNI512 void gemv_group(const int q8, float *Y, const qact *a, const uint
             __m512i S[4];
 #pragma GCC unroll 4
             for (int p = 0; p < 4; p++, c += 4 * rb) {
+                /* masked broadcasts: a load and a blend each, where inserts take the shuffle
+                 * port (the one the folds need) */
                 __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)c));
-                v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(c + rb)), 1);
-                v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(c + 2 * rb)), 2);
-                v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(c + 3 * rb)), 3);
+                v = _mm512_mask_broadcast_i32x4(v, 0x00f0, _mm_loadu_si128((const __m128i *)(c + rb)));
+                v = _mm512_mask_broadcast_i32x4(v, 0x0f00, _mm_loadu_si128((const __m128i *)(c + 2 * rb)));
+                v = _mm512_mask_broadcast_i32x4(v, 0xf000, _mm_loadu_si128((const __m128i *)(c + 3 * rb)));
                 const __m512i lo = _mm512_and_si512(v, m4);
                 const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
                 S[p] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init, lo, xl), hi, xh);
