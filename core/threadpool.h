@@ -46,6 +46,7 @@ void wb_split_rows(int n, int tid, int nt, int *r0, int *r1);
 typedef struct wb_pool_slot {
     pthread_mutex_t mu;
     wb_pool *pool;
+    unsigned warmed; /* bit min(nt, 32) - 1: a warm-up step ran at nt threads (wb_pool_slot_claim_warm) */
 } wb_pool_slot;
 
 void wb_pool_slot_init(wb_pool_slot *s);
@@ -56,5 +57,8 @@ wb_status wb_pool_slot_acquire(wb_pool_slot *s, int nt, wb_pool **out, wb_err *e
 void wb_pool_slot_release(wb_pool_slot *s);
 /* acquire, run fn once on the pool, release (nt <= 1 runs fn inline without locking). */
 wb_status wb_pool_slot_run(wb_pool_slot *s, int nt, wb_pool_fn fn, void *arg, wb_err *err);
+/* 1 the first time it is asked for nt (above 31: for any of them), else 0: the caller is then to run a throwaway step at nt threads (first code,
+ * cache and thread-placement costs paid before the user's first token; see core/session.c). */
+int wb_pool_slot_claim_warm(wb_pool_slot *s, int nt);
 
 #endif
