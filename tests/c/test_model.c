@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "model_internal.h"
+#include "threadpool.h"
 #include "wb_model.h"
 
 /* ================================================================ fixture: a random GPT-2 */
@@ -690,6 +691,53 @@ static void decode_bits_do_not_depend_on_threads(void) {
     wb_threads_set(old);
 }
 
+/* The first session of a model at a thread count runs a throwaway decode step when it is created
+ * (core/session.c): it must change nothing a caller sees. A warmed first session and a later one
+ * give the same bits for a prompt and the decode steps after it, at 2 threads and at 1. */
+static void session_warm_up_step_leaves_no_trace(void) {
+    const int old = wb_threads_get();
+    for (int nt = 2; nt >= 1; nt--) {
+        fx_opts o = fx_default();
+        wb_model *m = load_fixture(&o, NULL);
+        if (!m) continue;
+        wb_threads_set(nt);
+        const int V = o.V;
+        float *a = malloc((size_t)NPROMPT * V * sizeof *a), *b = malloc((size_t)NPROMPT * V * sizeof *b);
+        int32_t ids[NPROMPT];
+        for (int i = 0; i < NPROMPT; i++) ids[i] = prompt[i] % V;
+        wb_session *s1 = NULL, *s2 = NULL;
+        CHECK(wb_session_new(m, 0, &s1, NULL) == WB_OK); /* warms */
+        CHECK(wb_session_new(m, 0, &s2, NULL) == WB_OK); /* does not */
+        CHECK(wb_session_pos(s1) == 0 && wb_session_pos(s2) == 0);
+        CHECK(s1 && wb_session_prefill(s1, ids, NPROMPT, a, 1, NULL) == WB_OK);
+        CHECK(s2 && wb_session_prefill(s2, ids, NPROMPT, b, 1, NULL) == WB_OK);
+        CHECK_MSG(memcmp(a, b, (size_t)NPROMPT * V * sizeof *a) == 0,
+                  "%d threads: the warmed session's prompt logits differ", nt);
+        int differ = 0;
+        for (int t = 0; s1 && s2 && t < 12; t++) {
+            const int32_t id = (int32_t)((t * 37 + 11) % V);
+            CHECK(wb_session_decode(s1, id, a, NULL) == WB_OK);
+            CHECK(wb_session_decode(s2, id, b, NULL) == WB_OK);
+            differ += memcmp(a, b, V * sizeof *a) != 0;
+        }
+        CHECK_MSG(differ == 0, "%d threads: %d of 12 decode steps differ after the warm-up", nt,
+                  differ);
+        wb_session_free(s1);
+        wb_session_free(s2);
+        free(a);
+        free(b);
+        wb_model_free(m);
+    }
+    wb_threads_set(old);
+    /* once per thread count (counts above 31 share one flag) */
+    wb_pool_slot slot;
+    wb_pool_slot_init(&slot);
+    CHECK(wb_pool_slot_claim_warm(&slot, 2) == 1 && wb_pool_slot_claim_warm(&slot, 2) == 0);
+    CHECK(wb_pool_slot_claim_warm(&slot, 1) == 1 && wb_pool_slot_claim_warm(&slot, 2) == 0);
+    CHECK(wb_pool_slot_claim_warm(&slot, 40) == 1 && wb_pool_slot_claim_warm(&slot, 33) == 0);
+    wb_pool_slot_destroy(&slot);
+}
+
 static void two_threads_give_the_same_results(void) {
     fx_opts o = fx_default();
     o.NH = 3, o.C = 48, o.F = 192, o.V = 293; /* odd sizes: row slices with tails */
@@ -1223,6 +1271,7 @@ int main(void) {
     RUN(f16_and_bf16_checkpoints_load_and_agree_with_f32);
     RUN(two_threads_give_the_same_results);
     RUN(decode_bits_do_not_depend_on_threads);
+    RUN(session_warm_up_step_leaves_no_trace);
     RUN(untied_head_unprefixed_names_and_buffers_load);
     RUN(odd_head_size_matches_the_reference);
     RUN(erf_gelu_models_match_the_reference);
