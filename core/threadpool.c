@@ -60,14 +60,16 @@ static long long now_ns(void) {
 }
 
 /* One poll of a bounded wait: pause or yield, and 0 once budget_ns has passed since the first
- * clock reading. */
+ * clock reading. Once it yields, the clock is read at every poll: a yield to another process
+ * can take a whole time slice, and 32 of them between readings once cost 1-3 ms of CPU per
+ * "200 us" idle spin on a loaded machine (each switch is CPU time of ours too). */
 typedef struct spin {
     unsigned i;
     long long t0, t;
 } spin;
 
 static int spin_more(spin *sp, long long budget_ns) {
-    if (++sp->i % SPIN_CHECK == 0) {
+    if (++sp->i % SPIN_CHECK == 0 || (sp->t0 && sp->t - sp->t0 >= SPIN_PAUSE_NS)) {
         sp->t = now_ns();
         if (!sp->t0) sp->t0 = sp->t;
         else if (sp->t - sp->t0 > budget_ns) return 0;
