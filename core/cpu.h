@@ -90,6 +90,16 @@ typedef struct wb_kernel_table {
                      const float *b, int in, int r0, int r1, int accumulate);
     void (*gemm_bf16)(float *Y, size_t ldy, const float *X, size_t ldx, int nb, const uint16_t *W,
                       const float *b, int in, int r0, int r1, int accumulate);
+    /* The same products over inputs packed once by gemm_xpack and shared by every matrix and
+     * thread that reads them (q/k/v, gate/up): P holds nb x in floats as ceil(nb / gemm_mr)
+     * blocks, gemm_xpack packs blocks [i0, i1) of them (threads may share the blocks out), and
+     * the *_packed calls read P packed at the same level and give the unpacked calls' bits. */
+    int gemm_mr;
+    void (*gemm_xpack)(float *P, const float *X, size_t ldx, int nb, int in, int i0, int i1);
+    void (*gemm_f32_packed)(float *Y, size_t ldy, const float *P, int nb, const float *W,
+                            const float *b, int in, int r0, int r1, int accumulate);
+    void (*gemm_bf16_packed)(float *Y, size_t ldy, const float *P, int nb, const uint16_t *W,
+                             const float *b, int in, int r0, int r1, int accumulate);
     const char *name_gemm;
     /* Quantized (quant.c): the dot products and GEMM of Q8_0 / Q4_0 / Q4_K / Q6_K rows against
      * int8-quantized inputs, one variant per level (quant.h) */

@@ -101,73 +101,101 @@ typedef void (*tile_fn)(int kc, const float *xp, const float *wp, const float *c
 typedef void (*pack_fn)(float *dst, const void *W, int bf16, int in, int r, int nr, int k0,
                         int kc);
 
+/* d[k * mr + m] = s[m * ldx + k], k < in, m < mr (one block of packed inputs) */
+typedef void (*xpack_fn)(float *d, const float *s, size_t ldx, int mr, int in);
+
 typedef struct gemm_level {
     int nr, mr_max;
     pack_fn pack;
+    xpack_fn xpack;
     tile_fn tile[MR_MAX + 1];
 } gemm_level;
+
+/* One row of the chain: x[k * xs] for k < in against weight row r. */
+static inline float chain_one(const float *x, size_t xs, const void *W, int bf16, int in, int r) {
+    float s = 0.0f;
+    if (bf16) {
+        const uint16_t *w = (const uint16_t *)W + (size_t)r * in;
+        for (int i = 0; i < in; i++) s = fmaf(bf16f(w[i]), x[(size_t)i * xs], s);
+    } else {
+        const float *w = (const float *)W + (size_t)r * in;
+        for (int i = 0; i < in; i++) s = fmaf(w[i], x[(size_t)i * xs], s);
+    }
+    return s;
+}
+
+static inline void chain_store(float *y, float s, const float *b, int r, int accumulate) {
+    if (b) s += b[r];
+    *y = accumulate ? *y + s : s;
+}
 
 /* The chain above in scalar code (fmaf), for when the buffers cannot be had: the same bits. */
 static void gemm_chain_scalar(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
                               const void *W, int bf16, const float *b, int in, int r0, int r1,
                               int accumulate) {
     for (int t = 0; t < nb; t++)
-        for (int r = r0; r < r1; r++) {
-            const float *x = X + (size_t)t * ldx;
-            float s = 0.0f;
-            if (bf16) {
-                const uint16_t *w = (const uint16_t *)W + (size_t)r * in;
-                for (int i = 0; i < in; i++) s = fmaf(bf16f(w[i]), x[i], s);
-            } else {
-                const float *w = (const float *)W + (size_t)r * in;
-                for (int i = 0; i < in; i++) s = fmaf(w[i], x[i], s);
-            }
-            if (b) s += b[r];
-            float *y = Y + (size_t)t * ldy + r;
-            *y = accumulate ? *y + s : s;
-        }
+        for (int r = r0; r < r1; r++)
+            chain_store(Y + (size_t)t * ldy + r, chain_one(X + (size_t)t * ldx, 1, W, bf16, in, r),
+                        b, r, accumulate);
 }
 
 /* Bytes of packed inputs kept for one K block (about half of a 2 MB L2). */
 #define XP_BYTES (1u << 20)
 
-static void gemm_drive(const gemm_level *g, float *Y, size_t ldy, const float *X, size_t ldx,
-                       int nb, const void *W, int bf16, const float *b, int in, int r0, int r1,
-                       int accumulate) {
-    if (r1 <= r0 || nb < 1) return;
-    const int NR = g->nr, nmb = (nb + g->mr_max - 1) / g->mr_max;
+/* Packed inputs: nb rows cut into nmb = ceil(nb / mr_max) blocks of near-equal size (nb = 44 at
+ * MR 14 is 4 x 11), block i rows m0(i) .. m0(i+1)-1, element (k, m) at m0(i) * in + k * mr + m:
+ * the layout depends on nb, in and the level's mr_max only. */
+static inline int xblocks(int nb, int mr_max) { return (nb + mr_max - 1) / mr_max; }
+static inline int xblock0(int nb, int nmb, int i) { return (int)((int64_t)nb * i / nmb); }
+
+static void xpack_scalar(float *d, const float *s, size_t ldx, int mr, int in) {
+    for (int k = 0; k < in; k++)
+        for (int m = 0; m < mr; m++) d[(size_t)k * mr + m] = s[(size_t)m * ldx + k];
+}
+
+static void xpack_blocks(xpack_fn f, int mr_max, float *P, const float *X, size_t ldx, int nb,
+                         int in, int i0, int i1) {
+    const int nmb = xblocks(nb, mr_max);
+    if (i1 > nmb) i1 = nmb;
+    for (int i = i0; i < i1; i++) {
+        const int a = xblock0(nb, nmb, i), e = xblock0(nb, nmb, i + 1);
+        f(P + (size_t)a * in, X + (size_t)a * ldx, ldx, e - a, in);
+    }
+}
+
+/* The chain over packed inputs in scalar code (buffers short): the same bits. */
+static void gemm_chain_packed(float *Y, size_t ldy, const float *P, int mr_max, int nb,
+                              const void *W, int bf16, const float *b, int in, int r0, int r1,
+                              int accumulate) {
+    const int nmb = xblocks(nb, mr_max);
+    for (int i = 0; i < nmb; i++) {
+        const int a = xblock0(nb, nmb, i), mr = xblock0(nb, nmb, i + 1) - a;
+        for (int m = 0; m < mr; m++)
+            for (int r = r0; r < r1; r++)
+                chain_store(Y + (size_t)(a + m) * ldy + r,
+                            chain_one(P + (size_t)a * in + m, (size_t)mr, W, bf16, in, r), b, r,
+                            accumulate);
+    }
+}
+
+/* The K block: the whole row unless the inputs' block would not stay in L2 (a panel sized for
+ * L1 instead measured no faster: kc 128-384 against 896 on Qwen2.5-0.5B's prefill). */
+static int gemm_kc(int nb, int in) {
     int kc = in;
     if ((size_t)nb * in * 4 > XP_BYTES) {
         kc = (int)(XP_BYTES / (4u * (unsigned)nb)) & ~15;
         if (kc < 256) kc = 256;
         if (kc > in) kc = in;
     }
-    const size_t xn = (size_t)nb * in + 16, wn = (size_t)NR * kc, cn = kc < in ? (size_t)nb * NR : 0;
-    float *xp = wb_kernel_buf(1, xn + wn + cn);
-    if (!xp) {
-        gemm_chain_scalar(Y, ldy, X, ldx, nb, W, bf16, b, in, r0, r1, accumulate);
-        return;
-    }
-    float *wp = xp + ((xn + 15) & ~(size_t)15), *cb = wp + wn;
-    /* blocks of near-equal size: nb = 44 at MR 14 is 4 x 11 */
-    int m0s[64 + 1], *m0 = m0s, *heap = NULL;
-    if (nmb > 64) {
-        heap = malloc((size_t)(nmb + 1) * sizeof *heap);
-        if (!heap) {
-            gemm_chain_scalar(Y, ldy, X, ldx, nb, W, bf16, b, in, r0, r1, accumulate);
-            return;
-        }
-        m0 = heap;
-    }
-    for (int i = 0; i <= nmb; i++) m0[i] = (int)((int64_t)nb * i / nmb);
-    /* inputs: block i holds rows m0[i] .. m0[i+1]-1, element (k, m) at m0[i] * in + k * mr + m */
-    for (int i = 0; i < nmb; i++) {
-        const int mr = m0[i + 1] - m0[i];
-        float *d = xp + (size_t)m0[i] * in;
-        const float *s = X + (size_t)m0[i] * ldx;
-        for (int k = 0; k < in; k++)
-            for (int m = 0; m < mr; m++) d[(size_t)k * mr + m] = s[(size_t)m * ldx + k];
-    }
+    return kc;
+}
+
+/* Y rows r0 .. r1 - 1 of every input from packed inputs P; wp: NR x kc floats, cb: nb x NR
+ * floats when kc < in. */
+static void gemm_tiles(const gemm_level *g, float *Y, size_t ldy, const float *P, int nb,
+                       const void *W, int bf16, const float *b, int in, int r0, int r1,
+                       int accumulate, int kc, float *wp, float *cb) {
+    const int NR = g->nr, nmb = xblocks(nb, g->mr_max);
     for (int r = r0; r < r1; r += NR) {
         const int nr = r1 - r < NR ? r1 - r : NR;
         for (int k0 = 0; k0 < in; k0 += kc) {
@@ -175,15 +203,46 @@ static void gemm_drive(const gemm_level *g, float *Y, size_t ldy, const float *X
             const int last = k0 + kn == in;
             g->pack(wp, W, bf16, in, r, nr, k0, kn);
             for (int i = 0; i < nmb; i++) {
-                const int mr = m0[i + 1] - m0[i];
-                float *c = cb + (size_t)m0[i] * NR;
-                g->tile[mr](kn, xp + (size_t)m0[i] * in + (size_t)k0 * mr, wp, k0 ? c : NULL,
-                            last ? NULL : c, Y + (size_t)m0[i] * ldy + r, ldy, nr,
-                            b ? b + r : NULL, accumulate);
+                const int a = xblock0(nb, nmb, i), mr = xblock0(nb, nmb, i + 1) - a;
+                float *c = cb + (size_t)a * NR;
+                g->tile[mr](kn, P + (size_t)a * in + (size_t)k0 * mr, wp, k0 ? c : NULL,
+                            last ? NULL : c, Y + (size_t)a * ldy + r, ldy, nr, b ? b + r : NULL,
+                            accumulate);
             }
         }
     }
-    free(heap);
+}
+
+/* The GEMM over inputs packed by the caller (xpack_blocks at this level). */
+static void gemm_drive_packed(const gemm_level *g, float *Y, size_t ldy, const float *P, int nb,
+                              const void *W, int bf16, const float *b, int in, int r0, int r1,
+                              int accumulate) {
+    if (r1 <= r0 || nb < 1) return;
+    const int kc = gemm_kc(nb, in);
+    const size_t wn = (size_t)g->nr * kc, cn = kc < in ? (size_t)nb * g->nr : 0;
+    float *wp = wb_kernel_buf(1, wn + cn);
+    if (!wp) {
+        gemm_chain_packed(Y, ldy, P, g->mr_max, nb, W, bf16, b, in, r0, r1, accumulate);
+        return;
+    }
+    gemm_tiles(g, Y, ldy, P, nb, W, bf16, b, in, r0, r1, accumulate, kc, wp, wp + wn);
+}
+
+/* The GEMM from row-major inputs: packs them into this thread's buffer first. */
+static void gemm_drive(const gemm_level *g, float *Y, size_t ldy, const float *X, size_t ldx,
+                       int nb, const void *W, int bf16, const float *b, int in, int r0, int r1,
+                       int accumulate) {
+    if (r1 <= r0 || nb < 1) return;
+    const int kc = gemm_kc(nb, in);
+    const size_t xn = ((size_t)nb * in + 15) & ~(size_t)15, wn = (size_t)g->nr * kc,
+                 cn = kc < in ? (size_t)nb * g->nr : 0;
+    float *xp = wb_kernel_buf(1, xn + wn + cn);
+    if (!xp) {
+        gemm_chain_scalar(Y, ldy, X, ldx, nb, W, bf16, b, in, r0, r1, accumulate);
+        return;
+    }
+    xpack_blocks(g->xpack, g->mr_max, xp, X, ldx, nb, in, 0, xblocks(nb, g->mr_max));
+    gemm_tiles(g, Y, ldy, xp, nb, W, bf16, b, in, r0, r1, accumulate, kc, xp + xn, xp + xn + wn);
 }
 
 /* ---------------------------------------------------------------------- portable */
@@ -199,6 +258,22 @@ static void gemm_bf16_portable(float *Y, size_t ldy, const float *X, size_t ldx,
                                const uint16_t *W, const float *b, int in, int r0, int r1,
                                int accumulate) {
     gemm_chain_scalar(Y, ldy, X, ldx, nb, W, 1, b, in, r0, r1, accumulate);
+}
+
+/* Packed inputs at this level are the rows themselves (blocks of one row). */
+static void gemm_xpack_portable(float *P, const float *X, size_t ldx, int nb, int in, int i0,
+                                int i1) {
+    xpack_blocks(xpack_scalar, 1, P, X, ldx, nb, in, i0, i1);
+}
+static void gemm_f32_packed_portable(float *Y, size_t ldy, const float *P, int nb,
+                                     const float *W, const float *b, int in, int r0, int r1,
+                                     int accumulate) {
+    gemm_chain_scalar(Y, ldy, P, (size_t)in, nb, W, 0, b, in, r0, r1, accumulate);
+}
+static void gemm_bf16_packed_portable(float *Y, size_t ldy, const float *P, int nb,
+                                      const uint16_t *W, const float *b, int in, int r0, int r1,
+                                      int accumulate) {
+    gemm_chain_scalar(Y, ldy, P, (size_t)in, nb, W, 1, b, in, r0, r1, accumulate);
 }
 
 #ifdef WB_X86
@@ -284,6 +359,21 @@ AVX512 static void pack_512(float *dst, const void *W, int bf16, int in, int r, 
     }
 }
 
+/* One block of packed inputs: 16 columns of mr <= 16 rows per 16 x 16 transpose (rows past mr
+ * load nothing), each column stored as mr floats. */
+AVX512 static void xpack_512(float *d, const float *s, size_t ldx, int mr, int in) {
+    const __mmask16 mm = (__mmask16)((1u << mr) - 1);
+    for (int k = 0; k < in; k += 16) {
+        const int kw = in - k < 16 ? in - k : 16;
+        const __mmask16 km = (__mmask16)((1u << kw) - 1);
+        __m512 v[16];
+        for (int j = 0; j < 16; j++)
+            v[j] = _mm512_maskz_loadu_ps(j < mr ? km : 0, s + (size_t)(j < mr ? j : 0) * ldx + k);
+        tr16(v);
+        for (int c = 0; c < kw; c++) _mm512_mask_storeu_ps(d + (size_t)(k + c) * mr, mm, v[c]);
+    }
+}
+
 AVX512 static inline __attribute__((always_inline)) void tile_512(
     const int MR, int kc, const float *xp, const float *wp, const float *cin, float *cout,
     float *Y, size_t ldy, int nr, const float *b, int accumulate) {
@@ -339,9 +429,24 @@ TILE512(8) TILE512(9) TILE512(10) TILE512(11) TILE512(12) TILE512(13) TILE512(14
 #undef TILE512
 
 static const gemm_level level512 = {
-    NR512, 14, pack_512,
+    NR512, 14, pack_512, xpack_512,
     {NULL, tile512_1, tile512_2, tile512_3, tile512_4, tile512_5, tile512_6, tile512_7,
      tile512_8, tile512_9, tile512_10, tile512_11, tile512_12, tile512_13, tile512_14}};
+
+static void gemm_xpack_avx512(float *P, const float *X, size_t ldx, int nb, int in, int i0,
+                              int i1) {
+    xpack_blocks(xpack_512, 14, P, X, ldx, nb, in, i0, i1);
+}
+AVX512 static void gemm_f32_packed_avx512(float *Y, size_t ldy, const float *P, int nb,
+                                          const float *W, const float *b, int in, int r0, int r1,
+                                          int accumulate) {
+    gemm_drive_packed(&level512, Y, ldy, P, nb, W, 0, b, in, r0, r1, accumulate);
+}
+AVX512 static void gemm_bf16_packed_avx512(float *Y, size_t ldy, const float *P, int nb,
+                                           const uint16_t *W, const float *b, int in, int r0,
+                                           int r1, int accumulate) {
+    gemm_drive_packed(&level512, Y, ldy, P, nb, W, 1, b, in, r0, r1, accumulate);
+}
 
 AVX512 static void gemm_f32_avx512(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
                                    const float *W, const float *b, int in, int r0, int r1,
@@ -414,6 +519,22 @@ AVX2 static inline __m256i lanes_below(int n) { /* all-ones in lanes < n */
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+/* One block of packed inputs: 8 columns of mr <= 6 rows per 8 x 8 transpose, the last in % 8
+ * columns in scalar code. */
+AVX2 static void xpack_256(float *d, const float *s, size_t ldx, int mr, int in) {
+    const __m256i mm = lanes_below(mr);
+    const int in8 = in & ~7;
+    for (int k = 0; k < in8; k += 8) {
+        __m256 v[8];
+        for (int j = 0; j < 8; j++)
+            v[j] = j < mr ? _mm256_loadu_ps(s + (size_t)j * ldx + k) : _mm256_setzero_ps();
+        tr8(v);
+        for (int c = 0; c < 8; c++) _mm256_maskstore_ps(d + (size_t)(k + c) * mr, mm, v[c]);
+    }
+    for (int k = in8; k < in; k++)
+        for (int m = 0; m < mr; m++) d[(size_t)k * mr + m] = s[(size_t)m * ldx + k];
+}
+
 AVX2 static inline __attribute__((always_inline)) void tile_256(
     const int MR, int kc, const float *xp, const float *wp, const float *cin, float *cout,
     float *Y, size_t ldy, int nr, const float *b, int accumulate) {
@@ -467,8 +588,23 @@ TILE256(1) TILE256(2) TILE256(3) TILE256(4) TILE256(5) TILE256(6)
 #undef TILE256
 
 static const gemm_level level256 = {
-    NR256, MR256, pack_256,
+    NR256, MR256, pack_256, xpack_256,
     {NULL, tile256_1, tile256_2, tile256_3, tile256_4, tile256_5, tile256_6}};
+
+static void gemm_xpack_avx2(float *P, const float *X, size_t ldx, int nb, int in, int i0,
+                            int i1) {
+    xpack_blocks(xpack_256, MR256, P, X, ldx, nb, in, i0, i1);
+}
+AVX2 static void gemm_f32_packed_avx2(float *Y, size_t ldy, const float *P, int nb,
+                                      const float *W, const float *b, int in, int r0, int r1,
+                                      int accumulate) {
+    gemm_drive_packed(&level256, Y, ldy, P, nb, W, 0, b, in, r0, r1, accumulate);
+}
+AVX2 static void gemm_bf16_packed_avx2(float *Y, size_t ldy, const float *P, int nb,
+                                       const uint16_t *W, const float *b, int in, int r0, int r1,
+                                       int accumulate) {
+    gemm_drive_packed(&level256, Y, ldy, P, nb, W, 1, b, in, r0, r1, accumulate);
+}
 
 AVX2 static void gemm_f32_avx2(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
                                const float *W, const float *b, int in, int r0, int r1,
@@ -486,17 +622,29 @@ void wb_kernels_gemm_register(wb_kernel_table *t, wb_isa isa) {
     if (isa == WB_ISA_PORTABLE) {
         t->gemm_f32 = gemm_f32_portable;
         t->gemm_bf16 = gemm_bf16_portable;
+        t->gemm_mr = 1;
+        t->gemm_xpack = gemm_xpack_portable;
+        t->gemm_f32_packed = gemm_f32_packed_portable;
+        t->gemm_bf16_packed = gemm_bf16_packed_portable;
         t->name_gemm = "portable fused chain";
     }
 #ifdef WB_X86
     if (isa == WB_ISA_AVX2) {
         t->gemm_f32 = gemm_f32_avx2;
         t->gemm_bf16 = gemm_bf16_avx2;
+        t->gemm_mr = MR256;
+        t->gemm_xpack = gemm_xpack_avx2;
+        t->gemm_f32_packed = gemm_f32_packed_avx2;
+        t->gemm_bf16_packed = gemm_bf16_packed_avx2;
         t->name_gemm = "avx2 packed 6x16 outer product";
     }
     if (isa == WB_ISA_AVX512) {
         t->gemm_f32 = gemm_f32_avx512;
         t->gemm_bf16 = gemm_bf16_avx512;
+        t->gemm_mr = 14;
+        t->gemm_xpack = gemm_xpack_avx512;
+        t->gemm_f32_packed = gemm_f32_packed_avx512;
+        t->gemm_bf16_packed = gemm_bf16_packed_avx512;
         t->name_gemm = "avx512 packed 14x32 outer product";
     }
 #endif

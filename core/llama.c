@@ -25,6 +25,7 @@
 #include "llama_internal.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -437,7 +438,90 @@ typedef struct layer_job {
     const float *cs;
     att_job *aj;
     wb_pool *pool;
+    float *P;          /* [n, max(C, Q, F)] packed prompt inputs (lin_phase), or NULL */
+    int n_prompt;      /* runs of mode WB_MM_PROMPT */
+    atomic_int *next;  /* [4] work counters of the phases, zeroed before each layer */
 } layer_job;
+
+/* One phase's matrices, all reading the same X[n, in] (q/k/v and gate/up read xn). */
+typedef struct lin_out {
+    const wb_mat *W;
+    const float *b;
+    float *Y;
+    int residual;
+} lin_out;
+
+enum { LIN_ITEM = 32 }; /* output rows per shared-out work item of the prompt GEMM */
+
+static int lin_packs(const layer_job *j, const lin_out *o, int no) {
+    if (!j->P || !j->n_prompt) return 0;
+    for (int i = 0; i < no; i++)
+        if (wb_mat_takes_xpack(o[i].W)) return 1;
+    return 0;
+}
+
+/* The matrices of one phase on thread tid of nt. A prompt's inputs are packed once, the blocks
+ * shared out, behind a barrier, and every F32 / BF16 matrix of the phase reads that copy; their
+ * output rows are then handed out LIN_ITEM at a time from one counter per phase (q, k and v
+ * together: 896 + 128 + 128 rows on Qwen2.5-0.5B), so a thread that was slow (or descheduled)
+ * takes fewer. Everything else (decode rows, short prompts, quantized weights) is split by rows
+ * as before. Which thread computes an output never changes its chain, so the bits stay those
+ * of one thread. */
+static void lin_phase(const layer_job *j, int phase, const float *X, const lin_out *o, int no,
+                      int tid, int nt) {
+    const int packs = lin_packs(j, o, no), in = o[0].W->cols;
+    if (packs) {
+        int total = 0;
+        for (int r = 0; r < j->n_runs; r++)
+            if (j->runs[r].mode == WB_MM_PROMPT) total += wb_mat_xblocks(j->runs[r].n);
+        const int b0 = (int)((int64_t)total * tid / nt), b1 = (int)((int64_t)total * (tid + 1) / nt);
+        for (int r = 0, base = 0; r < j->n_runs && base < b1; r++) {
+            const wb_mm_run *u = &j->runs[r];
+            if (u->mode != WB_MM_PROMPT) continue;
+            const int nbk = wb_mat_xblocks(u->n), lo = b0 > base ? b0 - base : 0,
+                      hi = b1 - base < nbk ? b1 - base : nbk;
+            if (lo < hi)
+                wb_mat_xpack(j->P + (size_t)u->row0 * in, X + (size_t)u->row0 * in, u->n, in, lo,
+                             hi);
+            base += nbk;
+        }
+        wb_pool_barrier(j->pool);
+    }
+    for (int i = 0; i < no; i++) {
+        const wb_mat *W = o[i].W;
+        const int dyn = packs && wb_mat_takes_xpack(W);
+        int r0, r1;
+        wb_split_rows(W->rows, tid, nt, &r0, &r1);
+        for (int r = 0; r < j->n_runs; r++) {
+            const wb_mm_run *u = &j->runs[r];
+            if (dyn && u->mode == WB_MM_PROMPT) continue;
+            wb_mat_mul(o[i].Y + (size_t)u->row0 * W->rows, X + (size_t)u->row0 * in, u->n, W,
+                       o[i].b, r0, r1, o[i].residual, u->mode);
+        }
+    }
+    if (!packs) return;
+    int items = 0;
+    for (int i = 0; i < no; i++)
+        if (wb_mat_takes_xpack(o[i].W)) items += (o[i].W->rows + LIN_ITEM - 1) / LIN_ITEM;
+    for (int it; (it = atomic_fetch_add(&j->next[phase], 1)) < items * j->n_prompt;) {
+        /* item it: prompt run it / items, then matrix and rows in order */
+        int k = it % items, p = it / items, r = 0;
+        for (;; r++)
+            if (j->runs[r].mode == WB_MM_PROMPT && p-- == 0) break;
+        int i = 0;
+        for (;; i++) {
+            if (!wb_mat_takes_xpack(o[i].W)) continue;
+            const int c = (o[i].W->rows + LIN_ITEM - 1) / LIN_ITEM;
+            if (k < c) break;
+            k -= c;
+        }
+        const wb_mm_run *u = &j->runs[r];
+        const wb_mat *W = o[i].W;
+        const int c0 = k * LIN_ITEM, c1 = c0 + LIN_ITEM < W->rows ? c0 + LIN_ITEM : W->rows;
+        wb_mat_mul_packed(o[i].Y + (size_t)u->row0 * W->rows, j->P + (size_t)u->row0 * in, u->n,
+                          W, o[i].b, c0, c1, o[i].residual);
+    }
+}
 
 static void layer_worker(void *arg, int tid, int nt) {
     const layer_job *j = arg;
@@ -450,9 +534,8 @@ static void layer_worker(void *arg, int tid, int nt) {
     for (int t = t0; t < t1; t++)
         wb_rmsnorm_forward(j->xn + (size_t)t * C, j->x + (size_t)t * C, y->attn_norm, C, eps);
     wb_pool_barrier(j->pool);
-    lin_part(j->runs, j->n_runs, j->qb, j->xn, &y->wq, y->bq, 0, tid, nt);
-    lin_part(j->runs, j->n_runs, j->kb, j->xn, &y->wk, y->bk, 0, tid, nt);
-    lin_part(j->runs, j->n_runs, j->vb, j->xn, &y->wv, y->bv, 0, tid, nt);
+    const lin_out qkv[3] = {{&y->wq, y->bq, j->qb, 0}, {&y->wk, y->bk, j->kb, 0}, {&y->wv, y->bv, j->vb, 0}};
+    lin_phase(j, 0, j->xn, qkv, 3, tid, nt);
     wb_pool_barrier(j->pool);
     /* RoPE and the K/V cache rows, by rows: row t's cache entry needs only row t's rotation */
     rope_rows(j->qb + (size_t)t0 * Q, (size_t)Q, t1 - t0, NH, hd, j->cs + (size_t)t0 * hd);
@@ -470,18 +553,20 @@ static void layer_worker(void *arg, int tid, int nt) {
     if (j->att_threads > 1) att_worker(j->aj, tid, nt);
     else if (tid == 0) att_worker(j->aj, 0, 1);
     wb_pool_barrier(j->pool);
-    lin_part(j->runs, j->n_runs, j->x, j->att, &y->wo, y->bo, 1, tid, nt);
+    const lin_out o = {&y->wo, y->bo, j->x, 1};
+    lin_phase(j, 1, j->att, &o, 1, tid, nt);
     wb_pool_barrier(j->pool);
     for (int t = t0; t < t1; t++)
         wb_rmsnorm_forward(j->xn + (size_t)t * C, j->x + (size_t)t * C, y->mlp_norm, C, eps);
     wb_pool_barrier(j->pool);
-    lin_part(j->runs, j->n_runs, j->g, j->xn, &y->wg, y->bg, 0, tid, nt);
-    lin_part(j->runs, j->n_runs, j->u, j->xn, &y->wu, y->bu, 0, tid, nt);
+    const lin_out gu[2] = {{&y->wg, y->bg, j->g, 0}, {&y->wu, y->bu, j->u, 0}};
+    lin_phase(j, 2, j->xn, gu, 2, tid, nt);
     wb_pool_barrier(j->pool);
     /* elementwise, so any split gives the same bits */
     wb_swiglu_forward(j->g + (size_t)t0 * F, j->u + (size_t)t0 * F, (size_t)(t1 - t0) * F);
     wb_pool_barrier(j->pool);
-    lin_part(j->runs, j->n_runs, j->x, j->g, &y->wd, y->bd, 1, tid, nt);
+    const lin_out d = {&y->wd, y->bd, j->x, 1};
+    lin_phase(j, 3, j->g, &d, 1, tid, nt);
 }
 
 wb_status wb_llama_forward(const wb_model *m, const wb_seq_rows *seqs, int n_seqs, float *logits,
@@ -504,13 +589,19 @@ wb_status wb_llama_forward(const wb_model *m, const wb_seq_rows *seqs, int n_seq
         if (seqs[s].pos + seqs[s].n > longest) longest = seqs[s].pos + seqs[s].n;
     }
     const size_t nn = (size_t)n;
+    int prompt_rows = 0;
+    for (int s = 0; s < n_seqs; s++)
+        if (seqs[s].n >= WB_PROMPT_ROWS) prompt_rows = n;
+    const size_t widest = (size_t)(C > Q ? (C > F ? C : F) : (Q > F ? Q : F));
     /* x, xn [n, C]; q, att [n, Q]; k, v [n, KV]; g, u [n, F]; cs [n, hd]; sc [nt, sc_per];
-     * row0 / item0 [2 n_seqs + 1] ints, then runs [n_seqs] */
-    const size_t sz[11] = {nn * C, nn * C, nn * Q, nn * Q, nn * KV, nn * KV, nn * F, nn * F,
+     * row0 / item0 [2 n_seqs + 1] ints, then runs [n_seqs]; P [n, max(C, Q, F)] when a prompt
+     * is in the call */
+    const size_t sz[12] = {nn * C, nn * C, nn * Q, nn * Q, nn * KV, nn * KV, nn * F, nn * F,
                            nn * hd, (size_t)nt * sc_per,
-                           (size_t)2 * n_seqs + 1 + (size_t)n_seqs * sizeof(wb_mm_run) / sizeof(int)};
-    float *b[11];
-    wb_status st = wb_scratch_take(scratch, 11, sz, b, err);
+                           (size_t)2 * n_seqs + 1 + (size_t)n_seqs * sizeof(wb_mm_run) / sizeof(int),
+                           prompt_rows ? (size_t)prompt_rows * widest : 1};
+    float *b[12];
+    wb_status st = wb_scratch_take(scratch, 12, sz, b, err);
     if (st) return st;
     float *x = b[0], *xn = b[1], *qb = b[2], *att = b[3], *kb = b[4], *vb = b[5], *g = b[6],
           *u = b[7], *cs = b[8], *sc = b[9];
@@ -532,8 +623,11 @@ wb_status wb_llama_forward(const wb_model *m, const wb_seq_rows *seqs, int n_seq
                   NH / c->n_kv_head, hd, Q, KV, ll->sliding_window};
     const int att_nt = nt > 1 && (n_items * aj.group >= 2 * nt || longest >= 256) ? nt : 1;
     wb_probe_layer(m, seqs, n_seqs, row0, -1, x, NULL, NULL, 0, 0);
+    int n_prompt = 0;
+    for (int r = 0; r < n_runs; r++) n_prompt += runs[r].mode == WB_MM_PROMPT;
+    atomic_int next[4];
     layer_job lj = {m, NULL, seqs, row0, runs, n_runs, n_seqs, n, 0, att_nt, x, xn, qb, kb, vb, att, g, u, cs,
-                    &aj, NULL};
+                    &aj, NULL, prompt_rows ? b[11] : NULL, n_prompt, next};
     for (int l = 0; l < c->n_layer; l++) {
         if (wb_model_aborted(m, l, err)) {
             st = WB_ERR_CANCELLED;
@@ -541,6 +635,7 @@ wb_status wb_llama_forward(const wb_model *m, const wb_seq_rows *seqs, int n_seq
         }
         lj.y = &ll->layers[l];
         lj.layer = aj.layer = l;
+        for (int i = 0; i < 4; i++) atomic_store(&next[i], 0);
         if (nt > 1) { /* the pool is locked per layer, so the abort callback and probe run unlocked */
             if ((st = wb_pool_slot_acquire(wb_model_pool(m), nt, &lj.pool, err))) goto done;
             wb_pool_run(lj.pool, layer_worker, &lj);

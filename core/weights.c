@@ -578,6 +578,25 @@ int wb_mm_runs(const wb_seq_rows *seqs, int n_seqs, int variant, wb_mm_run *runs
     return nr;
 }
 
+int wb_mat_takes_xpack(const wb_mat *W) {
+    return W->dtype == WB_MAT_F32 || W->dtype == WB_MAT_BF16;
+}
+
+int wb_mat_xblocks(int n) { return (n + wb_kt()->gemm_mr - 1) / wb_kt()->gemm_mr; }
+
+void wb_mat_xpack(float *P, const float *X, int n, int in, int i0, int i1) {
+    wb_kt()->gemm_xpack(P, X, (size_t)in, n, in, i0, i1);
+}
+
+void wb_mat_mul_packed(float *Y, const float *P, int n, const wb_mat *W, const float *b, int r0,
+                       int r1, int accumulate) {
+    if (r1 <= r0 || n <= 0) return;
+    if (W->dtype == WB_MAT_BF16)
+        wb_kt()->gemm_bf16_packed(Y, (size_t)W->rows, P, n, W->w, b, W->cols, r0, r1, accumulate);
+    else
+        wb_kt()->gemm_f32_packed(Y, (size_t)W->rows, P, n, W->w, b, W->cols, r0, r1, accumulate);
+}
+
 void wb_mat_mul_runs(float *Y, const float *X, const wb_mm_run *runs, int n_runs,
                      const wb_mat *W, const float *b, int r0, int r1, int accumulate) {
     for (int i = 0; i < n_runs; i++)

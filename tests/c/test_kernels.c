@@ -200,7 +200,7 @@ static void gemm_case(int in, int rows, int nb, int r0, int bf16, int *bad_out) 
     uint16_t *Wh = malloc(2 * nw);
     float *b = malloc(sizeof(float) * rows), *Yi = malloc(sizeof(float) * ny);
     float *Y0 = malloc(sizeof(float) * ny), *Y1 = malloc(sizeof(float) * ny);
-    float *Y2 = malloc(sizeof(float) * ny);
+    float *Y2 = malloc(sizeof(float) * ny), *P = malloc(sizeof(float) * (size_t)in * nb);
     for (size_t i = 0; i < nw; i++) {
         Wh[i] = to_bf16(frand());
         Wf[i] = bf16 ? from_bf16(Wh[i]) : frand();
@@ -215,7 +215,7 @@ static void gemm_case(int in, int rows, int nb, int r0, int bf16, int *bad_out) 
         wb_isa_limit(WB_ISA_PORTABLE);
         if (bf16) wb_kt()->gemm_bf16(Y0, rows, X, in, nb, Wh, bb, in, r0, rows, acc);
         else wb_kt()->gemm_f32(Y0, rows, X, in, nb, Wf, bb, in, r0, rows, acc);
-        int bad = 0, off = 0, moved = 0, alone = 0;
+        int bad = 0, off = 0, moved = 0, alone = 0, packed = 0;
         for (int j = 0; j < nb; j++) /* portable against a double-precision sum */
             for (int r = 0; r < rows; r++) {
                 const size_t k = (size_t)j * rows + r;
@@ -230,6 +230,19 @@ static void gemm_case(int in, int rows, int nb, int r0, int bf16, int *bad_out) 
                 }
                 bad += !close_enough(Y0[k], (float)s, mag, in);
             }
+        for (int lv = WB_ISA_PORTABLE; lv <= (int)wb_isa_best(); lv++) {
+            /* inputs packed once (in two pieces, as two threads share them out), then read by
+             * the packed call: the unpacked call's bits */
+            wb_isa_limit((wb_isa)lv);
+            const int nblk = (nb + wb_kt()->gemm_mr - 1) / wb_kt()->gemm_mr;
+            for (size_t i = 0; i < (size_t)in * nb; i++) P[i] = NAN;
+            wb_kt()->gemm_xpack(P, X, in, nb, in, nblk / 2, nblk + 3);
+            wb_kt()->gemm_xpack(P, X, in, nb, in, 0, nblk / 2);
+            memcpy(Y1, Yi, sizeof(float) * ny);
+            if (bf16) wb_kt()->gemm_bf16_packed(Y1, rows, P, nb, Wh, bb, in, r0, rows, acc);
+            else wb_kt()->gemm_f32_packed(Y1, rows, P, nb, Wf, bb, in, r0, rows, acc);
+            packed += memcmp(Y1, Y0, sizeof(float) * ny) != 0;
+        }
         for (int lv = WB_ISA_AVX2; lv <= (int)wb_isa_best(); lv++) {
             wb_isa_limit((wb_isa)lv);
             memcpy(Y1, Yi, sizeof(float) * ny);
@@ -250,13 +263,15 @@ static void gemm_case(int in, int rows, int nb, int r0, int bf16, int *bad_out) 
             }
         }
         wb_isa_limit(old);
-        CHECK_MSG(!bad && !off && !moved && !alone,
+        CHECK_MSG(!bad && !off && !moved && !alone && !packed,
                   "%s in=%d rows=%d nb=%d r0=%d acc=%d: %d off the double sum, %d outside the "
-                  "range touched, %d levels not bit-equal to portable, %d split calls differ",
-                  bf16 ? "BF16" : "F32", in, rows, nb, r0, acc, bad, off, moved, alone);
-        *bad_out += bad + off + moved + alone;
+                  "range touched, %d levels not bit-equal to portable, %d split calls differ, %d "
+                  "packed-input calls differ",
+                  bf16 ? "BF16" : "F32", in, rows, nb, r0, acc, bad, off, moved, alone, packed);
+        *bad_out += bad + off + moved + alone + packed;
     }
     free(Wf), free(X), free(Wh), free(b), free(Yi), free(Y0), free(Y1), free(Y2);
+    free(P);
 }
 
 static void prompt_gemm_matches_portable_bit_for_bit(void) {
