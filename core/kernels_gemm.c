@@ -96,7 +96,7 @@ enum { MR_MAX = 14 }; /* the widest tile's input rows (AVX-512) */
  * cin (NULL: from 0) over kc steps; then stored to cout (a chain that goes on in the next K
  * block) or, with cout NULL, finished into Y (bias, old Y; nr valid rows, columns of Y). */
 typedef void (*tile_fn)(int kc, const float *xp, const float *wp, const float *cin, float *cout,
-                        float *Y, size_t ldy, int nr, const float *b, int accumulate);
+                        float *Y, size_t ldy, int nr, const float *b, int accumulate, const char *pf, int npf);
 /* dst[k * NR + j] = W[r + j, k0 + k] for j < nr (0 for nr <= j < NR), k < kc; bf16: W is BF16 */
 typedef void (*pack_fn)(float *dst, const void *W, int bf16, int in, int r, int nr, int k0,
                         int kc);
@@ -192,12 +192,22 @@ static int gemm_kc(int nb, int in) {
 
 /* Y rows r0 .. r1 - 1 of every input from packed inputs P; wp: NR x kc floats, cb: nb x NR
  * floats when kc < in. */
+enum { PF_BLOCKS = 8 };
+
 static void gemm_tiles(const gemm_level *g, float *Y, size_t ldy, const float *P, int nb,
                        const void *W, int bf16, const float *b, int in, int r0, int r1,
                        int accumulate, int kc, float *wp, float *cb) {
     const int NR = g->nr, nmb = xblocks(nb, g->mr_max);
+    const size_t esz = bf16 ? 2 : 4;
     for (int r = r0; r < r1; r += NR) {
         const int nr = r1 - r < NR ? r1 - r : NR;
+        /* the next panel's weights (contiguous rows), spread over this panel's tiles, for short
+         * prompts (up to PF_BLOCKS row blocks), whose panels are done too fast for the hardware
+         * prefetcher to keep up with the weights from memory */
+        const int nn = r + NR < r1 ? (r1 - r - NR < NR ? r1 - r - NR : NR) : 0;
+        const int lines = kc == in && nmb <= PF_BLOCKS ? (int)(((size_t)nn * in * esz + 63) / 64) : 0;
+        const int per = (lines + nmb - 1) / nmb;
+        const char *pfb = nn ? (const char *)W + (size_t)(r + NR) * in * esz : NULL;
         for (int k0 = 0; k0 < in; k0 += kc) {
             const int kn = in - k0 < kc ? in - k0 : kc;
             const int last = k0 + kn == in;
@@ -207,7 +217,8 @@ static void gemm_tiles(const gemm_level *g, float *Y, size_t ldy, const float *P
                 float *c = cb + (size_t)a * NR;
                 g->tile[mr](kn, P + (size_t)a * in + (size_t)k0 * mr, wp, k0 ? c : NULL,
                             last ? NULL : c, Y + (size_t)a * ldy + r, ldy, nr, b ? b + r : NULL,
-                            accumulate);
+                            accumulate, pfb + (size_t)i * per * 64,
+                            lines - i * per < per ? lines - i * per : per);
             }
         }
     }
@@ -376,7 +387,7 @@ AVX512 static void xpack_512(float *d, const float *s, size_t ldx, int mr, int i
 
 AVX512 static inline __attribute__((always_inline)) void tile_512(
     const int MR, int kc, const float *xp, const float *wp, const float *cin, float *cout,
-    float *Y, size_t ldy, int nr, const float *b, int accumulate) {
+    float *Y, size_t ldy, int nr, const float *b, int accumulate, const char *pf, int npf) {
     __m512 a0[MR_MAX], a1[MR_MAX];
 #pragma GCC unroll 14
     for (int m = 0; m < MR; m++) {
@@ -384,6 +395,7 @@ AVX512 static inline __attribute__((always_inline)) void tile_512(
         a1[m] = cin ? _mm512_load_ps(cin + m * NR512 + 16) : _mm512_setzero_ps();
     }
     for (int k = 0; k < kc; k++, xp += MR, wp += NR512) {
+        if (npf > 0 && (k & 1) == 0) _mm_prefetch(pf, _MM_HINT_T1), pf += 64, npf--;
         const __m512 w0 = _mm512_load_ps(wp), w1 = _mm512_load_ps(wp + 16);
 #pragma GCC unroll 14
         for (int m = 0; m < MR; m++) {
@@ -421,8 +433,8 @@ AVX512 static inline __attribute__((always_inline)) void tile_512(
 #define TILE512(M_)                                                                              \
     AVX512 static void tile512_##M_(int kc, const float *xp, const float *wp, const float *cin,  \
                                     float *cout, float *Y, size_t ldy, int nr, const float *b,   \
-                                    int accumulate) {                                             \
-        tile_512(M_, kc, xp, wp, cin, cout, Y, ldy, nr, b, accumulate);               \
+                                    int accumulate, const char *pf, int npf) {                     \
+        tile_512(M_, kc, xp, wp, cin, cout, Y, ldy, nr, b, accumulate, pf, npf);       \
     }
 TILE512(1) TILE512(2) TILE512(3) TILE512(4) TILE512(5) TILE512(6) TILE512(7)
 TILE512(8) TILE512(9) TILE512(10) TILE512(11) TILE512(12) TILE512(13) TILE512(14)
@@ -537,7 +549,7 @@ AVX2 static void xpack_256(float *d, const float *s, size_t ldx, int mr, int in)
 
 AVX2 static inline __attribute__((always_inline)) void tile_256(
     const int MR, int kc, const float *xp, const float *wp, const float *cin, float *cout,
-    float *Y, size_t ldy, int nr, const float *b, int accumulate) {
+    float *Y, size_t ldy, int nr, const float *b, int accumulate, const char *pf, int npf) {
     __m256 a0[MR256], a1[MR256];
 #pragma GCC unroll 6
     for (int m = 0; m < MR; m++) {
@@ -545,6 +557,7 @@ AVX2 static inline __attribute__((always_inline)) void tile_256(
         a1[m] = cin ? _mm256_load_ps(cin + m * NR256 + 8) : _mm256_setzero_ps();
     }
     for (int k = 0; k < kc; k++, xp += MR, wp += NR256) {
+        if (npf > 0 && (k & 1) == 0) _mm_prefetch(pf, _MM_HINT_T1), pf += 64, npf--;
         const __m256 w0 = _mm256_load_ps(wp), w1 = _mm256_load_ps(wp + 8);
 #pragma GCC unroll 6
         for (int m = 0; m < MR; m++) {
@@ -581,8 +594,8 @@ AVX2 static inline __attribute__((always_inline)) void tile_256(
 #define TILE256(M_)                                                                              \
     AVX2 static void tile256_##M_(int kc, const float *xp, const float *wp, const float *cin,    \
                                   float *cout, float *Y, size_t ldy, int nr, const float *b,     \
-                                  int accumulate) {                                             \
-        tile_256(M_, kc, xp, wp, cin, cout, Y, ldy, nr, b, accumulate);               \
+                                  int accumulate, const char *pf, int npf) {                     \
+        tile_256(M_, kc, xp, wp, cin, cout, Y, ldy, nr, b, accumulate, pf, npf);       \
     }
 TILE256(1) TILE256(2) TILE256(3) TILE256(4) TILE256(5) TILE256(6)
 #undef TILE256

@@ -500,26 +500,33 @@ static void lin_phase(const layer_job *j, int phase, const float *X, const lin_o
         }
     }
     if (!packs) return;
-    int items = 0;
+    /* the output rows of every prompt run's packed matrices end to end, handed out in guided
+     * chunks: a share of what is left (a multiple of LIN_ITEM rows, at least LIN_ITEM, never
+     * across a matrix), large first so the GEMM's prefetch of the next panel mostly stays in
+     * one thread's chunk, small at the end so the threads finish together */
+    int per_run = 0;
     for (int i = 0; i < no; i++)
-        if (wb_mat_takes_xpack(o[i].W)) items += (o[i].W->rows + LIN_ITEM - 1) / LIN_ITEM;
-    for (int it; (it = atomic_fetch_add(&j->next[phase], 1)) < items * j->n_prompt;) {
-        /* item it: prompt run it / items, then matrix and rows in order */
-        int k = it % items, p = it / items, r = 0;
+        if (wb_mat_takes_xpack(o[i].W)) per_run += o[i].W->rows;
+    const int total = per_run * j->n_prompt;
+    int cur = atomic_load(&j->next[phase]);
+    while (cur < total) {
+        int p = cur / per_run, k = cur % per_run, r = 0, i = 0;
         for (;; r++)
             if (j->runs[r].mode == WB_MM_PROMPT && p-- == 0) break;
-        int i = 0;
         for (;; i++) {
             if (!wb_mat_takes_xpack(o[i].W)) continue;
-            const int c = (o[i].W->rows + LIN_ITEM - 1) / LIN_ITEM;
-            if (k < c) break;
-            k -= c;
+            if (k < o[i].W->rows) break;
+            k -= o[i].W->rows;
         }
-        const wb_mm_run *u = &j->runs[r];
         const wb_mat *W = o[i].W;
-        const int c0 = k * LIN_ITEM, c1 = c0 + LIN_ITEM < W->rows ? c0 + LIN_ITEM : W->rows;
+        int size = (total - cur) / (2 * nt) / LIN_ITEM * LIN_ITEM;
+        if (size < LIN_ITEM) size = LIN_ITEM;
+        if (size > W->rows - k) size = W->rows - k;
+        if (!atomic_compare_exchange_weak(&j->next[phase], &cur, cur + size)) continue;
+        const wb_mm_run *u = &j->runs[r];
         wb_mat_mul_packed(o[i].Y + (size_t)u->row0 * W->rows, j->P + (size_t)u->row0 * in, u->n,
-                          W, o[i].b, c0, c1, o[i].residual);
+                          W, o[i].b, k, k + size, o[i].residual);
+        cur = atomic_load(&j->next[phase]);
     }
 }
 

@@ -210,12 +210,13 @@ typedef struct wb_seq_rows {
 /* A sequence of at least WB_PROMPT_ROWS rows in a forward call is a prompt: its matrix products
  * go through the packed GEMM (WB_MM_PROMPT); shorter ones (decode rows, short prompts) through
  * the GEMV kernels (WB_MM_ROWS). The choice depends on the sequence alone, so each sequence's
- * rows get the same bits whatever else shares the batch. 64: on the whole model at 2 threads the
- * GEMM lost at 44 tokens for both F32 (2-14%) and BF16 (bench_llama 257 against 194 ms, bench_quant
- * 208 against 184, quiet) while the matrices alone cross near 8-12 rows (F32, AVX2) and 44 (AVX-512
- * BF16): the GEMV's prefetched streams read the weights faster than the GEMM's packing does
- * (docs/performance.md, "Session 3: prefill GEMM" and "Session 3: quiet re-run"). */
-#define WB_PROMPT_ROWS 64
+ * rows get the same bits whatever else shares the batch. 32: Session 3 had moved it to 64 because
+ * the GEMM then lost at 44 tokens (its packing waited on the weights from memory, where the GEMV's
+ * prefetched streams did not); with the next panel prefetched during the tiles of short prompts,
+ * the inputs packed once per phase and the rows shared out (Session 4), the whole Qwen2.5-0.5B-shaped
+ * model took 10-15% less CPU time through the GEMM at 32 and 44 tokens and broke even at 24
+ * (docs/performance.md, "Session 4: prompt GEMM"). */
+#define WB_PROMPT_ROWS 32
 /* Consecutive stacked rows of one mode: rows row0 .. row0 + n - 1. */
 typedef struct wb_mm_run {
     int row0, n, mode;

@@ -62,7 +62,7 @@ local function max_diff(a, b)
   return m
 end
 
--- Part 1 uses at most 15 tokens: decode rows and prompts shorter than WB_PROMPT_ROWS (64)
+-- Part 1 uses at most 15 tokens: decode rows and prompts shorter than WB_PROMPT_ROWS (32)
 -- go through the fixed-order GEMV kernels; a longer prompt goes through the packed GEMM, whose
 -- order is fixed too (the same for any row count, so such a prompt's rows are batch-invariant
 -- among themselves) but is not the GEMV's (docs/performance.md, "Session 3: prefill GEMM").
