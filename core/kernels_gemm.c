@@ -20,12 +20,15 @@
  * weight rows is 28 FMAs for 2 vector loads and 14 broadcasts (AVX2: 6 x 16, 12 FMAs for 2 + 6).
  *
  * Packing (the BLIS plan, our own code): the inputs once per call into blocks of MR rows,
- * column-major inside a block (a step broadcasts MR consecutive floats); the weights one panel
- * of NR rows x KC columns at a time, transposed so a step loads NR consecutive floats, BF16
- * widened on the way (exact; for BF16 pairs of columns are transposed as one dword and split
- * even/odd after). No software prefetch: prefetching the next panel into L2 while the tiles ran
- * measured 3-8% slower, in cache and from memory. KC is the whole row unless the inputs' block
- * would not stay in L2.
+ * column-major inside a block (a step broadcasts MR consecutive floats), or once by the caller
+ * for several matrices and threads (gemm_xpack, then the *_packed calls: core/llama.c packs xn
+ * once for q/k/v); the weights one panel of NR rows x KC columns at a time, transposed so a step
+ * loads NR consecutive floats, BF16 widened on the way (exact; for BF16 pairs of columns are
+ * transposed as one dword and split even/odd after). For short prompts (up to PF_BLOCKS row
+ * blocks) the tiles prefetch the next panel's weight rows, which the packing otherwise waited on
+ * from memory (25% of a 44-token prefill); for longer ones that measured 3-8% slower, so not
+ * there. KC is the whole row unless the inputs' block would not stay in L2 (panels sized for L1
+ * measured no faster).
  * Dispatch: cpu.c; the driver below is plain C over the level's pack and tile functions.
  */
 #include "cpu.h"
