@@ -571,8 +571,13 @@ AVXVNNI static inline __m256i nib2_avxvnni(__m256i lo, __m256i xl, __m256i hi, _
         const __m256i m4 = _mm256_set1_epi8(15);                                                  \
         __m256 y = _mm256_setzero_ps();                                                           \
         for (int b = 0; b < nblk; b++) {                                                          \
-            for (size_t p = pf + (size_t)b * 8 * bs, e = p + 8 * bs; p < e && p < end; p += 64)   \
-                _mm_prefetch((const char *)W + p, _MM_HINT_T0);                                   \
+            const size_t pb = pf + (size_t)b * 8 * bs; /* a fixed count of lines, as below */ \
+            if (pb < end) {                                                                       \
+                const char *pp = (const char *)W + pb;                                            \
+                for (int l = 0; l < 3; l++) _mm_prefetch(pp + 64 * l, _MM_HINT_T0);               \
+                if (q8)                                                                           \
+                    for (int l = 3; l < 5; l++) _mm_prefetch(pp + 64 * l, _MM_HINT_T0);           \
+            }                                                                                     \
             const int8_t *x = a->q + 32 * b;                                                      \
             const uint8_t *c = base + (size_t)b * bs;                                             \
             __m256i isum;                                                                         \
@@ -1288,8 +1293,15 @@ INLINE_VNNI512 void gemv_group(const int q8, float *Y, const qact *a, const uint
     __m512 y = _mm512_setzero_ps();
     for (int b = 0; b < nblk; b++) {
         /* this block's share of the group PF_GROUPS ahead, as one linear stream */
-        for (size_t p = pf + (size_t)b * 16 * bs, e = p + 16 * bs; p < e && p < end; p += 64)
-            _mm_prefetch((const char *)W + p, _MM_HINT_T0);
+        /* a fixed count of lines (the 16 * bs bytes, rounded up) so the loop has no exit
+         * branch to mispredict; lines past the range's end are left alone */
+        const size_t pb = pf + (size_t)b * 16 * bs;
+        if (pb < end) {
+            const char *pp = (const char *)W + pb;
+            for (int l = 0; l < 5; l++) _mm_prefetch(pp + 64 * l, _MM_HINT_T0);
+            if (q8)
+                for (int l = 5; l < 9; l++) _mm_prefetch(pp + 64 * l, _MM_HINT_T0);
+        }
         const int8_t *x = a->q + 32 * b;
         const __m512i init = _mm512_maskz_set1_epi32(corr_lanes, corr * a->s[b]);
         const uint8_t *c = base + (size_t)b * bs + 2;
