@@ -6,10 +6,12 @@
  *
  * Threads split each matrix by rows as the model does (wb_split_rows) and meet at a spinning
  * barrier after each layer and after the head. Every input is quantized inside each product, as
- * in the model. Per repeat: the streaming read rate at the same thread count (bench_floors.h),
- * then one sweep per variant, the order rotated every repeat; the bound is weight bytes / that
- * read rate and each sweep's ratio to it is taken per repeat. Printed: median [min - max] of ms per
- * sweep and of the ratio, and the load average before and after.
+ * in the model. Per repeat: the streaming read rate at the same thread count (bench_floors.h's
+ * read, on the same threads), then one sweep per variant, the order rotated every repeat; the
+ * bound is weight bytes / that read rate and each sweep's ratio to it is taken per repeat, once
+ * in wall time and once in thread CPU time (the slowest thread's, for the read and for the step:
+ * robust to the descheduling of a shared machine, though not to others' memory traffic). Printed:
+ * median [min - max] of ms per sweep and of the ratios, and the load average before and after.
  *
  *   bench_quant_decode [repeats=7] [threads=2] [q8_0|q4_0|both] [variant-substring]
  */
@@ -24,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bench_args.h"
 #include "bench_floors.h"
@@ -82,11 +85,20 @@ typedef struct sweep {
     const qmat *m; /* LAYERS * PER_LAYER + 1 matrices */
     const float *X;
     float *Y;
-    int nt;
+    const float *bw_buf; /* read job: BENCH_BW_BYTES split across the threads */
+    int nt, read;
 } sweep;
 
 static atomic_int g_arrived, g_gen, g_stop;
 static sweep g_job;
+static double g_cpu[MAXT]; /* each thread's CPU ms for the last job */
+static bench_bw_arg g_bw[MAXT];
+
+static double cpu_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
 
 static void barrier(int nt) {
     const int gen = atomic_load(&g_gen);
@@ -102,6 +114,15 @@ static void barrier(int nt) {
 }
 
 static void run_part(const sweep *s, int tid) {
+    const double c0 = cpu_ms();
+    if (s->read) {
+        const size_t per = BENCH_BW_BYTES / 4 / (size_t)s->nt;
+        g_bw[tid] = (bench_bw_arg){s->bw_buf + (size_t)tid * per, per, 0};
+        bench_bw_read(&g_bw[tid]); /* a global: its sink stays live, so the reads do */
+        g_cpu[tid] = cpu_ms() - c0;
+        barrier(s->nt);
+        return;
+    }
     const int nm = LAYERS * PER_LAYER + 1;
     for (int i = 0; i < nm; i++) {
         const qmat *m = &s->m[i];
@@ -109,6 +130,7 @@ static void run_part(const sweep *s, int tid) {
         wb_split_rows(m->rows, tid, s->nt, &r0, &r1);
         if (r0 < r1) wb_gemm_q_with(s->k, s->t, s->Y, (size_t)m->rows, s->X, (size_t)m->cols, 1, m->w,
                                     NULL, m->cols, r0, r1, 0, NULL);
+        if (i == nm - 1) g_cpu[tid] = cpu_ms() - c0;
         if (i % PER_LAYER == PER_LAYER - 1 || i == nm - 1) barrier(s->nt);
     }
 }
@@ -122,11 +144,16 @@ static void *worker(void *arg) {
     }
 }
 
-static double run_sweep(int nt) { /* ms of one sweep, g_job set */
+static double run_sweep(int nt) { /* wall ms of one job, g_job set */
     const double t0 = wb_clock_ms();
     barrier(nt);
     run_part(&g_job, 0);
     return wb_clock_ms() - t0;
+}
+static double max_cpu(int nt) { /* the slowest thread's CPU ms of the last job */
+    double m = 0;
+    for (int i = 0; i < nt; i++) m = g_cpu[i] > m ? g_cpu[i] : m;
+    return m;
 }
 
 int main(int argc, char **argv) {
@@ -161,9 +188,11 @@ int main(int argc, char **argv) {
     g_job.nt = nt;
     for (int i = 1; i < nt; i++) pthread_create(&th[i], NULL, worker, (void *)(intptr_t)i);
 
-    printf("\n%d threads, %d repeats, median [min - max]; bound = weight bytes / %d-thread read rate of the "
-           "same repeat\n\n| type | weight MB | variant | ms / step | read GB/s | bound ms | step / bound |\n"
-           "|---|---|---|---|---|---|---|\n", nt, reps, nt);
+    printf("\n%d threads, %d repeats, median [min - max]. Wall: ms per step and its ratio to weight bytes / the "
+           "%d-thread read rate of the same repeat. CPU: the same with thread CPU times (the slowest thread's, for "
+           "the step and for the read), which leaves out the time a busy machine takes the cores away\n\n"
+           "| type | weight MB | variant | ms / step | read GB/s | step / bound | CPU ms / step | CPU read GB/s | CPU step / bound |\n"
+           "|---|---|---|---|---|---|---|---|---|\n", nt, reps, nt);
     for (int ti = 0; ti < 2; ti++) {
         const wb_qtype t = ti ? WB_QT_Q4_0 : WB_QT_Q8_0;
         if (strcmp(which, "both") && strcmp(which, wb_qtype_name(t))) continue;
@@ -178,27 +207,34 @@ int main(int argc, char **argv) {
             bytes += (double)wb_quant_row_bytes(t, cols) * rows;
         }
         g_job.t = t, g_job.m = m, g_job.X = X, g_job.Y = Y;
-        double ms[MAXV][MAXR], ratio[MAXV][MAXR], bw[MAXR];
+        double ms[MAXV][MAXR], ratio[MAXV][MAXR], bw[MAXR], cms[MAXV][MAXR], cratio[MAXV][MAXR], cbw[MAXR];
         for (int k = -1; k < reps; k++) { /* k = -1: warm-up */
-            const double g = bench_read_gbs(bw_buf, nt);
+            g_job.read = 1, g_job.bw_buf = bw_buf;
+            const double g = (double)BENCH_BW_BYTES / (run_sweep(nt) * 1e6);
+            const double gc = (double)BENCH_BW_BYTES / (max_cpu(nt) * 1e6);
+            g_job.read = 0;
             for (int j = 0; j < nv; j++) {
                 const int vi = (j + (k < 0 ? 0 : k)) % nv;
                 g_job.k = use[vi];
-                const double t1 = run_sweep(nt);
+                const double t1 = run_sweep(nt), c1 = max_cpu(nt);
                 if (k < 0) continue;
-                ms[vi][k] = t1;
+                ms[vi][k] = t1, cms[vi][k] = c1;
                 ratio[vi][k] = t1 / (bytes / (g * 1e6));
+                cratio[vi][k] = c1 / (bytes / (gc * 1e6));
             }
-            if (k >= 0) bw[k] = g;
+            if (k >= 0) bw[k] = g, cbw[k] = gc;
         }
         qsort(bw, (size_t)reps, sizeof *bw, cmpd);
+        qsort(cbw, (size_t)reps, sizeof *cbw, cmpd);
         for (int j = 0; j < nv; j++) {
-            qsort(ms[j], (size_t)reps, sizeof(double), cmpd);
-            qsort(ratio[j], (size_t)reps, sizeof(double), cmpd);
-            printf("| %s | %.0f | %s | %.2f [%.2f - %.2f] | %.1f [%.1f - %.1f] | %.2f | %.2fx [%.2f - %.2f] |\n",
-                   wb_qtype_name(t), bytes / 1e6, wb_quant_kernels_name(use[j]), ms[j][reps / 2], ms[j][0],
-                   ms[j][reps - 1], bw[reps / 2], bw[0], bw[reps - 1], bytes / (bw[reps / 2] * 1e6),
-                   ratio[j][reps / 2], ratio[j][0], ratio[j][reps - 1]);
+            double *v4[4] = {ms[j], ratio[j], cms[j], cratio[j]};
+            for (int q = 0; q < 4; q++) qsort(v4[q], (size_t)reps, sizeof(double), cmpd);
+            const int h = reps / 2, e = reps - 1;
+            printf("| %s | %.0f | %s | %.2f [%.2f - %.2f] | %.1f [%.1f - %.1f] | %.2fx [%.2f - %.2f] | %.2f [%.2f - %.2f] | "
+                   "%.1f [%.1f - %.1f] | %.2fx [%.2f - %.2f] |\n",
+                   wb_qtype_name(t), bytes / 1e6, wb_quant_kernels_name(use[j]), ms[j][h], ms[j][0], ms[j][e], bw[h],
+                   bw[0], bw[e], ratio[j][h], ratio[j][0], ratio[j][e], cms[j][h], cms[j][0], cms[j][e], cbw[h], cbw[0],
+                   cbw[e], cratio[j][h], cratio[j][0], cratio[j][e]);
             fflush(stdout);
         }
         for (int i = 0; i < LAYERS * PER_LAYER + 1; i++) free((void *)m[i].w);
