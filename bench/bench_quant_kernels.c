@@ -6,8 +6,11 @@
  * the fraction of peak is the median Gop/s over the median peak. Inputs are quantized inside each
  * product, as in a model. The matrices (4.6 MB) stay in the last-level cache between repeats,
  * so this is the kernels' compute rate, not a model's (which streams its weights from memory).
+ * With --stream each repeat runs one product on each of enough copies of the matrix (about
+ * 100 MB, like a model's layers) that every product reads its weights from memory, and the time
+ * is the mean per product: the memory side of a prefill, still in thread CPU time.
  *
- *   bench_quant_kernels [repeats] [variant-substring]
+ *   bench_quant_kernels [repeats] [variant-substring] [--stream]
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -60,12 +63,20 @@ static int cmpd(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    bench_args(argc, argv, "[REPS=5] [VARIANT]\n  Q8_0/Q4_0 kernel variants on Qwen2.5-0.5B's MLP shapes, "
-               "1 thread, thread CPU time, against the int8 peak measured beside each repeat", NULL);
-    int reps = argc > 1 ? atoi(argv[1]) : 5;
+    static const char *const opts[] = {"--stream", NULL};
+    bench_args(argc, argv, "[REPS=5] [VARIANT] [--stream]\n  Q8_0/Q4_0 kernel variants on Qwen2.5-0.5B's MLP shapes, "
+               "1 thread, thread CPU time, against the int8 peak measured beside each repeat;\n"
+               "  --stream: weights read from memory (a product per copy of ~100 MB of copies)", opts);
+    int stream = 0, npos = 0;
+    const char *pos[2] = {NULL, NULL};
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--stream") == 0) stream = 1;
+        else if (npos < 2) pos[npos++] = argv[i];
+    }
+    int reps = pos[0] ? atoi(pos[0]) : 5;
     if (reps < 3) reps = 3;
     if (reps > MAXR) reps = MAXR;
-    const char *only = argc > 2 ? argv[2] : NULL;
+    const char *only = pos[1];
     const int have512 = wb_cpu()->avx512f && wb_cpu()->avx512vnni;
     const wb_quant_kernels *v[8];
     const int nv = wb_quant_kernel_variants(v, 8);
@@ -75,30 +86,33 @@ int main(int argc, char **argv) {
     float *row = malloc(sizeof(float) * MAXIN);
     if (!X || !Y || !row) return 1;
     for (int i = 0; i < MAXNB * MAXIN; i++) X[i] = (float)((int)(xr() >> 22) - 512) / 512.0f;
+    printf("%s", stream ? "weights streamed from memory (--stream)\n" : "");
     printf("| type | rows x cols | variant | inputs | ms (CPU) | Gop/s | int8 peak Gop/s | of peak |\n");
     printf("|---|---|---|---|---|---|---|---|\n");
     for (int t = 0; t < 2; t++) {
         const wb_qtype qt = t ? WB_QT_Q4_0 : WB_QT_Q8_0;
         for (int s = 0; s < 2; s++) {
             const int R = shapes[s][0], IN = shapes[s][1];
-            const size_t rb = wb_quant_row_bytes(qt, IN);
-            unsigned char *W = aligned_alloc(64, (rb * (size_t)R + 63) & ~(size_t)63);
+            const size_t rb = wb_quant_row_bytes(qt, IN), mb = (rb * (size_t)R + 63) & ~(size_t)63;
+            const int copies = stream ? (int)((100u << 20) / mb) + 1 : 1;
+            unsigned char *W = aligned_alloc(64, mb * (size_t)copies);
             if (!W) return 1;
             for (int r = 0; r < R; r++) {
                 for (int i = 0; i < IN; i++) row[i] = (float)((int)(xr() >> 22) - 512) / 512.0f;
                 wb_quantize_row(qt, W + rb * (size_t)r, row, IN);
             }
+            for (int c = 1; c < copies; c++) memcpy(W + mb * (size_t)c, W, mb);
             for (int k = 1; k < nv; k++) { /* v[0] is portable */
                 if (only && !strstr(wb_quant_kernels_name(v[k]), only)) continue;
                 for (int q = 0; q < 3; q++) {
-                    const int nb = nbs[q], it = nb == 1 ? 20 : 1;
+                    const int nb = nbs[q], it = stream ? copies : nb == 1 ? 20 : 1;
                     double ts[MAXR], pk[MAXR];
                     wb_gemm_q_with(v[k], qt, Y, (size_t)R, X, IN, nb, W, NULL, IN, 0, R, 0, NULL);
                     for (int rep = 0; rep < reps; rep++) {
                         pk[rep] = have512 ? int8_peak(200000) : 0;
                         const double t0 = cpu_ms();
                         for (int i = 0; i < it; i++)
-                            wb_gemm_q_with(v[k], qt, Y, (size_t)R, X, IN, nb, W, NULL, IN, 0, R, 0, NULL);
+                            wb_gemm_q_with(v[k], qt, Y, (size_t)R, X, IN, nb, W + mb * (size_t)(i % copies), NULL, IN, 0, R, 0, NULL);
                         ts[rep] = (cpu_ms() - t0) / it;
                     }
                     qsort(ts, (size_t)reps, sizeof *ts, cmpd);

@@ -121,7 +121,9 @@ void wb_kernels_gemm_register(wb_kernel_table *t, wb_isa isa);
 
 /* A 64-byte aligned buffer of n floats for the calling thread, slot < WB_KBUF_SLOTS, kept between
  * calls and freed when the thread ends; NULL when memory is short (callers then work without).
- * Slot 0: the GEMV kernels' packed inputs; slot 1: the prompt GEMM's panels. */
+ * Slot 0: the GEMV kernels' packed inputs, the quantized products' int8 inputs; slot 1: the
+ * prompt GEMM's panels, the quantized tile kernels' regrouped inputs (never held across a call
+ * into another user of the same slot). */
 #define WB_KBUF_SLOTS 2
 float *wb_kernel_buf(int slot, size_t n);
 

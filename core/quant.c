@@ -174,6 +174,13 @@ typedef struct qact {
 /* a row's canonical dot with one input (no bias) */
 typedef float (*qdot_fn)(const uint8_t *w, const qact *a, int nblk);
 
+/* The products' scratch (slot 0 the quantized inputs, slot 1 the tile kernels' regrouped ones):
+ * 64-byte aligned, kept by the calling thread between calls (wb_kernel_buf, freed when the
+ * thread ends). Allocated per call, buffers above malloc's mmap threshold were mapped and
+ * faulted in again on every product: about 2,500 page faults per 44-token Q8_0 prefill of the
+ * Qwen2.5-0.5B-shaped model. NULL when out of memory (the callers have a way without). */
+static void *qscratch(int slot, size_t bytes) { return wb_kernel_buf(slot, (bytes + 3) / 4); }
+
 static size_t act_bytes(int n) { return ((size_t)n + (size_t)(n / 32) * 12 + 63) & ~(size_t)63; }
 size_t wb_quant_act_bytes(int n) { return n > 0 && n % 32 == 0 ? act_bytes(n) : 0; }
 
@@ -1024,14 +1031,13 @@ VNNI512 static void gemm_q_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *
                                int r0, int r1, int accumulate) {
     if ((t == WB_QT_Q8_0 || t == WB_QT_Q4_0) && nb >= 2) {
         const size_t gb = (grouped_bytes(nb, in) + 63) & ~(size_t)63;
-        uint8_t *grp = aligned_alloc(64, gb + 64 * (size_t)nb);
+        uint8_t *grp = qscratch(1, gb + 64 * (size_t)nb);
         if (grp) { /* (without the memory: the tile kernel below, the same sums) */
             const int q8 = t == WB_QT_Q8_0;
             group_inputs(grp, act, astride, nb, in, q8 ? -128 : -8, NR);
             float *acc = (float *)(grp + gb);
             if (q8) gemm_tiles(1, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc);
             else gemm_tiles(0, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc);
-            free(grp);
             return;
         }
     }
@@ -1202,13 +1208,12 @@ AVX2 static inline __m256i bcast4_256(const int8_t *p) {
                                      int r0, int r1, int accumulate) {                            \
         uint8_t *grp = NULL;                                                                      \
         const size_t gb = (grouped_bytes(nb, in) + 63) & ~(size_t)63;                             \
-        if ((t == WB_QT_Q8_0 || t == WB_QT_Q4_0) && (grp = aligned_alloc(64, (gb + 32 * (size_t)nb + 63) & ~(size_t)63))) { \
+        if ((t == WB_QT_Q8_0 || t == WB_QT_Q4_0) && (grp = qscratch(1, gb + 32 * (size_t)nb))) { \
             const int kind = t == WB_QT_Q4_0 ? 2 : KIND8_##SUFFIX;                                \
             group_inputs(grp, act, astride, nb, in, kind == 2 ? -8 : kind == 1 ? -128 : 0, NR2);  \
             float *acc = (float *)(grp + gb);                                                     \
             if (kind == 2) gemm_tiles8_##SUFFIX(2, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc); \
             else gemm_tiles8_##SUFFIX(KIND8_##SUFFIX, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc); \
-            free(grp);                                                                            \
             return;                                                                               \
         }                                                                                         \
         const qdot_fn dot = t == WB_QT_Q8_0   ? dot_q8_0_##SUFFIX                                 \
@@ -1571,7 +1576,7 @@ void wb_gemm_q_with(const wb_quant_kernels *k, wb_qtype t, float *Y, size_t ldy,
     void *buf = xq;
     if (!buf) {
         if (one * (size_t)nb <= sizeof local) buf = local;
-        else if (!(buf = aligned_alloc(64, one * (size_t)nb))) {
+        else if (!(buf = qscratch(0, one * (size_t)nb))) {
             /* every (row, input) is computed the same way in any grouping: fewer at a time */
             cap = (int)(sizeof local / one);
             buf = local;
@@ -1605,7 +1610,6 @@ void wb_gemm_q_with(const wb_quant_kernels *k, wb_qtype t, float *Y, size_t ldy,
         else
             rows_dots(k, t, Yj, ldy, buf, one, jn, W, rb, b, in, r0, r1, accumulate);
     }
-    if (buf != xq && buf != (void *)local) free(buf);
 }
 
 void wb_gemm_q(wb_qtype t, float *Y, size_t ldy, const float *X, size_t ldx, int nb, const void *W,
