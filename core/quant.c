@@ -536,24 +536,19 @@ DEFINE_DOTS_256(avxvnni, AVXVNNI, vnni_u8s8)
  * both halves; the 4 partial sums per row then take two hadd levels, and the halves come out in
  * row order (rows 0-3 low, 4-7 high) with no cross-lane step. With maddubs the two products add
  * as int16 before the widening madd: each pair sums to at most 2 * 15 * 127, two of them 7620.
- * The 8 f16 scales are assembled in two 64-bit registers (8 stores and one wide load stalled
- * store forwarding on every block: 40% of the time); the next group of rows is prefetched as one
+ * The 8 f16 scales are assembled in two 64-bit registers (through the stack, 2 stores and one
+ * wider load, store forwarding failed on every block: 40% of the samples); the next group of rows is prefetched as one
  * linear stream while this one is read, as in the AVX-512 kernel. */
 AVX2 static inline __m256i fold8(const __m256i P[8]) {
     const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(P[0], P[1]), _mm256_hadd_epi32(P[2], P[3]));
     const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(P[4], P[5]), _mm256_hadd_epi32(P[6], P[7]));
     return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
-static inline uint16_t ld16(const uint8_t *p) {
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return v;
-}
 AVX2 static inline __m256 scales8(const uint8_t *c, size_t rb) {
     uint64_t lo = 0, hi = 0;
     for (int i = 0; i < 4; i++) {
-        lo |= (uint64_t)ld16(c + (size_t)i * rb) << (16 * i);
-        hi |= (uint64_t)ld16(c + (size_t)(i + 4) * rb) << (16 * i);
+        lo |= (uint64_t)rd16(c + (size_t)i * rb) << (16 * i);
+        hi |= (uint64_t)rd16(c + (size_t)(i + 4) * rb) << (16 * i);
     }
     return _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
 }
@@ -1297,9 +1292,9 @@ INLINE_VNNI512 void gemv_group(const int q8, float *Y, const qact *a, const uint
     const size_t pf = (size_t)(r + 16 * PF_GROUPS) * rb;
     __m512 y = _mm512_setzero_ps();
     for (int b = 0; b < nblk; b++) {
-        /* this block's share of the group PF_GROUPS ahead, as one linear stream */
-        /* a fixed count of lines (the 16 * bs bytes, rounded up) so the loop has no exit
-         * branch to mispredict; lines past the range's end are left alone */
+        /* this block's share of the group PF_GROUPS ahead, as one linear stream: a fixed count
+         * of lines (16 * bs bytes rounded up), so there is no exit branch to mispredict; none
+         * from a block starting past the range's end (a prefetch never faults) */
         const size_t pb = pf + (size_t)b * 16 * bs;
         if (pb < end) {
             const char *pp = (const char *)W + pb;
