@@ -288,6 +288,57 @@ VNNI512 static void quantize16_512(const float *x, int8_t *q, float *d, int32_t 
     _mm256_storeu_si256((__m256i *)(h + 16), _mm256_permute2x128_si256(_mm256_unpacklo_epi16(h0, h1), _mm256_unpackhi_epi16(h0, h1), 0x31));
 }
 
+
+/* The per-block form of quantize_act_512 on 8 lanes, for the AVX2 level (whose decode spent
+ * about a tenth of a Q4_0 step in the scalar loop): the same operations per value in the same
+ * order (max with 0 after the absolute value, so a NaN counts as 0; clamp before the convert, so
+ * a NaN becomes -127), so the same bytes. */
+AVX2 static void quantize_act_avx2(void *dst, const float *x, int n) {
+    uint8_t *p = dst;
+    const size_t nb = (size_t)(n / 32);
+    int8_t *q = (int8_t *)p;
+    float *d = (float *)(p + n);
+    int32_t *s = (int32_t *)(p + n + 4 * nb);
+    int16_t *h = (int16_t *)(p + n + 8 * nb);
+    const __m256 lim = _mm256_set1_ps(127.0f), nlim = _mm256_set1_ps(-127.0f),
+                 zero = _mm256_setzero_ps(), sign = _mm256_set1_ps(-0.0f);
+    for (size_t b = 0; b < nb; b++, x += 32) {
+        __m256 v[4], m = zero;
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm256_loadu_ps(x + 8 * k);
+            m = _mm256_max_ps(m, _mm256_max_ps(_mm256_andnot_ps(sign, v[k]), zero));
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+        const float amax = _mm_cvtss_f32(m4);
+        const float db = amax >= 1e-30f ? amax / 127.0f : 0.0f, id = db > 0.0f ? 1.0f / db : 0.0f;
+        const __m256 vid = _mm256_set1_ps(id);
+        __m256i iv[4];
+        for (int k = 0; k < 4; k++) {
+            __m256 y = _mm256_round_ps(_mm256_mul_ps(v[k], vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            y = _mm256_min_ps(_mm256_max_ps(y, nlim), lim);
+            iv[k] = _mm256_cvtps_epi32(y);
+        }
+        /* packs work per 128-bit lane: the bytes come out as lanes 0 2 4 6 1 3 5 7 of 32-bit
+         * groups, put back in order by one dword permute */
+        const __m256i w01 = _mm256_packs_epi32(iv[0], iv[1]), w23 = _mm256_packs_epi32(iv[2], iv[3]);
+        const __m256i b8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w01, w23),
+                                                       _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)(q + 32 * b), b8);
+        const __m256i lo = _mm256_add_epi32(iv[0], iv[1]), hi = _mm256_add_epi32(iv[2], iv[3]);
+        __m128i l4 = _mm_add_epi32(_mm256_castsi256_si128(lo), _mm256_extracti128_si256(lo, 1));
+        __m128i h4 = _mm_add_epi32(_mm256_castsi256_si128(hi), _mm256_extracti128_si256(hi, 1));
+        l4 = _mm_hadd_epi32(l4, h4); /* l0+l1, l2+l3, h0+h1, h2+h3 */
+        l4 = _mm_hadd_epi32(l4, l4); /* s0, s1, s0, s1 */
+        const int s0 = _mm_cvtsi128_si32(l4), s1 = _mm_extract_epi32(l4, 1);
+        d[b] = db;
+        s[b] = s0 + s1;
+        h[2 * b] = (int16_t)s0;
+        h[2 * b + 1] = (int16_t)s1;
+    }
+}
+
 VNNI512 static void quantize_act_512(void *dst, const float *x, int n) {
     uint8_t *p = dst;
     const size_t nb = (size_t)(n / 32);
@@ -325,6 +376,10 @@ void wb_quantize_act(void *dst, const float *x, int n) {
 #ifdef WB_X86
     if (wb_isa_current() == WB_ISA_AVX512) {
         quantize_act_512(dst, x, n);
+        return;
+    }
+    if (wb_isa_current() == WB_ISA_AVX2) {
+        quantize_act_avx2(dst, x, n);
         return;
     }
 #endif
