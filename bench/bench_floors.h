@@ -108,4 +108,15 @@ __attribute__((unused)) static double bench_read_gbs(const float *buf, int nt) {
     return (double)BENCH_BW_BYTES / ((wb_clock_ms() - t0) * 1e6);
 }
 
+/* The load average line, printed before and after a bench: the figures are only as quiet as it. */
+static inline void print_load(const char *when) {
+    FILE *f = fopen("/proc/loadavg", "r");
+    char buf[128] = "?";
+    if (f) {
+        if (!fgets(buf, sizeof buf, f)) buf[0] = 0;
+        fclose(f);
+    }
+    printf("load average %s: %s", when, buf);
+}
+
 #endif

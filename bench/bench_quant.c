@@ -57,16 +57,6 @@ static stat3 stats(const double *v0, int n) {
     return (stat3){n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v[0], v[n - 1]};
 }
 
-static void print_load(const char *when) {
-    FILE *f = fopen("/proc/loadavg", "r");
-    char buf[128] = "?";
-    if (f) {
-        if (!fgets(buf, sizeof buf, f)) buf[0] = 0;
-        fclose(f);
-    }
-    printf("load average %s: %s", when, buf);
-}
-
 /* -------------------------------------------------------------------------------- floors */
 
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,avx2")))

@@ -51,16 +51,6 @@ static int cmpd(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static void print_load(const char *when) {
-    FILE *f = fopen("/proc/loadavg", "r");
-    char buf[128] = "?";
-    if (f) {
-        if (!fgets(buf, sizeof buf, f)) buf[0] = 0;
-        fclose(f);
-    }
-    printf("load average %s: %s", when, buf);
-}
-
 typedef struct qmat {
     const uint8_t *w;
     int rows, cols;

@@ -184,22 +184,34 @@ static void *qscratch(int slot, size_t bytes) { return wb_kernel_buf(slot, (byte
 static size_t act_bytes(int n) { return ((size_t)n + (size_t)(n / 32) * 12 + 63) & ~(size_t)63; }
 size_t wb_quant_act_bytes(int n) { return n > 0 && n % 32 == 0 ? act_bytes(n) : 0; }
 
-static qact act_view(const void *buf, int n) {
-    const uint8_t *p = buf;
+/* The same arrays, for the quantizers to fill. */
+typedef struct qact_out {
+    int8_t *q;
+    float *d;
+    int32_t *s;
+    int16_t *h;
+} qact_out;
+static qact_out act_slots(void *buf, int n) {
+    uint8_t *p = buf;
     const size_t nb = (size_t)(n / 32);
-    return (qact){(const int8_t *)p, (const float *)(p + n), (const int32_t *)(p + n + 4 * nb),
-                  (const int16_t *)(p + n + 8 * nb)};
+    return (qact_out){(int8_t *)p, (float *)(p + n), (int32_t *)(p + n + 4 * nb),
+                      (int16_t *)(p + n + 8 * nb)};
+}
+
+static qact act_view(const void *buf, int n) {
+    const qact_out o = act_slots((void *)buf, n); /* read only from here on */
+    return (qact){o.q, o.d, o.s, o.h};
 }
 
 /* q = round-half-even(x * (1 / d)) in every level (the vector code does the same operations),
  * so the quantized input is the same bytes whatever the level. */
 static void quantize_act_c(void *dst, const float *x, int n) {
-    uint8_t *p = dst;
+    const qact_out a = act_slots(dst, n);
     const size_t nb = (size_t)(n / 32);
-    int8_t *q = (int8_t *)p;
-    float *d = (float *)(p + n);
-    int32_t *s = (int32_t *)(p + n + 4 * nb);
-    int16_t *h = (int16_t *)(p + n + 8 * nb);
+    int8_t *q = a.q;
+    float *d = a.d;
+    int32_t *s = a.s;
+    int16_t *h = a.h;
     for (size_t b = 0; b < nb; b++, x += 32) {
         float amax = 0.0f;
         for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[i]));
@@ -294,12 +306,12 @@ VNNI512 static void quantize16_512(const float *x, int8_t *q, float *d, int32_t 
  * order (max with 0 after the absolute value, so a NaN counts as 0; clamp before the convert, so
  * a NaN becomes -127), so the same bytes. */
 AVX2 static void quantize_act_avx2(void *dst, const float *x, int n) {
-    uint8_t *p = dst;
+    const qact_out a = act_slots(dst, n);
     const size_t nb = (size_t)(n / 32);
-    int8_t *q = (int8_t *)p;
-    float *d = (float *)(p + n);
-    int32_t *s = (int32_t *)(p + n + 4 * nb);
-    int16_t *h = (int16_t *)(p + n + 8 * nb);
+    int8_t *q = a.q;
+    float *d = a.d;
+    int32_t *s = a.s;
+    int16_t *h = a.h;
     const __m256 lim = _mm256_set1_ps(127.0f), nlim = _mm256_set1_ps(-127.0f),
                  zero = _mm256_setzero_ps(), sign = _mm256_set1_ps(-0.0f);
     for (size_t b = 0; b < nb; b++, x += 32) {
@@ -340,12 +352,12 @@ AVX2 static void quantize_act_avx2(void *dst, const float *x, int n) {
 }
 
 VNNI512 static void quantize_act_512(void *dst, const float *x, int n) {
-    uint8_t *p = dst;
+    const qact_out a = act_slots(dst, n);
     const size_t nb = (size_t)(n / 32);
-    int8_t *q = (int8_t *)p;
-    float *d = (float *)(p + n);
-    int32_t *s = (int32_t *)(p + n + 4 * nb);
-    int16_t *h = (int16_t *)(p + n + 8 * nb);
+    int8_t *q = a.q;
+    float *d = a.d;
+    int32_t *s = a.s;
+    int16_t *h = a.h;
     size_t b = 0;
     for (; b + 16 <= nb; b += 16, x += 512) quantize16_512(x, q + 32 * b, d + b, s + b, h + 2 * b);
     const __m512 lim = _mm512_set1_ps(127.0f), nlim = _mm512_set1_ps(-127.0f), zero = _mm512_setzero_ps();
