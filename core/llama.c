@@ -441,6 +441,13 @@ typedef struct layer_job {
     float *P;          /* [n, max(C, Q, F)] packed prompt inputs (lin_phase), or NULL */
     int n_prompt;      /* runs of mode WB_MM_PROMPT */
     atomic_int *next;  /* [4] work counters of the phases, zeroed before each layer */
+    /* The last layer when only each sequence's last position is asked for (wb_llama_forward):
+     * NULL, or the attention of each sequence's last query block alone, after which every
+     * sequence's last row of x and att moves to row s and the layer goes on over those n_seqs
+     * rows in sel_runs (each sequence's mode kept) */
+    att_job *sel_aj;
+    const wb_mm_run *sel_runs;
+    int n_sel_runs;
 } layer_job;
 
 /* One phase's matrices, all reading the same X[n, in] (q/k/v and gate/up read xn). */
@@ -530,11 +537,13 @@ static void lin_phase(const layer_job *j, int phase, const float *X, const lin_o
     }
 }
 
+static void layer_rest(const layer_job *j, int tid, int nt);
+
 static void layer_worker(void *arg, int tid, int nt) {
     const layer_job *j = arg;
     const wb_config *c = &j->m->cfg;
     const wb_llama_layer *y = j->y;
-    const int C = c->n_embd, F = c->n_inner, NH = c->n_head, hd = c->head_dim, Q = NH * hd,
+    const int C = c->n_embd, NH = c->n_head, hd = c->head_dim, Q = NH * hd,
               KV = c->n_kv_head * hd, n = j->n;
     const float eps = c->layer_norm_epsilon;
     const int t0 = (int)((int64_t)n * tid / nt), t1 = (int)((int64_t)n * (tid + 1) / nt);
@@ -557,9 +566,39 @@ static void layer_worker(void *arg, int tid, int nt) {
         memcpy(sq->v + lo, j->vb + (size_t)a * KV, (size_t)(e - a) * KV * sizeof(float));
     }
     wb_pool_barrier(j->pool);
-    if (j->att_threads > 1) att_worker(j->aj, tid, nt);
-    else if (tid == 0) att_worker(j->aj, 0, 1);
+    att_job *aj = j->sel_aj ? j->sel_aj : j->aj;
+    if (j->att_threads > 1) att_worker(aj, tid, nt);
+    else if (tid == 0) att_worker(aj, 0, 1);
     wb_pool_barrier(j->pool);
+    if (!j->sel_aj) {
+        layer_rest(j, tid, nt);
+        return;
+    }
+    /* the last rows r_s = row0[s] + n_s - 1 grow with s and r_s >= s, so moving them up in
+     * order never overwrites a row still to be moved */
+    if (tid == 0)
+        for (int s = 0; s < j->n_seqs; s++) {
+            const int r = j->row0[s] + j->seqs[s].n - 1;
+            if (r == s) continue;
+            memcpy(j->x + (size_t)s * C, j->x + (size_t)r * C, (size_t)C * sizeof(float));
+            memcpy(j->att + (size_t)s * Q, j->att + (size_t)r * Q, (size_t)Q * sizeof(float));
+        }
+    wb_pool_barrier(j->pool);
+    layer_job sel = *j;
+    sel.runs = j->sel_runs;
+    sel.n_runs = j->n_sel_runs;
+    sel.n = j->n_seqs;
+    layer_rest(&sel, tid, nt);
+}
+
+/* The layer from o_proj on over j's n rows (every row of the call, or in the last layer one per
+ * sequence): x += att Wo^T, then the MLP block. */
+static void layer_rest(const layer_job *j, int tid, int nt) {
+    const wb_config *c = &j->m->cfg;
+    const wb_llama_layer *y = j->y;
+    const int C = c->n_embd, F = c->n_inner, n = j->n;
+    const float eps = c->layer_norm_epsilon;
+    const int t0 = (int)((int64_t)n * tid / nt), t1 = (int)((int64_t)n * (tid + 1) / nt);
     const lin_out o = {&y->wo, y->bo, j->x, 1};
     lin_phase(j, 1, j->att, &o, 1, tid, nt);
     wb_pool_barrier(j->pool);
@@ -601,11 +640,11 @@ wb_status wb_llama_forward(const wb_model *m, const wb_seq_rows *seqs, int n_seq
         if (seqs[s].n >= WB_PROMPT_ROWS) prompt_rows = n;
     const size_t widest = (size_t)(C > Q ? (C > F ? C : F) : (Q > F ? Q : F));
     /* x, xn [n, C]; q, att [n, Q]; k, v [n, KV]; g, u [n, F]; cs [n, hd]; sc [nt, sc_per];
-     * row0 / item0 [2 n_seqs + 1] ints, then runs [n_seqs]; P [n, max(C, Q, F)] when a prompt
-     * is in the call */
+     * row0 / item0 [2 n_seqs + 1] ints, then runs [n_seqs], the last layer's item0 [n_seqs + 1]
+     * and runs [n_seqs]; P [n, max(C, Q, F)] when a prompt is in the call */
     const size_t sz[12] = {nn * C, nn * C, nn * Q, nn * Q, nn * KV, nn * KV, nn * F, nn * F,
                            nn * hd, (size_t)nt * sc_per,
-                           (size_t)2 * n_seqs + 1 + (size_t)n_seqs * sizeof(wb_mm_run) / sizeof(int),
+                           (size_t)3 * n_seqs + 2 + (size_t)2 * n_seqs * sizeof(wb_mm_run) / sizeof(int),
                            prompt_rows ? (size_t)prompt_rows * widest : 1};
     float *b[12];
     wb_status st = wb_scratch_take(scratch, 12, sz, b, err);
@@ -614,6 +653,8 @@ wb_status wb_llama_forward(const wb_model *m, const wb_seq_rows *seqs, int n_seq
           *u = b[7], *cs = b[8], *sc = b[9];
     int *row0 = (int *)b[10], *item0 = row0 + n_seqs;
     wb_mm_run *runs = (wb_mm_run *)(item0 + n_seqs + 1);
+    int *sel_item0 = (int *)(runs + n_seqs);
+    wb_mm_run *sel_runs = (wb_mm_run *)(sel_item0 + n_seqs + 1);
     const int n_runs = wb_mm_runs(seqs, n_seqs, wb_model_batch_variant(m), runs);
     for (int s = 0, r = 0, it = 0; s <= n_seqs; s++) {
         item0[s] = it;
@@ -634,14 +675,41 @@ wb_status wb_llama_forward(const wb_model *m, const wb_seq_rows *seqs, int n_seq
     for (int r = 0; r < n_runs; r++) n_prompt += runs[r].mode == WB_MM_PROMPT;
     atomic_int next[4];
     layer_job lj = {m, NULL, seqs, row0, runs, n_runs, n_seqs, n, 0, att_nt, x, xn, qb, kb, vb, att, g, u, cs,
-                    &aj, NULL, prompt_rows ? b[11] : NULL, n_prompt, next};
+                    &aj, NULL, prompt_rows ? b[11] : NULL, n_prompt, next, NULL, NULL, 0};
+    /* Only the last position of each sequence is asked for: the last layer needs every row's k
+     * and v (the cache), but attention, o_proj and the MLP only for the last rows, and the
+     * head reads nothing else. Each sequence keeps its matrix-product mode (the GEMM's and the
+     * GEMV's chains do not depend on the row count) and the attention item its last query
+     * block (the same kernel call as in the full layer), so the logits and the cache are bit
+     * for bit those of the whole layer (tests/c/test_llama.c). Not with a probe (it reads every
+     * row's state after each layer) or the batch-variant lesson mode (cblas_sgemm's sums follow
+     * the row count). */
+    int some_long = 0;
+    for (int s = 0; s < n_seqs; s++) some_long |= seqs[s].n > 1;
+    int probed = 0;
+    for (int s = 0; s < n_seqs; s++) probed |= seqs[s].probe != NULL;
+    att_job sel_aj = aj;
+    if (!all_positions && some_long && !probed && !wb_model_batch_variant(m)) {
+        for (int s = 0; s <= n_seqs; s++) sel_item0[s] = s * c->n_kv_head;
+        sel_aj.item0 = sel_item0;
+        sel_aj.n_items = n_seqs * c->n_kv_head;
+        for (int r = 0, s = 0; r < n_runs; r++) { /* a run of k sequences becomes k rows */
+            int k = 0;
+            for (int rows = 0; rows < runs[r].n; s++, k++) rows += seqs[s].n;
+            sel_runs[r] = (wb_mm_run){r ? sel_runs[r - 1].row0 + sel_runs[r - 1].n : 0, k,
+                                      runs[r].mode};
+        }
+        lj.sel_runs = sel_runs;
+        lj.n_sel_runs = n_runs;
+    }
     for (int l = 0; l < c->n_layer; l++) {
         if (wb_model_aborted(m, l, err)) {
             st = WB_ERR_CANCELLED;
             goto done;
         }
         lj.y = &ll->layers[l];
-        lj.layer = aj.layer = l;
+        lj.layer = aj.layer = sel_aj.layer = l;
+        if (lj.sel_runs && l == c->n_layer - 1) lj.sel_aj = &sel_aj;
         for (int i = 0; i < 4; i++) atomic_store(&next[i], 0);
         if (nt > 1) { /* the pool is locked per layer, so the abort callback and probe run unlocked */
             if ((st = wb_pool_slot_acquire(wb_model_pool(m), nt, &lj.pool, err))) goto done;
@@ -660,7 +728,8 @@ wb_status wb_llama_forward(const wb_model *m, const wb_seq_rows *seqs, int n_seq
         else
             for (int s = 0; s < n_seqs; s++, rows++)
                 wb_rmsnorm_forward(xn + (size_t)s * C,
-                                   x + (size_t)(row0[s] + seqs[s].n - 1) * C, ll->norm, C, eps);
+                                   x + (size_t)(lj.sel_aj ? s : row0[s] + seqs[s].n - 1) * C,
+                                   ll->norm, C, eps);
         /* all positions: the layers' runs; else one row per sequence, as decode rows */
         const wb_mm_run last = {0, rows, wb_model_batch_variant(m) ? WB_MM_VARIANT : WB_MM_ROWS};
         st = all_positions ? linear(m, nt, logits, xn, runs, n_runs, &ll->head, NULL, 0, err)

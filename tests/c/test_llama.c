@@ -1213,7 +1213,124 @@ static void hidden_states_attention_and_cache_views_match_the_reference(void) {
     wb_threads_set(old);
 }
 
+/* Asked for the last position's logits only, the forward's last layer runs attention, o_proj and
+ * the MLP for each sequence's last row alone; a probe makes it run every row (it reads the state
+ * of all of them). Both must give bit for bit the same logits and the same K/V cache, for every
+ * kernel level, weight type, thread count and prompt length (GEMV-sized, GEMM-sized, a last
+ * query block of one row, a second chunk at a later position), then the same next decode step;
+ * and a batch of sequences, their last rows moved together, gives each its logits alone. */
+static void last_layer_for_the_last_rows_only_keeps_logits_and_cache(void) {
+    const int old = wb_threads_get();
+    const wb_isa old_isa = wb_isa_limit(WB_ISA_COUNT - 1);
+    const fx fams[3] = {fx_qwen2(), fx_llama(), fx_mistral()};
+    /* weights: F32, BF16, then Q8_0 and Q4_0 (llama: C = 32, the rows that quantize) */
+    for (int f = 0; f < 3; f++)
+        for (int w = 0; w < (f == 1 ? 4 : 2); w++) {
+            fx o = fams[f];
+            o.dtype = w == 1 ? WB_BF16 : WB_F32;
+            wb_model_params prm = wb_model_default_params();
+            prm.weights = w == 2 ? WB_WEIGHTS_Q8_0 : w == 3 ? WB_WEIGHTS_Q4_0 : WB_WEIGHTS_AS_STORED;
+            ref_model r;
+            wb_model *m = load(&o, &r, &prm, NULL);
+            if (!m) {
+                ref_free(&r);
+                continue;
+            }
+            const int V = o.V, L = o.L, KV = o.NKV * hd_of(&o);
+            int32_t ids[96];
+            ids_for(ids, 96, V, o.seed + 3);
+            float *a = malloc((size_t)V * 4), *b = malloc((size_t)V * 4);
+            wb_err err = {0};
+            for (int isa = 0; isa <= (int)wb_isa_best(); isa++)
+                for (int nt = 1; nt <= 2; nt++) {
+                    wb_isa_limit((wb_isa)isa);
+                    wb_threads_set(nt);
+                    /* {first chunk, second chunk (0: none)} */
+                    static const int chunks[5][2] = {{20, 0}, {33, 0}, {60, 0}, {40, 37}, {7, 49}};
+                    for (int c = 0; c < 5; c++) {
+                        wb_session *sa = NULL, *sb = NULL;
+                        CHECK(wb_session_new(m, 96, &sa, &err) == WB_OK);
+                        CHECK(wb_session_new(m, 96, &sb, &err) == WB_OK);
+                        if (!sa || !sb) break;
+                        wb_probe every = {NULL, NULL, 0, NULL};
+                        int at = 0;
+                        for (int k = 0; k < 2 && chunks[c][k]; at += chunks[c][k], k++) {
+                            CHECK(wb_session_prefill(sa, ids + at, chunks[c][k], a, 0, &err) == WB_OK);
+                            CHECK(wb_session_prefill_inspect(sb, ids + at, chunks[c][k], b, 0, &every,
+                                                             &err) == WB_OK);
+                        }
+                        CHECK_MSG(!memcmp(a, b, (size_t)V * 4), "%s weights %d %s %d threads, "
+                                  "chunks %d + %d: the prefill's logits differ", o.family, w,
+                                  wb_isa_name((wb_isa)isa), nt, chunks[c][0], chunks[c][1]);
+                        float *a1 = malloc((size_t)V * 4), *b1 = malloc((size_t)V * 4);
+                        CHECK(wb_session_decode(sa, ids[at], a1, &err) == WB_OK);
+                        CHECK(wb_session_decode(sb, ids[at], b1, &err) == WB_OK);
+                        int same_cache = 1;
+                        for (int l = 0; l < L; l++) {
+                            wb_kv_view ka, kb;
+                            CHECK(wb_session_kv(sa, l, &ka, &err) == WB_OK);
+                            CHECK(wb_session_kv(sb, l, &kb, &err) == WB_OK);
+                            for (int t = 0; t < ka.n_tokens; t++)
+                                same_cache &= !memcmp(ka.k + (size_t)t * ka.row_stride,
+                                                      kb.k + (size_t)t * kb.row_stride,
+                                                      (size_t)KV * 4) &&
+                                              !memcmp(ka.v + (size_t)t * ka.row_stride,
+                                                      kb.v + (size_t)t * kb.row_stride,
+                                                      (size_t)KV * 4);
+                        }
+                        CHECK_MSG(same_cache && !memcmp(a1, b1, (size_t)V * 4),
+                                  "%s weights %d %s %d threads, chunks %d + %d: cache %s, next "
+                                  "step's logits %s", o.family, w, wb_isa_name((wb_isa)isa), nt,
+                                  chunks[c][0], chunks[c][1], same_cache ? "same" : "differs",
+                                  memcmp(a1, b1, (size_t)V * 4) ? "differ" : "same");
+                        free(a1);
+                        free(b1);
+                        wb_session_free(sa);
+                        wb_session_free(sb);
+                    }
+                    /* the prefills' own logits: one chunk of each length, compared directly */
+                    for (int n = 20; n <= 60; n += 13) {
+                        wb_probe every = {NULL, NULL, 0, NULL};
+                        CHECK(wb_model_forward(m, ids, n, a, 0, &err) == WB_OK);
+                        CHECK(wb_model_forward_inspect(m, ids, n, b, 0, &every, &err) == WB_OK);
+                        CHECK_MSG(!memcmp(a, b, (size_t)V * 4), "%s weights %d %s %d threads, %d "
+                                  "tokens: last logits differ from the whole last layer's",
+                                  o.family, w, wb_isa_name((wb_isa)isa), nt, n);
+                    }
+                    /* a batch: prompts of 3, 35 and 18 tokens, last rows moved to rows 0..2 */
+                    wb_batch *bt = NULL;
+                    wb_session *s3[3] = {NULL, NULL, NULL};
+                    CHECK(wb_batch_new(m, &bt, &err) == WB_OK);
+                    for (int i = 0; i < 3; i++) CHECK(wb_session_new(m, 96, &s3[i], &err) == WB_OK);
+                    const int counts[3] = {3, 35, 18};
+                    const int32_t *bids[3] = {ids, ids + 3, ids + 38};
+                    float *lb = malloc((size_t)3 * V * 4);
+                    if (bt && s3[0] && s3[1] && s3[2]) {
+                        CHECK(wb_batch_forward(bt, s3, bids, counts, 3, lb, &err) == WB_OK);
+                        for (int i = 0; i < 3; i++) {
+                            wb_probe every = {NULL, NULL, 0, NULL};
+                            CHECK(wb_model_forward_inspect(m, bids[i], counts[i], b, 0, &every,
+                                                           &err) == WB_OK);
+                            CHECK_MSG(!memcmp(lb + (size_t)i * V, b, (size_t)V * 4),
+                                      "%s weights %d %s %d threads: batched sequence %d differs",
+                                      o.family, w, wb_isa_name((wb_isa)isa), nt, i);
+                        }
+                    }
+                    free(lb);
+                    for (int i = 0; i < 3; i++) wb_session_free(s3[i]);
+                    wb_batch_free(bt);
+                }
+            free(a);
+            free(b);
+            wb_model_free(m);
+            ref_free(&r);
+        }
+    wb_isa_limit(old_isa);
+    wb_threads_set(old);
+}
+
 int main(void) {
+    RUN(last_layer_for_the_last_rows_only_keeps_logits_and_cache);
     RUN(bf16_gemv_matches_double_sums_on_odd_shapes);
     RUN(each_family_matches_the_plain_loop_reference);
     RUN(gemm_prefill_of_many_tokens_matches_the_reference);
