@@ -56,12 +56,18 @@ static double fma_peak(int nt) {
     return sum;
 }
 
-/* FLOPs of a prefill of n tokens from position 0: every layer matrix for each token, attention
- * scores and weighted values (token t sees t + 1 keys), the head for the last token only. */
+/* FLOPs of a prefill of n tokens from position 0, as computed: every layer matrix for each
+ * token, attention scores and weighted values (token t sees t + 1 keys), except in the last
+ * layer, where only q/k/v run for every token and attention (the last query block of 16, which
+ * the kernel computes whole), o_proj and the MLP for the last one (core/llama.c); the head for
+ * the last token only. */
 static double prefill_flops(int n) {
-    const double per_tok = 2.0 * L * ((double)C * NH * HD + 2.0 * C * NKV * HD + (double)NH * HD * C + 3.0 * C * F);
-    const double att = 4.0 * L * NH * HD * ((double)n * (n + 1) / 2);
-    return n * per_tok + att + 2.0 * V * C;
+    const double qkv = 2.0 * ((double)C * NH * HD + 2.0 * C * NKV * HD),
+                 rest = 2.0 * ((double)NH * HD * C + 3.0 * C * F);
+    const double att = 4.0 * (L - 1) * NH * HD * ((double)n * (n + 1) / 2);
+    double last_att = 0;
+    for (int t = (n - 1) / 16 * 16; t < n; t++) last_att += 4.0 * NH * HD * (t + 1);
+    return n * (L * qkv + (L - 1) * rest) + rest + att + last_att + 2.0 * V * C;
 }
 
 /* ------------------------------------------------------------------------ statistics */
@@ -199,7 +205,7 @@ int main(int argc, char **argv) {
     }
     printf("\nPrefill against the FMA peak measured in each repeat right before it (%s FMAs, the "
            "same thread count; of peak = the prefill's FLOPs / its time / that peak, median of "
-           "the repeats). FLOPs: %.1f G for 44 tokens, %.1f G for 268 (head for the last token).\n\n",
+           "the repeats). FLOPs: %.1f G for 44 tokens, %.1f G for 268 (the last layer past k/v and the head for the last token only).\n\n",
            g_have512 ? "512-bit" : "256-bit", prefill_flops(PROMPT) / 1e9, prefill_flops(LONG) / 1e9);
     printf("| weights | threads | FMA peak GFLOP/s | prefill 44 (ms) | of peak | prefill 268 (ms) | of peak |\n");
     printf("|---|---|---|---|---|---|---|\n");
