@@ -276,10 +276,41 @@ static void att_worker(const att_job *j, int tid, int nt) {
     for (int i = tid; i < j->n_items; i += nt) att_item(j, i, &hint, sc);
 }
 
+/* The last query of each sequence only (item = s * NH + head, out row s), through the kernel
+ * att_item would give it: the one-query kernel when it is alone in its block (a decode row, or
+ * the last block of qb holds one query), else the block kernel with nq = 1, whose sums for a
+ * query do not depend on the other queries of its block (kernels_attention.c). So the output
+ * row has the bits the whole layer would give it. The K/V rows are already in the cache. */
+static void att_last_worker(const att_job *j, int tid, int nt) {
+    const int C = j->C, NH = j->NH, hs = C / NH;
+    float *sc = j->sc + (size_t)tid * j->sc_stride;
+    for (int i = tid; i < j->n_seqs * NH; i += nt) {
+        const int s = i / NH, hd = i % NH;
+        const wb_seq_rows *q = &j->seqs[s];
+        const int qb = j->qb ? j->qb : q->n, alone = q->n - (q->n - 1) / qb * qb == 1;
+        const size_t lo = (size_t)j->layer * q->cache_ctx * C;
+        const float *kl = q->k + lo + hd * hs, *vl = q->v + lo + hd * hs;
+        const float *qr = j->qkv + (size_t)(j->row0[s] + q->n - 1) * 3 * C + hd * hs;
+        float *out = j->att + (size_t)s * C + hd * hs;
+        if (alone)
+            wb_attention_forward(out, qr, kl, vl, (size_t)C, q->pos + q->n - 1, hs, sc);
+        else
+            wb_attention_block_forward(out, (size_t)C, qr, (size_t)3 * C, kl, vl, (size_t)C,
+                                       q->pos + q->n - 1, 1, 1, hs, 0, sc);
+    }
+}
+
 /* One layer (or, with layer = -1, the final LayerNorm and head) on every pool thread, phases
  * separated by barriers: LayerNorm by rows, matrices by output columns (mm_part), attention by
  * items. One wake-up per layer, and with OpenBLAS kept single-threaded meanwhile, only our
- * threads run: no second pool of spinning workers competes for the cores. */
+ * threads run: no second pool of spinning workers competes for the cores.
+ *
+ * The last layer is trimmed when only the last position's logits are asked (or none) and no
+ * probe looks at the layers: every row still gets its q/k/v (K and V go to the cache), but the
+ * attention output, c_proj, ln_2 and the MLP run only for the rows kept, the last of each
+ * sequence (none without logits), moved to rows 0..n_keep-1 of x and att. Each kept row goes
+ * through the same kernels in the same mode (kept_runs) as in the whole layer, so its bits are
+ * those of the untrimmed pass; about a sixth of a 4-layer prompt's matrix work is skipped. */
 typedef struct fwd_job {
     const wb_model *m;
     const gpt2 *g;
@@ -295,15 +326,34 @@ typedef struct fwd_job {
     int att_threads;    /* 1: attention on thread 0 only (too small to split) */
     float *logits;      /* head phase */
     int all_positions;
+    int trim_layer;     /* the layer trimmed as above, or -1 */
+    int n_keep;         /* rows kept there: n_seqs, or 0 without logits */
+    const wb_mm_run *kruns; /* [n_kruns] the kept rows by mode (kept_runs) */
+    int n_kruns;
 } fwd_job;
 
-/* xn = layernorm(x) over thread tid's rows. */
-static void ln_rows(const fwd_job *j, const float *w, const float *b, int tid, int nt) {
-    const int C = j->m->cfg.n_embd, t0 = (int)((int64_t)j->n * tid / nt),
-              t1 = (int)((int64_t)j->n * (tid + 1) / nt);
+/* xn = layernorm(x) over thread tid's share of rows 0..n-1. */
+static void ln_rows(const fwd_job *j, int n, const float *w, const float *b, int tid, int nt) {
+    const int C = j->m->cfg.n_embd, t0 = (int)((int64_t)n * tid / nt),
+              t1 = (int)((int64_t)n * (tid + 1) / nt);
     for (int t = t0; t < t1; t++)
         wb_layernorm_forward(j->xn + (size_t)t * C, j->x + (size_t)t * C, w, b, C,
                              j->m->cfg.layer_norm_epsilon);
+}
+
+/* The runs of the kept rows (row s: the last of sequence s), each in the mode of its sequence's
+ * run, merged as wb_mm_runs merges (never a prompt's). Returns how many. */
+static int kept_runs(const wb_mm_run *runs, const int *row0, const wb_seq_rows *seqs, int n_seqs,
+                     wb_mm_run *out) {
+    int nk = 0;
+    for (int s = 0, i = 0; s < n_seqs; s++) {
+        const int last = row0[s] + seqs[s].n - 1;
+        while (runs[i].row0 + runs[i].n <= last) i++;
+        const int mode = runs[i].mode;
+        if (nk && out[nk - 1].mode == mode && mode != WB_MM_PROMPT) out[nk - 1].n++;
+        else out[nk++] = (wb_mm_run){s, 1, mode};
+    }
+    return nk;
 }
 
 static void fwd_worker(void *arg, int tid, int nt) {
@@ -313,16 +363,18 @@ static void fwd_worker(void *arg, int tid, int nt) {
     const int C = c->n_embd, n = j->n;
     if (j->layer < 0) { /* final LayerNorm + head */
         if (j->all_positions) {
-            ln_rows(j, g->lnf_w, g->lnf_b, tid, nt);
+            ln_rows(j, n, g->lnf_w, g->lnf_b, tid, nt);
             wb_pool_barrier(j->pool);
             mm_part(j->m, j->runs, j->n_runs, j->logits, j->xn, n, &g->head, NULL, 0, 0, tid, nt);
         } else {
-            /* the last row of each sequence, normalised into xn rows 0..n_seqs-1 */
+            /* the last row of each sequence (row s once the last layer was trimmed), normalised
+             * into xn rows 0..n_seqs-1 */
             if (tid == 0)
-                for (int s = 0; s < j->n_seqs; s++)
-                    wb_layernorm_forward(j->xn + (size_t)s * C,
-                                         j->x + (size_t)(j->row0[s] + j->seqs[s].n - 1) * C,
-                                         g->lnf_w, g->lnf_b, C, c->layer_norm_epsilon);
+                for (int s = 0; s < j->n_seqs; s++) {
+                    const int r = j->trim_layer >= 0 ? s : j->row0[s] + j->seqs[s].n - 1;
+                    wb_layernorm_forward(j->xn + (size_t)s * C, j->x + (size_t)r * C, g->lnf_w,
+                                         g->lnf_b, C, c->layer_norm_epsilon);
+                }
             wb_pool_barrier(j->pool);
             /* one row per sequence, as decode rows */
             const wb_mm_run last = {0, j->n_seqs,
@@ -332,11 +384,13 @@ static void fwd_worker(void *arg, int tid, int nt) {
         return;
     }
     const gpt2_layer *ly = &g->layers[j->layer];
-    ln_rows(j, ly->ln1_w, ly->ln1_b, tid, nt);
+    const int trim = j->layer == j->trim_layer;
+    ln_rows(j, n, ly->ln1_w, ly->ln1_b, tid, nt);
     wb_pool_barrier(j->pool);
     mm_part(j->m, j->runs, j->n_runs, j->qkv, j->xn, n, &ly->qkv, ly->qkv_b, 0, 0, tid, nt);
     wb_pool_barrier(j->pool);
-    if (j->aj->qb) { /* K/V rows into the caches, by rows (whole-sequence items copy their own) */
+    if (j->aj->qb || trim) { /* K/V rows into the caches, by rows (whole-sequence items copy
+                              * their own, except in the trimmed layer) */
         const int t0 = (int)((int64_t)n * tid / nt), t1 = (int)((int64_t)n * (tid + 1) / nt);
         for (int s = 0, r = 0; s < j->n_seqs; r += j->seqs[s].n, s++) {
             const wb_seq_rows *q = &j->seqs[s];
@@ -348,18 +402,33 @@ static void fwd_worker(void *arg, int tid, int nt) {
                        (size_t)C * sizeof(float));
             }
         }
+        if (trim && !j->n_keep) return; /* no logits: the cache was all this layer owed */
         wb_pool_barrier(j->pool);
     }
-    if (j->att_threads > 1) att_worker(j->aj, tid, nt);
-    else if (tid == 0) att_worker(j->aj, 0, 1);
+    const int nk = trim ? j->n_keep : n;
+    const wb_mm_run *runs = trim ? j->kruns : j->runs;
+    const int n_runs = trim ? j->n_kruns : j->n_runs;
+    if (trim) {
+        if (j->att_threads > 1) att_last_worker(j->aj, tid, nt);
+        else if (tid == 0) att_last_worker(j->aj, 0, 1);
+        if (tid == 0) /* the kept residual rows to rows 0..n_keep-1 (row s from row >= s) */
+            for (int s = 0; s < j->n_seqs; s++)
+                memmove(j->x + (size_t)s * C,
+                        j->x + (size_t)(j->row0[s] + j->seqs[s].n - 1) * C,
+                        (size_t)C * sizeof(float));
+    } else if (j->att_threads > 1) {
+        att_worker(j->aj, tid, nt);
+    } else if (tid == 0) {
+        att_worker(j->aj, 0, 1);
+    }
     wb_pool_barrier(j->pool);
-    mm_part(j->m, j->runs, j->n_runs, j->x, j->att, n, &ly->attproj, ly->attproj_b, 1, 0, tid, nt);
+    mm_part(j->m, runs, n_runs, j->x, j->att, nk, &ly->attproj, ly->attproj_b, 1, 0, tid, nt);
     wb_pool_barrier(j->pool);
-    ln_rows(j, ly->ln2_w, ly->ln2_b, tid, nt);
+    ln_rows(j, nk, ly->ln2_w, ly->ln2_b, tid, nt);
     wb_pool_barrier(j->pool);
-    mm_part(j->m, j->runs, j->n_runs, j->h, j->xn, n, &ly->fc, ly->fc_b, 0, 1, tid, nt);
+    mm_part(j->m, runs, n_runs, j->h, j->xn, nk, &ly->fc, ly->fc_b, 0, 1, tid, nt);
     wb_pool_barrier(j->pool);
-    mm_part(j->m, j->runs, j->n_runs, j->x, j->h, n, &ly->mlpproj, ly->mlpproj_b, 1, 0, tid, nt);
+    mm_part(j->m, runs, n_runs, j->x, j->h, nk, &ly->mlpproj, ly->mlpproj_b, 1, 0, tid, nt);
 }
 
 static wb_status forward(const wb_model *m, const wb_seq_rows *seqs, int n_seqs, float *logits,
@@ -380,16 +449,19 @@ static wb_status forward(const wb_model *m, const wb_seq_rows *seqs, int n_seqs,
     }
     const size_t nC = (size_t)n * C;
     /* x [n, C] residual; xn [n, C] normed; qkv [n, 3C]; att [n, C]; h [n, F];
-     * sc [nt, attention scratch]; row0/item0 [2 n_seqs + 1] ints, then runs [n_seqs] */
+     * sc [nt, attention scratch]; row0/item0 [2 n_seqs + 1] ints, then runs and kept runs
+     * [n_seqs] each */
     const size_t sz[7] = {nC, nC, 3 * nC, nC, (size_t)n * F, (size_t)nt * sc_per_thread,
-                          (size_t)2 * n_seqs + 1 + (size_t)n_seqs * sizeof(wb_mm_run) / sizeof(int)};
+                          (size_t)2 * n_seqs + 1 +
+                              (size_t)2 * n_seqs * sizeof(wb_mm_run) / sizeof(int)};
     float *b[7];
     wb_status st = wb_scratch_take(scratch, 7, sz, b, err);
     if (st) return st;
     float *x = b[0], *xn = b[1], *qkv = b[2], *att = b[3], *h = b[4], *sc = b[5];
     int *row0 = (int *)b[6], *item0 = row0 + n_seqs;
-    wb_mm_run *runs = (wb_mm_run *)(item0 + n_seqs + 1);
-    const int n_runs = wb_mm_runs(seqs, n_seqs, wb_model_batch_variant(m), runs);
+    wb_mm_run *runs = (wb_mm_run *)(item0 + n_seqs + 1), *kruns = runs + n_seqs;
+    const int variant = wb_model_batch_variant(m);
+    const int n_runs = wb_mm_runs(seqs, n_seqs, variant, runs);
     for (int s = 0, r = 0, it = 0; s <= n_seqs; s++) {
         item0[s] = it;
         if (s == n_seqs) break;
@@ -406,8 +478,16 @@ static wb_status forward(const wb_model *m, const wb_seq_rows *seqs, int n_seqs,
         }
     wb_probe_layer(m, seqs, n_seqs, row0, -1, x, NULL, NULL, 0, 0);
     att_job aj = {seqs, row0, item0, n_seqs, n_items, qb, qkv, att, sc, sc_per_thread, 0, C, NH};
+    /* the last layer trimmed (fwd_job): not when every position's logits are asked, nor under
+     * a probe (it records every row after every layer), nor for batch-variant products, whose
+     * bits may depend on the rows in the call */
+    int probed = 0;
+    for (int s = 0; s < n_seqs; s++) probed |= seqs[s].probe != NULL;
+    const int trim = !probed && (!logits || (!all_positions && !variant));
+    const int n_kruns = trim && logits ? kept_runs(runs, row0, seqs, n_seqs, kruns) : 0;
     fwd_job fj = {m, g, seqs, n_seqs, n, row0, runs, n_runs, x, xn, qkv, att, h, &aj, NULL, 0,
-                  nt > 1 && (n >= ATT_POOL_MIN || n_seqs > 1) ? nt : 1, logits, all_positions};
+                  nt > 1 && (n >= ATT_POOL_MIN || n_seqs > 1) ? nt : 1, logits, all_positions,
+                  trim ? c->n_layer - 1 : -1, logits ? n_seqs : 0, kruns, n_kruns};
     for (int l = 0; l <= c->n_layer; l++) {
         if (l == c->n_layer && !logits) break;
         if (l < c->n_layer && wb_model_aborted(m, l, err)) {

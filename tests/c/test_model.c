@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "model_family.h"
 #include "model_internal.h"
 #include "threadpool.h"
 #include "wb_model.h"
@@ -790,6 +791,115 @@ static void two_threads_give_the_same_results(void) {
     wb_model_free(m);
 }
 
+/* The KV caches of two sessions agree to the bit over their first pos rows, every layer. */
+static int kv_caches_equal(const wb_model *m, const wb_session *a, const wb_session *b) {
+    int same = wb_session_pos(a) == wb_session_pos(b);
+    for (int l = 0; same && l < wb_model_config(m)->n_layer; l++) {
+        wb_kv_view x, y;
+        if (wb_session_kv(a, l, &x, NULL) || wb_session_kv(b, l, &y, NULL)) return 0;
+        for (int t = 0; t < x.n_tokens; t++)
+            same &= !memcmp(x.k + t * x.row_stride, y.k + t * y.row_stride,
+                            x.row_stride * sizeof(float)) &&
+                    !memcmp(x.v + t * x.row_stride, y.v + t * y.row_stride,
+                            x.row_stride * sizeof(float));
+    }
+    return same;
+}
+
+/* Asked for the last position's logits only (or none), the forward trims its last layer to the
+ * rows it needs (gpt2.c fwd_job): the caches and those logits must be the bits of the whole
+ * pass, which a probe (it sees every row after every layer) makes the forward compute; not
+ * all_positions = 1, whose head takes a prompt's rows through the GEMM, while one last row
+ * goes through the GEMV as a decode row does. Cases: GEMV and GEMM prompts, a prompt after earlier
+ * rows, a last attention block of one query (3 heads at 2 threads: blocks of 16, 33 rows), and
+ * several sequences in one call (batches mix prompts, short prompts and decode rows). */
+static void trimmed_last_layer_gives_the_bits_of_the_whole_pass(void) {
+    fx_opts opts[2] = {fx_default(), fx_default()};
+    opts[1].NH = 3, opts[1].C = 48, opts[1].F = 192, opts[1].V = 293;
+    const int old = wb_threads_get();
+    static const int cases[][2] = {{0, 20}, {0, 40}, {3, 33}, {0, 33}, {5, 1}, {0, 1}};
+    for (int k = 0; k < 2; k++) {
+        wb_model *m = load_fixture(&opts[k], NULL);
+        if (!m) continue;
+        const int V = opts[k].V;
+        int32_t ids[48];
+        for (int i = 0; i < 48; i++) ids[i] = (int32_t)((i * 37 + 11) % V);
+        const int C = opts[k].C, L = opts[k].L;
+        float *all = malloc((size_t)4 * V * sizeof *all), *last = malloc((size_t)4 * V * sizeof *last);
+        float *hid = malloc((size_t)(L + 1) * 48 * C * sizeof *hid);
+        wb_probe probe = {hid, NULL, 0, NULL};
+        for (int nt = 1; nt <= 2; nt++) {
+            wb_threads_set(nt);
+            for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+                const int pos = cases[c][0], n = cases[c][1];
+                wb_session *a = NULL, *b = NULL, *z = NULL;
+                CHECK(wb_session_new(m, 0, &a, NULL) == WB_OK);
+                CHECK(wb_session_new(m, 0, &b, NULL) == WB_OK);
+                CHECK(wb_session_new(m, 0, &z, NULL) == WB_OK);
+                if (!a || !b || !z) break;
+                if (pos) {
+                    CHECK(wb_session_prefill(a, ids, pos, NULL, 0, NULL) == WB_OK);
+                    CHECK(wb_session_prefill_inspect(b, ids, pos, all, 0, &probe, NULL) == WB_OK);
+                    CHECK(wb_session_prefill(z, ids, pos, all, 0, NULL) == WB_OK);
+                }
+                CHECK(wb_session_prefill(a, ids + pos, n, last, 0, NULL) == WB_OK);
+                CHECK(wb_session_prefill_inspect(b, ids + pos, n, all, 0, &probe, NULL) == WB_OK);
+                CHECK(wb_session_prefill(z, ids + pos, n, NULL, 0, NULL) == WB_OK);
+                CHECK_MSG(!memcmp(last, all, (size_t)V * sizeof *last),
+                          "fixture %d, %d threads, %d rows at %d: last logits differ", k, nt, n,
+                          pos);
+                CHECK_MSG(kv_caches_equal(m, a, b) && kv_caches_equal(m, z, b),
+                          "fixture %d, %d threads, %d rows at %d: caches differ", k, nt, n, pos);
+                wb_session_free(a);
+                wb_session_free(b);
+                wb_session_free(z);
+            }
+            /* four sequences in one call: trimmed (last logits) against the whole pass */
+            static const int counts[4] = {35, 1, 5, 33}, starts[4] = {0, 4, 0, 2};
+            wb_session *s1[4] = {0}, *s2[4] = {0};
+            wb_seq_rows r1[4], r2[4];
+            int ok = 1;
+            for (int i = 0; i < 4; i++) {
+                ok &= wb_session_new(m, 0, &s1[i], NULL) == WB_OK &&
+                      wb_session_new(m, 0, &s2[i], NULL) == WB_OK;
+                if (!ok) break;
+                if (starts[i]) {
+                    ok &= wb_session_prefill(s1[i], ids, starts[i], NULL, 0, NULL) == WB_OK;
+                    ok &= wb_session_prefill(s2[i], ids, starts[i], NULL, 0, NULL) == WB_OK;
+                }
+                ok &= wb_session_rows(s1[i], ids + starts[i], counts[i], &r1[i], NULL) == WB_OK &&
+                      wb_session_rows(s2[i], ids + starts[i], counts[i], &r2[i], NULL) == WB_OK;
+            }
+            CHECK(ok);
+            if (ok) {
+                r2[1].probe = &probe; /* a probe on one sequence: the whole call untrimmed */
+                CHECK(wb_forward_seqs(m, r1, 4, last, 0, NULL, NULL) == WB_OK);
+                CHECK(wb_forward_seqs(m, r2, 4, all, 0, NULL, NULL) == WB_OK);
+                for (int i = 0; i < 4; i++) {
+                    wb_session_commit(s1[i], ids + starts[i], counts[i]);
+                    wb_session_commit(s2[i], ids + starts[i], counts[i]);
+                    CHECK_MSG(!memcmp(last + (size_t)i * V, all + (size_t)i * V,
+                                      (size_t)V * sizeof *last),
+                              "fixture %d, %d threads: sequence %d's logits differ in a batch", k,
+                              nt, i);
+                    CHECK_MSG(kv_caches_equal(m, s1[i], s2[i]),
+                              "fixture %d, %d threads: sequence %d's cache differs in a batch", k,
+                              nt, i);
+                }
+            }
+            for (int i = 0; i < 4; i++) {
+                wb_session_free(s1[i]);
+                wb_session_free(s2[i]);
+            }
+        }
+        free(all);
+        free(last);
+        free(hid);
+        wb_model_free(m);
+    }
+    wb_threads_set(old);
+}
+
 static void untied_head_unprefixed_names_and_buffers_load(void) {
     fx_opts o = fx_default();
     o.tied = 0, o.with_head = 1, o.prefix = 0, o.buffers = 1, o.F = 256;
@@ -1272,6 +1382,7 @@ int main(void) {
     RUN(two_threads_give_the_same_results);
     RUN(decode_bits_do_not_depend_on_threads);
     RUN(session_warm_up_step_leaves_no_trace);
+    RUN(trimmed_last_layer_gives_the_bits_of_the_whole_pass);
     RUN(untied_head_unprefixed_names_and_buffers_load);
     RUN(odd_head_size_matches_the_reference);
     RUN(erf_gelu_models_match_the_reference);
