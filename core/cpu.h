@@ -100,6 +100,16 @@ typedef struct wb_kernel_table {
                             const float *b, int in, int r0, int r1, int accumulate);
     void (*gemm_bf16_packed)(float *Y, size_t ldy, const float *P, int nb, const uint16_t *W,
                              const float *b, int in, int r0, int r1, int accumulate);
+    /* F32 weights packed once (a model's load) into the level's panels of gemm_nr rows (0: the
+     * level has none): gemm_f32_panels writes W [rows, in] as gemm_f32_panels_size floats, and
+     * gemm_f32_prepacked is gemm_f32 reading them instead of packing W per call, to the bit
+     * (it packs W as gemm_f32 does where r0 is not a panel's first row) */
+    int gemm_nr;
+    size_t (*gemm_f32_panels_size)(int rows, int in);
+    void (*gemm_f32_panels)(float *dst, const float *W, int rows, int in);
+    void (*gemm_f32_prepacked)(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
+                               const float *Wp, const float *W, const float *b, int in, int r0,
+                               int r1, int accumulate);
     const char *name_gemm;
     /* Quantized (quant.c): the dot products and GEMM of Q8_0 / Q4_0 / Q4_K / Q6_K rows against
      * int8-quantized inputs, one variant per level (quant.h) */

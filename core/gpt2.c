@@ -18,6 +18,7 @@
  * a share of the attention items. Decode runs one position as a chain of phases whose chunks (row
  * blocks, heads) any pool thread may take, each thread first its own share (see decode_helped).
  */
+#include "cpu.h"
 #include "model_family.h"
 
 #include <stdatomic.h>
@@ -46,7 +47,16 @@ typedef struct gpt2_layer {
     const float *fc_b;            /* [F] */
     wb_mat mlpproj;               /* [C, F] */
     const float *mlpproj_b;       /* [C] */
+    /* the matrices' prompt-GEMM panels (gemm_f32_panels), or NULL: qkv, attproj, fc, mlpproj */
+    const float *panels[4];
 } gpt2_layer;
+
+/* F32 models up to this many bytes of layer matrices also keep them as the prompt GEMM's
+ * weight panels, packed once at load instead of by every prompt (about a tenth of a 96-token
+ * TinyLM prefill). It doubles those matrices' memory, which a small model affords; a large one's
+ * weights come from memory in either layout and would pay hundreds of megabytes for a few
+ * percent. */
+#define GPT2_PANEL_BYTES ((size_t)64 << 20)
 
 typedef struct gpt2 {
     wb_weight_store store;
@@ -56,6 +66,8 @@ typedef struct gpt2 {
     const float *lnf_w, *lnf_b;   /* [C] */
     wb_mat head;                  /* [V, C]: wte when tied, lm_head.weight otherwise */
     wb_act act;
+    float *panels;                /* the layers' panels, one block (NULL: none) */
+    int panels_nr;                /* the kernel level's gemm_nr they were packed for */
 } gpt2;
 
 typedef struct gpt2_hparams {
@@ -143,7 +155,39 @@ static void gpt2_free(void *impl) {
     if (!g) return;
     wb_weight_store_free(&g->store);
     free(g->layers);
+    free(g->panels);
     free(g);
+}
+
+/* The layer matrices' prompt-GEMM panels at the kernel level in use (none when it has none,
+ * a matrix is not F32, or they would pass GPT2_PANEL_BYTES). Without them (or at another level
+ * later) the GEMM packs each prompt's panels itself: the same bits either way. */
+static void pack_panels(gpt2 *g, int L) {
+    const wb_kernel_table *kt = wb_kt();
+    if (!kt->gemm_f32_panels) return;
+    size_t total = 0;
+    for (int l = 0; l < L; l++) {
+        const wb_mat *ms[4] = {&g->layers[l].qkv, &g->layers[l].attproj, &g->layers[l].fc,
+                               &g->layers[l].mlpproj};
+        for (int i = 0; i < 4; i++) {
+            if (ms[i]->dtype != WB_MAT_F32) return;
+            total += (kt->gemm_f32_panels_size(ms[i]->rows, ms[i]->cols) + 15) & ~(size_t)15;
+        }
+    }
+    if (total * sizeof(float) > GPT2_PANEL_BYTES ||
+        !(g->panels = aligned_alloc(64, total * sizeof(float))))
+        return; /* out of memory: the GEMM packs per call, as without panels */
+    float *p = g->panels;
+    for (int l = 0; l < L; l++) {
+        const wb_mat *ms[4] = {&g->layers[l].qkv, &g->layers[l].attproj, &g->layers[l].fc,
+                               &g->layers[l].mlpproj};
+        for (int i = 0; i < 4; i++) {
+            kt->gemm_f32_panels(p, ms[i]->w, ms[i]->rows, ms[i]->cols);
+            g->layers[l].panels[i] = p;
+            p += (kt->gemm_f32_panels_size(ms[i]->rows, ms[i]->cols) + 15) & ~(size_t)15;
+        }
+    }
+    g->panels_nr = kt->gemm_nr;
 }
 
 static wb_status load(wb_model *m, wb_weights *w, const wb_model_params *prm, wb_err *err) {
@@ -193,6 +237,7 @@ static wb_status load(wb_model *m, wb_weights *w, const wb_model_params *prm, wb
 #undef WANT
     if ((s = wb_weights_load(w, wants, n, 0, &g->store, &m->n_params, err))) goto done;
     if (c->tie_word_embeddings) g->head = g->wte;
+    pack_panels(g, (int)L);
     m->impl = g;
     g = NULL;
 done:
@@ -212,15 +257,26 @@ static const wb_weight_store *store_of(const wb_model *m) { return &((const gpt2
 
 /* Thread tid's share of Y[n, out] = X[n, in] . W^T + b (b may be NULL), or Y += that when
  * residual, then gelu(Y) in place when gelu: output columns [r0, r1) in the decode path's slices
- * (blocks of 8), so bias, activation and the GEMM's writes stay in the thread's own columns. */
+ * (blocks of 8), so bias, activation and the GEMM's writes stay in the thread's own columns.
+ * Wp: W's prompt-GEMM panels (pack_panels) or NULL. */
 static void mm_part(const wb_model *m, const wb_mm_run *runs, int n_runs, float *Y,
-                    const float *X, int n, const wb_mat *W, const float *b, int residual,
-                    int gelu, int tid, int nt) {
+                    const float *X, int n, const wb_mat *W, const float *Wp, const float *b,
+                    int residual, int gelu, int tid, int nt) {
     const gpt2 *g = m->impl;
+    const wb_kernel_table *kt = wb_kt();
     int r0, r1;
     wb_split_rows(W->rows, tid, nt, &r0, &r1);
     if (r0 >= r1) return;
-    wb_mat_mul_runs(Y, X, runs, n_runs, W, b, r0, r1, residual);
+    if (Wp && g->panels_nr != kt->gemm_nr) Wp = NULL; /* packed for another kernel level */
+    for (int i = 0; i < n_runs; i++) {
+        float *y = Y + (size_t)runs[i].row0 * W->rows;
+        const float *x = X + (size_t)runs[i].row0 * W->cols;
+        if (Wp && runs[i].mode == WB_MM_PROMPT) /* wb_mat_mul's prompt GEMM, panels prepacked */
+            kt->gemm_f32_prepacked(y, (size_t)W->rows, x, (size_t)W->cols, runs[i].n, Wp, W->w, b,
+                                   W->cols, r0, r1, residual);
+        else
+            wb_mat_mul(y, x, runs[i].n, W, b, r0, r1, residual, runs[i].mode);
+    }
     if (gelu)
         for (int t = 0; t < n; t++)
             wb_gelu_forward(Y + (size_t)t * W->rows + r0, (size_t)(r1 - r0), g->act);
@@ -365,7 +421,7 @@ static void fwd_worker(void *arg, int tid, int nt) {
         if (j->all_positions) {
             ln_rows(j, n, g->lnf_w, g->lnf_b, tid, nt);
             wb_pool_barrier(j->pool);
-            mm_part(j->m, j->runs, j->n_runs, j->logits, j->xn, n, &g->head, NULL, 0, 0, tid, nt);
+            mm_part(j->m, j->runs, j->n_runs, j->logits, j->xn, n, &g->head, NULL, NULL, 0, 0, tid, nt);
         } else {
             /* the last row of each sequence (row s once the last layer was trimmed), normalised
              * into xn rows 0..n_seqs-1 */
@@ -379,7 +435,7 @@ static void fwd_worker(void *arg, int tid, int nt) {
             /* one row per sequence, as decode rows */
             const wb_mm_run last = {0, j->n_seqs,
                                     wb_model_batch_variant(j->m) ? WB_MM_VARIANT : WB_MM_ROWS};
-            mm_part(j->m, &last, 1, j->logits, j->xn, j->n_seqs, &g->head, NULL, 0, 0, tid, nt);
+            mm_part(j->m, &last, 1, j->logits, j->xn, j->n_seqs, &g->head, NULL, NULL, 0, 0, tid, nt);
         }
         return;
     }
@@ -387,7 +443,8 @@ static void fwd_worker(void *arg, int tid, int nt) {
     const int trim = j->layer == j->trim_layer;
     ln_rows(j, n, ly->ln1_w, ly->ln1_b, tid, nt);
     wb_pool_barrier(j->pool);
-    mm_part(j->m, j->runs, j->n_runs, j->qkv, j->xn, n, &ly->qkv, ly->qkv_b, 0, 0, tid, nt);
+    mm_part(j->m, j->runs, j->n_runs, j->qkv, j->xn, n, &ly->qkv, ly->panels[0], ly->qkv_b, 0, 0,
+            tid, nt);
     wb_pool_barrier(j->pool);
     if (j->aj->qb || trim) { /* K/V rows into the caches, by rows (whole-sequence items copy
                               * their own, except in the trimmed layer) */
@@ -422,13 +479,15 @@ static void fwd_worker(void *arg, int tid, int nt) {
         att_worker(j->aj, 0, 1);
     }
     wb_pool_barrier(j->pool);
-    mm_part(j->m, runs, n_runs, j->x, j->att, nk, &ly->attproj, ly->attproj_b, 1, 0, tid, nt);
+    mm_part(j->m, runs, n_runs, j->x, j->att, nk, &ly->attproj, ly->panels[1], ly->attproj_b, 1, 0,
+            tid, nt);
     wb_pool_barrier(j->pool);
     ln_rows(j, nk, ly->ln2_w, ly->ln2_b, tid, nt);
     wb_pool_barrier(j->pool);
-    mm_part(j->m, runs, n_runs, j->h, j->xn, nk, &ly->fc, ly->fc_b, 0, 1, tid, nt);
+    mm_part(j->m, runs, n_runs, j->h, j->xn, nk, &ly->fc, ly->panels[2], ly->fc_b, 0, 1, tid, nt);
     wb_pool_barrier(j->pool);
-    mm_part(j->m, runs, n_runs, j->x, j->h, nk, &ly->mlpproj, ly->mlpproj_b, 1, 0, tid, nt);
+    mm_part(j->m, runs, n_runs, j->x, j->h, nk, &ly->mlpproj, ly->panels[3], ly->mlpproj_b, 1, 0,
+            tid, nt);
 }
 
 static wb_status forward(const wb_model *m, const wb_seq_rows *seqs, int n_seqs, float *logits,

@@ -199,26 +199,32 @@ enum { PF_BLOCKS = 8 };
 
 static void gemm_tiles(const gemm_level *g, float *Y, size_t ldy, const float *P, int nb,
                        const void *W, int bf16, const float *b, int in, int r0, int r1,
-                       int accumulate, int kc, float *wp, float *cb) {
+                       int accumulate, int kc, float *wp, float *cb, const float *wpk) {
     const int NR = g->nr, nmb = xblocks(nb, g->mr_max);
     const size_t esz = bf16 ? 2 : 4;
     for (int r = r0; r < r1; r += NR) {
         const int nr = r1 - r < NR ? r1 - r : NR;
-        /* the next panel's weights (contiguous rows), spread over this panel's tiles, for short
-         * prompts (up to PF_BLOCKS row blocks), whose panels are done too fast for the hardware
-         * prefetcher to keep up with the weights from memory */
+        /* the next panel's weights (contiguous rows; with wpk, the next prepacked panel),
+         * spread over this panel's tiles, for short prompts (up to PF_BLOCKS row blocks), whose
+         * panels are done too fast for the hardware prefetcher to keep up with the weights from
+         * memory */
         const int nn = r + NR < r1 ? (r1 - r - NR < NR ? r1 - r - NR : NR) : 0;
-        const int lines = kc == in && nmb <= PF_BLOCKS ? (int)(((size_t)nn * in * esz + 63) / 64) : 0;
+        const size_t pfn = wpk ? (nn ? (size_t)NR * in * 4 : 0) : (size_t)nn * in * esz;
+        const int lines = kc == in && nmb <= PF_BLOCKS ? (int)((pfn + 63) / 64) : 0;
         const int per = (lines + nmb - 1) / nmb;
-        const char *pfb = nn ? (const char *)W + (size_t)(r + NR) * in * esz : NULL;
+        const float *panel = wpk ? wpk + (size_t)(r / NR) * NR * in : NULL;
+        const char *pfb = !nn ? NULL
+                          : wpk ? (const char *)(panel + (size_t)NR * in)
+                                : (const char *)W + (size_t)(r + NR) * in * esz;
         for (int k0 = 0; k0 < in; k0 += kc) {
             const int kn = in - k0 < kc ? in - k0 : kc;
             const int last = k0 + kn == in;
-            g->pack(wp, W, bf16, in, r, nr, k0, kn);
+            const float *w = panel ? panel + (size_t)k0 * NR : wp;
+            if (!panel) g->pack(wp, W, bf16, in, r, nr, k0, kn);
             for (int i = 0; i < nmb; i++) {
                 const int a = xblock0(nb, nmb, i), mr = xblock0(nb, nmb, i + 1) - a;
                 float *c = cb + (size_t)a * NR;
-                g->tile[mr](kn, P + (size_t)a * in + (size_t)k0 * mr, wp, k0 ? c : NULL,
+                g->tile[mr](kn, P + (size_t)a * in + (size_t)k0 * mr, w, k0 ? c : NULL,
                             last ? NULL : c, Y + (size_t)a * ldy + r, ldy, nr, b ? b + r : NULL,
                             accumulate, pfb + (size_t)i * per * 64,
                             lines - i * per < per ? lines - i * per : per);
@@ -239,7 +245,7 @@ static void gemm_drive_packed(const gemm_level *g, float *Y, size_t ldy, const f
         gemm_chain_packed(Y, ldy, P, g->mr_max, nb, W, bf16, b, in, r0, r1, accumulate);
         return;
     }
-    gemm_tiles(g, Y, ldy, P, nb, W, bf16, b, in, r0, r1, accumulate, kc, wp, wp + wn);
+    gemm_tiles(g, Y, ldy, P, nb, W, bf16, b, in, r0, r1, accumulate, kc, wp, wp + wn, NULL);
 }
 
 /* The GEMM from row-major inputs: packs them into this thread's buffer first. */
@@ -256,7 +262,42 @@ static void gemm_drive(const gemm_level *g, float *Y, size_t ldy, const float *X
         return;
     }
     xpack_blocks(g->xpack, g->mr_max, xp, X, ldx, nb, in, 0, xblocks(nb, g->mr_max));
-    gemm_tiles(g, Y, ldy, xp, nb, W, bf16, b, in, r0, r1, accumulate, kc, xp + xn, xp + xn + wn);
+    gemm_tiles(g, Y, ldy, xp, nb, W, bf16, b, in, r0, r1, accumulate, kc, xp + xn, xp + xn + wn,
+               NULL);
+}
+
+/* Prepacked F32 weights: panel p (rows p * NR .. p * NR + NR - 1, zero past rows) at
+ * Wp + p * NR * in, laid out as pack writes one for k0 = 0, kc = in, so a K block of it is
+ * Wp + p * NR * in + k0 * NR. Small models keep them (core/gpt2.c): their panels were packed
+ * again by every prompt, about a tenth of a 96-token prefill's time. */
+static size_t panels_size(const gemm_level *g, int rows, int in) {
+    return (size_t)((rows + g->nr - 1) / g->nr) * g->nr * in;
+}
+static void panels_pack(const gemm_level *g, float *dst, const float *W, int rows, int in) {
+    for (int r = 0; r < rows; r += g->nr)
+        g->pack(dst + (size_t)r * in, W, 0, in, r, rows - r < g->nr ? rows - r : g->nr, 0, in);
+}
+
+/* gemm_drive over prepacked weights (the same panels, so the same bits), packing W itself
+ * where r0 does not start a panel. */
+static void gemm_drive_prepacked(const gemm_level *g, float *Y, size_t ldy, const float *X,
+                                 size_t ldx, int nb, const float *Wp, const float *W,
+                                 const float *b, int in, int r0, int r1, int accumulate) {
+    if (r1 <= r0 || nb < 1) return;
+    if (r0 % g->nr) {
+        gemm_drive(g, Y, ldy, X, ldx, nb, W, 0, b, in, r0, r1, accumulate);
+        return;
+    }
+    const int kc = gemm_kc(nb, in);
+    const size_t xn = ((size_t)nb * in + 15) & ~(size_t)15,
+                 cn = kc < in ? (size_t)nb * g->nr : 0;
+    float *xp = wb_kernel_buf(1, xn + cn);
+    if (!xp) {
+        gemm_chain_scalar(Y, ldy, X, ldx, nb, W, 0, b, in, r0, r1, accumulate);
+        return;
+    }
+    xpack_blocks(g->xpack, g->mr_max, xp, X, ldx, nb, in, 0, xblocks(nb, g->mr_max));
+    gemm_tiles(g, Y, ldy, xp, nb, W, 0, b, in, r0, r1, accumulate, kc, NULL, xp + xn, Wp);
 }
 
 /* ---------------------------------------------------------------------- portable */
@@ -463,6 +504,19 @@ AVX512 static void gemm_bf16_packed_avx512(float *Y, size_t ldy, const float *P,
     gemm_drive_packed(&level512, Y, ldy, P, nb, W, 1, b, in, r0, r1, accumulate);
 }
 
+static size_t gemm_f32_panels_size_avx512(int rows, int in) {
+    return panels_size(&level512, rows, in);
+}
+AVX512 static void gemm_f32_panels_avx512(float *dst, const float *W, int rows, int in) {
+    panels_pack(&level512, dst, W, rows, in);
+}
+AVX512 static void gemm_f32_prepacked_avx512(float *Y, size_t ldy, const float *X, size_t ldx,
+                                             int nb, const float *Wp, const float *W,
+                                             const float *b, int in, int r0, int r1,
+                                             int accumulate) {
+    gemm_drive_prepacked(&level512, Y, ldy, X, ldx, nb, Wp, W, b, in, r0, r1, accumulate);
+}
+
 AVX512 static void gemm_f32_avx512(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
                                    const float *W, const float *b, int in, int r0, int r1,
                                    int accumulate) {
@@ -622,6 +676,18 @@ AVX2 static void gemm_bf16_packed_avx2(float *Y, size_t ldy, const float *P, int
     gemm_drive_packed(&level256, Y, ldy, P, nb, W, 1, b, in, r0, r1, accumulate);
 }
 
+static size_t gemm_f32_panels_size_avx2(int rows, int in) {
+    return panels_size(&level256, rows, in);
+}
+AVX2 static void gemm_f32_panels_avx2(float *dst, const float *W, int rows, int in) {
+    panels_pack(&level256, dst, W, rows, in);
+}
+AVX2 static void gemm_f32_prepacked_avx2(float *Y, size_t ldy, const float *X, size_t ldx,
+                                         int nb, const float *Wp, const float *W, const float *b,
+                                         int in, int r0, int r1, int accumulate) {
+    gemm_drive_prepacked(&level256, Y, ldy, X, ldx, nb, Wp, W, b, in, r0, r1, accumulate);
+}
+
 AVX2 static void gemm_f32_avx2(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
                                const float *W, const float *b, int in, int r0, int r1,
                                int accumulate) {
@@ -642,6 +708,10 @@ void wb_kernels_gemm_register(wb_kernel_table *t, wb_isa isa) {
         t->gemm_xpack = gemm_xpack_portable;
         t->gemm_f32_packed = gemm_f32_packed_portable;
         t->gemm_bf16_packed = gemm_bf16_packed_portable;
+        t->gemm_nr = 0;
+        t->gemm_f32_panels_size = NULL;
+        t->gemm_f32_panels = NULL;
+        t->gemm_f32_prepacked = NULL;
         t->name_gemm = "portable fused chain";
     }
 #ifdef WB_X86
@@ -652,6 +722,10 @@ void wb_kernels_gemm_register(wb_kernel_table *t, wb_isa isa) {
         t->gemm_xpack = gemm_xpack_avx2;
         t->gemm_f32_packed = gemm_f32_packed_avx2;
         t->gemm_bf16_packed = gemm_bf16_packed_avx2;
+        t->gemm_nr = NR256;
+        t->gemm_f32_panels_size = gemm_f32_panels_size_avx2;
+        t->gemm_f32_panels = gemm_f32_panels_avx2;
+        t->gemm_f32_prepacked = gemm_f32_prepacked_avx2;
         t->name_gemm = "avx2 packed 6x16 outer product";
     }
     if (isa == WB_ISA_AVX512) {
@@ -661,6 +735,10 @@ void wb_kernels_gemm_register(wb_kernel_table *t, wb_isa isa) {
         t->gemm_xpack = gemm_xpack_avx512;
         t->gemm_f32_packed = gemm_f32_packed_avx512;
         t->gemm_bf16_packed = gemm_bf16_packed_avx512;
+        t->gemm_nr = NR512;
+        t->gemm_f32_panels_size = gemm_f32_panels_size_avx512;
+        t->gemm_f32_panels = gemm_f32_panels_avx512;
+        t->gemm_f32_prepacked = gemm_f32_prepacked_avx512;
         t->name_gemm = "avx512 packed 14x32 outer product";
     }
 #endif

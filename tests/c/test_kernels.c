@@ -242,6 +242,25 @@ static void gemm_case(int in, int rows, int nb, int r0, int bf16, int *bad_out) 
             if (bf16) wb_kt()->gemm_bf16_packed(Y1, rows, P, nb, Wh, bb, in, r0, rows, acc);
             else wb_kt()->gemm_f32_packed(Y1, rows, P, nb, Wf, bb, in, r0, rows, acc);
             packed += memcmp(Y1, Y0, sizeof(float) * ny) != 0;
+            /* F32 weights packed once into panels (a small model's load): whole, and split at
+             * a panel edge or inside a panel (the part not starting a panel packs W itself) */
+            if (!bf16 && wb_kt()->gemm_f32_panels) {
+                const int NR = wb_kt()->gemm_nr;
+                float *Wp = aligned_alloc(64, ((wb_kt()->gemm_f32_panels_size(rows, in) * 4 + 63) & ~(size_t)63));
+                CHECK(Wp != NULL);
+                if (!Wp) continue;
+                wb_kt()->gemm_f32_panels(Wp, Wf, rows, in);
+                const int sp = r0 % NR == 0 ? r0 + (rows - r0) / 2
+                                            : ((r0 / NR + 1) * NR < rows ? (r0 / NR + 1) * NR : rows);
+                memcpy(Y1, Yi, sizeof(float) * ny);
+                wb_kt()->gemm_f32_prepacked(Y1, rows, X, in, nb, Wp, Wf, bb, in, r0, rows, acc);
+                memcpy(Y2, Yi, sizeof(float) * ny);
+                wb_kt()->gemm_f32_prepacked(Y2, rows, X, in, nb, Wp, Wf, bb, in, r0, sp, acc);
+                wb_kt()->gemm_f32_prepacked(Y2, rows, X, in, nb, Wp, Wf, bb, in, sp, rows, acc);
+                packed += (memcmp(Y1, Y0, sizeof(float) * ny) != 0) +
+                          (memcmp(Y2, Y0, sizeof(float) * ny) != 0);
+                free(Wp);
+            }
         }
         for (int lv = WB_ISA_AVX2; lv <= (int)wb_isa_best(); lv++) {
             wb_isa_limit((wb_isa)lv);
@@ -266,7 +285,7 @@ static void gemm_case(int in, int rows, int nb, int r0, int bf16, int *bad_out) 
         CHECK_MSG(!bad && !off && !moved && !alone && !packed,
                   "%s in=%d rows=%d nb=%d r0=%d acc=%d: %d off the double sum, %d outside the "
                   "range touched, %d levels not bit-equal to portable, %d split calls differ, %d "
-                  "packed-input calls differ",
+                  "packed-input or prepacked-weight calls differ",
                   bf16 ? "BF16" : "F32", in, rows, nb, r0, acc, bad, off, moved, alone, packed);
         *bad_out += bad + off + moved + alone + packed;
     }
