@@ -438,7 +438,7 @@ typedef struct layer_job {
     const float *cs;
     att_job *aj;
     wb_pool *pool;
-    float *P;          /* [n, max(C, Q, F)] packed prompt inputs (lin_phase), or NULL */
+    float *P;          /* [n, max(C, Q, F)] packed (or quantized) prompt inputs (lin_phase), or NULL */
     int n_prompt;      /* runs of mode WB_MM_PROMPT */
     atomic_int *next;  /* [4] work counters of the phases, zeroed before each layer */
     /* The last layer when only each sequence's last position is asked for (wb_llama_forward):
@@ -467,6 +467,16 @@ static int lin_packs(const layer_job *j, const lin_out *o, int no) {
     return 0;
 }
 
+/* Whether a phase's inputs are quantized once and shared: a prompt in the call, and every matrix
+ * of the phase quantized (P then holds the quantized rows; a phase mixing them with F32 / BF16
+ * matrices packs P for those and each quantized product quantizes its own copy). */
+static int lin_quant_shares(const layer_job *j, const lin_out *o, int no) {
+    if (!j->P || !j->n_prompt || !wb_mat_qact_bytes(o[0].W->cols)) return 0;
+    for (int i = 0; i < no; i++)
+        if (!wb_mat_takes_qact(o[i].W)) return 0;
+    return 1;
+}
+
 /* The matrices of one phase on thread tid of nt. A prompt's inputs are packed once, the blocks
  * shared out, behind a barrier, and every F32 / BF16 matrix of the phase reads that copy; their
  * output rows are then handed out LIN_ITEM at a time from one counter per phase (q, k and v
@@ -477,6 +487,26 @@ static int lin_packs(const layer_job *j, const lin_out *o, int no) {
 static void lin_phase(const layer_job *j, int phase, const float *X, const lin_out *o, int no,
                       int tid, int nt) {
     const int packs = lin_packs(j, o, no), in = o[0].W->cols;
+    if (lin_quant_shares(j, o, no)) {
+        /* quantized weights: every row of X quantized once for all the phase's matrices (q/k/v,
+         * gate/up) and both threads, the rows shared out, behind a barrier; then by rows */
+        const size_t ab = wb_mat_qact_bytes(in);
+        wb_mat_qact(j->P, X, in, (int)((int64_t)j->n * tid / nt),
+                    (int)((int64_t)j->n * (tid + 1) / nt));
+        wb_pool_barrier(j->pool);
+        for (int i = 0; i < no; i++) {
+            const wb_mat *W = o[i].W;
+            int r0, r1;
+            wb_split_rows(W->rows, tid, nt, &r0, &r1);
+            for (int r = 0; r < j->n_runs; r++) {
+                const wb_mm_run *u = &j->runs[r];
+                wb_mat_mul_qact(o[i].Y + (size_t)u->row0 * W->rows,
+                                (const char *)j->P + (size_t)u->row0 * ab, u->n, W, o[i].b, r0,
+                                r1, o[i].residual);
+            }
+        }
+        return;
+    }
     if (packs) {
         int total = 0;
         for (int r = 0; r < j->n_runs; r++)

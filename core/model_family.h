@@ -238,6 +238,16 @@ int wb_mat_xblocks(int n);
 void wb_mat_xpack(float *P, const float *X, int n, int in, int i0, int i1);
 void wb_mat_mul_packed(float *Y, const float *P, int n, const wb_mat *W, const float *b, int r0,
                        int r1, int accumulate);
+/* The same for block-quantized matrices: wb_mat_takes_qact says whether W multiplies quantized
+ * inputs; wb_mat_qact_bytes(in) is the bytes of one input row quantized (a multiple of 64, at
+ * most 4 in); wb_mat_qact quantizes rows [t0, t1) of X[n, in] into Q (one row every
+ * wb_mat_qact_bytes(in) bytes, Q 64-byte aligned), so threads can share them out; and
+ * wb_mat_mul_qact is wb_mat_mul over those n rows, to the bit, for every quantized type. */
+int wb_mat_takes_qact(const wb_mat *W);
+size_t wb_mat_qact_bytes(int in);
+void wb_mat_qact(void *Q, const float *X, int in, int t0, int t1);
+void wb_mat_mul_qact(float *Y, const void *Q, int n, const wb_mat *W, const float *b, int r0,
+                     int r1, int accumulate);
 
 /* The one probe call a family's forward makes per layer (core/inspect.c), for the sequences
  * whose probe is not NULL (returns at once when none has one): after the embeddings

@@ -1627,6 +1627,20 @@ static void rows_dots(const wb_quant_kernels *k, wb_qtype t, float *Y, size_t ld
         }
 }
 
+/* The product over nb inputs already quantized, act_bytes(in) apart: the level's one-input
+ * kernel, its tile kernel for more, or per-row dots where it has neither. */
+static void gemm_act(const wb_quant_kernels *k, wb_qtype t, float *Y, size_t ldy, const void *act,
+                     int nb, const void *W, size_t rb, const float *b, int in, int r0, int r1,
+                     int accumulate) {
+    const size_t one = act_bytes(in);
+    if (nb == 1 && k->gemv)
+        k->gemv(t, Y, act, W, rb, b, in, r0, r1, accumulate);
+    else if (k->gemm)
+        k->gemm(t, Y, ldy, act, one, nb, W, rb, b, in, r0, r1, accumulate);
+    else
+        rows_dots(k, t, Y, ldy, act, one, nb, W, rb, b, in, r0, r1, accumulate);
+}
+
 void wb_gemm_q_with(const wb_quant_kernels *k, wb_qtype t, float *Y, size_t ldy, const float *X,
                     size_t ldx, int nb, const void *W, const float *b, int in, int r0, int r1,
                     int accumulate, void *xq) {
@@ -1664,14 +1678,21 @@ void wb_gemm_q_with(const wb_quant_kernels *k, wb_qtype t, float *Y, size_t ldy,
         const int jn = nb - j0 < cap ? nb - j0 : cap;
         for (int j = 0; j < jn; j++)
             wb_quantize_act((unsigned char *)buf + one * (size_t)j, X + (size_t)(j0 + j) * ldx, in);
-        float *Yj = Y + (size_t)j0 * ldy;
-        if (jn == 1 && k->gemv)
-            k->gemv(t, Yj, buf, W, rb, b, in, r0, r1, accumulate);
-        else if (k->gemm)
-            k->gemm(t, Yj, ldy, buf, one, jn, W, rb, b, in, r0, r1, accumulate);
-        else
-            rows_dots(k, t, Yj, ldy, buf, one, jn, W, rb, b, in, r0, r1, accumulate);
+        gemm_act(k, t, Y + (size_t)j0 * ldy, ldy, buf, jn, W, rb, b, in, r0, r1, accumulate);
     }
+}
+
+void wb_gemm_q_act(wb_qtype t, float *Y, size_t ldy, const void *xq, int nb, const void *W,
+                   const float *b, int in, int r0, int r1, int accumulate) {
+    wb_gemm_q_act_with(wb_kt()->quant, t, Y, ldy, xq, nb, W, b, in, r0, r1, accumulate);
+}
+
+void wb_gemm_q_act_with(const wb_quant_kernels *k, wb_qtype t, float *Y, size_t ldy,
+                        const void *xq, int nb, const void *W, const float *b, int in, int r0,
+                        int r1, int accumulate) {
+    const size_t rb = wb_quant_row_bytes(t, in);
+    if (!rb || in % 32 || r0 >= r1 || nb <= 0) return;
+    gemm_act(k, t, Y, ldy, xq, nb, W, rb, b, in, r0, r1, accumulate);
 }
 
 void wb_gemm_q(wb_qtype t, float *Y, size_t ldy, const float *X, size_t ldx, int nb, const void *W,

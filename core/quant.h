@@ -71,6 +71,13 @@ float wb_quant_dot(wb_qtype t, const void *w, const void *xq, int n);
 void wb_gemm_q(wb_qtype t, float *Y, size_t ldy, const float *X, size_t ldx, int nb, const void *W,
                const float *b, int in, int r0, int r1, int accumulate, void *xq);
 
+/* wb_gemm_q over inputs already quantized: xq holds nb rows from wb_quantize_act,
+ * wb_quant_act_bytes(in) bytes apart (64-byte aligned), quantized under any level (the bytes do
+ * not depend on it). The same bits as wb_gemm_q on the float rows, so one quantized copy of an
+ * input can be shared by every matrix and thread that reads it (q/k/v, gate/up). */
+void wb_gemm_q_act(wb_qtype t, float *Y, size_t ldy, const void *xq, int nb, const void *W,
+                   const float *b, int in, int r0, int r1, int accumulate);
+
 /* The kernel variants this CPU can run (portable first, then AVX2 maddubs, AVX2 + AVX-VNNI,
  * AVX-512 VNNI, as available), for tests and benchmarks that compare them on the same inputs;
  * each level of the dispatch table uses the last one of its level. Returns how many exist. */
@@ -80,5 +87,8 @@ const char *wb_quant_kernels_name(const wb_quant_kernels *k);
 void wb_gemm_q_with(const wb_quant_kernels *k, wb_qtype t, float *Y, size_t ldy, const float *X,
                     size_t ldx, int nb, const void *W, const float *b, int in, int r0, int r1,
                     int accumulate, void *xq);
+void wb_gemm_q_act_with(const wb_quant_kernels *k, wb_qtype t, float *Y, size_t ldy,
+                        const void *xq, int nb, const void *W, const float *b, int in, int r0,
+                        int r1, int accumulate);
 
 #endif

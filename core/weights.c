@@ -597,6 +597,22 @@ void wb_mat_mul_packed(float *Y, const float *P, int n, const wb_mat *W, const f
         wb_kt()->gemm_f32_packed(Y, (size_t)W->rows, P, n, W->w, b, W->cols, r0, r1, accumulate);
 }
 
+int wb_mat_takes_qact(const wb_mat *W) { return mat_qtype(W->dtype) >= 0; }
+
+size_t wb_mat_qact_bytes(int in) { return wb_quant_act_bytes(in); }
+
+void wb_mat_qact(void *Q, const float *X, int in, int t0, int t1) {
+    const size_t ab = wb_quant_act_bytes(in);
+    for (int t = t0; t < t1; t++) wb_quantize_act((char *)Q + ab * (size_t)t, X + (size_t)t * in, in);
+}
+
+void wb_mat_mul_qact(float *Y, const void *Q, int n, const wb_mat *W, const float *b, int r0,
+                     int r1, int accumulate) {
+    if (r1 <= r0 || n <= 0) return;
+    wb_gemm_q_act((wb_qtype)mat_qtype(W->dtype), Y, (size_t)W->rows, Q, n, W->w, b, W->cols, r0,
+                  r1, accumulate);
+}
+
 void wb_mat_mul_runs(float *Y, const float *X, const wb_mm_run *runs, int n_runs,
                      const wb_mat *W, const float *b, int r0, int r1, int accumulate) {
     for (int i = 0; i < n_runs; i++)

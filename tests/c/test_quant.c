@@ -283,6 +283,48 @@ static void quant_batch_rows_equal_alone(void) {
     }
 }
 
+/* Inputs quantized once (wb_quantize_act, under any level) and handed to wb_gemm_q_act: the
+ * bits of wb_gemm_q on the float rows, for every variant, one input and a batch, a row range and
+ * a bias with accumulation (how the model shares one quantized copy of q/k/v's and gate/up's
+ * input between matrices and threads). */
+static void prequantized_inputs_give_the_same_bits(void) {
+    enum { IN = 512 + 256, ROWS = 37, NB = 23 };
+    static float Wd[ROWS * IN], X[NB * IN], bias[ROWS], Ya[NB * ROWS], Yb[NB * ROWS];
+    static uint8_t Wq[ROWS * IN * 2];
+    static _Alignas(64) uint8_t xq[NB * 1088];
+    const size_t ab = wb_quant_act_bytes(IN);
+    CHECK(ab * NB <= sizeof xq && ab % 64 == 0);
+    for (int i = 0; i < NB * IN; i++) X[i] = frand();
+    for (int i = 0; i < ROWS; i++) bias[i] = frand();
+    const wb_quant_kernels *v[8];
+    const int nv = wb_quant_kernel_variants(v, 8);
+    for (int t = 0; t < 4; t++) {
+        const wb_qtype qt = all_types[t];
+        random_rows(qt, Wq, Wd, ROWS, IN);
+        for (int k = 0; k < nv; k++) {
+            wb_isa o = wb_isa_limit((wb_isa)(k % ((int)wb_isa_best() + 1))); /* any level's bytes */
+            for (int j = 0; j < NB; j++) wb_quantize_act(xq + ab * (size_t)j, X + (size_t)j * IN, IN);
+            wb_isa_limit(o);
+            const int nbs[3] = {1, 2, NB};
+            for (int c = 0; c < 3; c++) {
+                const int nb = nbs[c];
+                for (int i = 0; i < NB * ROWS; i++) Ya[i] = Yb[i] = (float)i;
+                wb_gemm_q_with(v[k], qt, Ya, ROWS, X, IN, nb, Wq, bias, IN, 2, ROWS - 3, 1, NULL);
+                wb_gemm_q_act_with(v[k], qt, Yb, ROWS, xq, nb, Wq, bias, IN, 2, ROWS - 3, 1);
+                CHECK_MSG(memcmp(Ya, Yb, sizeof Ya) == 0, "%s %s nb %d: pre-quantized inputs differ",
+                          wb_qtype_name(qt), wb_quant_kernels_name(v[k]), nb);
+                wb_gemm_q_with(v[k], qt, Ya, ROWS, X, IN, nb, Wq, NULL, IN, 0, ROWS, 0, NULL);
+                wb_gemm_q_act_with(v[k], qt, Yb, ROWS, xq, nb, Wq, NULL, IN, 0, ROWS, 0);
+                CHECK_MSG(memcmp(Ya, Yb, sizeof Ya) == 0, "%s %s nb %d: pre-quantized inputs differ",
+                          wb_qtype_name(qt), wb_quant_kernels_name(v[k]), nb);
+            }
+        }
+        wb_gemm_q(qt, Ya, ROWS, X, IN, NB, Wq, NULL, IN, 0, ROWS, 0, NULL);
+        wb_gemm_q_act(qt, Yb, ROWS, xq, NB, Wq, NULL, IN, 0, ROWS, 0);
+        CHECK_MSG(memcmp(Ya, Yb, sizeof Ya) == 0, "%s: wb_gemm_q_act differs", wb_qtype_name(qt));
+    }
+}
+
 /* The input quantization is the same bytes at every level (the vector code rounds as the
  * scalar one), including zero blocks, tiny blocks and a NaN. */
 static void input_quantization_is_the_same_at_every_level(void) {
@@ -351,5 +393,6 @@ int main(void) {
     RUN(input_quantization_is_the_same_at_every_level);
     RUN(every_variant_matches_portable_and_the_float_reference);
     RUN(quant_batch_rows_equal_alone);
+    RUN(prequantized_inputs_give_the_same_bits);
     return check_summary();
 }
