@@ -44,20 +44,45 @@ static inline float f16(const uint8_t *p) { return wb_f16_to_f32(rd16(p)); }
 
 /* -------------------------------------------------------------------------- quantize */
 
+/* roundf(q) (halves away from zero) clamped to +-127, without the libm calls that made load-time
+ * quantization most of a quantized model's load: the integer part by truncation, then the
+ * fraction, exact for |q| < 2^23, decides. A NaN gives 0 (what the conversion gave before). */
+static inline int8_t round_q8(float q) {
+    if (q >= 127.0f) return 127;
+    if (q <= -127.0f) return -127;
+    if (q != q) return 0;
+    const int i = (int)q;
+    const float f = q - (float)i;
+    return (int8_t)(i + (f >= 0.5f) - (f <= -0.5f));
+}
+
+/* min(15, max(0, floorf(v))) for Q4_0's v = x / d + 8.5: truncation is the floor for v >= 0, and
+ * a negative v clamps to 0 either way; NaN and v >= 2^31 give 0 (the conversion's value before). */
+static inline int floor_q4(float v) {
+    if (!(v >= 0.0f) || v >= 2147483648.0f) return 0;
+    const int i = (int)v;
+    return i > 15 ? 15 : i;
+}
+
 int wb_quantize_row(wb_qtype t, void *dst, const float *src, int n) {
     if (n <= 0 || n % 32 || (t != WB_QT_Q8_0 && t != WB_QT_Q4_0)) return -1;
     uint8_t *o = dst;
     for (int b = 0; b < n / 32; b++) {
         const float *x = src + (size_t)b * 32;
         if (t == WB_QT_Q8_0) { /* d = max|x| / 127: the largest maps to +-127 */
+            /* fmaxf's result (a NaN is skipped, so the order does not matter) on 8 independent
+             * chains: one chain of 32 dependent maxes was half of the load-time quantization */
+            float m8[8] = {0};
+            for (int i = 0; i < 32; i++) {
+                const float v = fabsf(x[i]);
+                m8[i % 8] = v > m8[i % 8] ? v : m8[i % 8];
+            }
             float amax = 0.0f;
-            for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[i]));
+            for (int i = 0; i < 8; i++) amax = m8[i] > amax ? m8[i] : amax;
             const float d = amax / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
             wr16(o, wb_f32_to_f16(d));
-            for (int i = 0; i < 32; i++) {
-                float q = roundf(x[i] * id); /* half away from zero, as GGUF writers round */
-                o[2 + i] = (uint8_t)(int8_t)(q > 127 ? 127 : q < -127 ? -127 : q);
-            }
+            for (int i = 0; i < 32; i++) /* half away from zero, as GGUF writers round */
+                o[2 + i] = (uint8_t)round_q8(x[i] * id);
             o += 34;
         } else { /* the value of largest magnitude maps to -8, so the other side reaches +7 */
             float amax = 0.0f, mx = 0.0f;
@@ -66,9 +91,7 @@ int wb_quantize_row(wb_qtype t, void *dst, const float *src, int n) {
             const float d = mx / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
             wr16(o, wb_f32_to_f16(d));
             for (int i = 0; i < 16; i++) {
-                int lo = (int)floorf(x[i] * id + 8.5f), hi = (int)floorf(x[i + 16] * id + 8.5f);
-                lo = lo < 0 ? 0 : lo > 15 ? 15 : lo;
-                hi = hi < 0 ? 0 : hi > 15 ? 15 : hi;
+                const int lo = floor_q4(x[i] * id + 8.5f), hi = floor_q4(x[i + 16] * id + 8.5f);
                 o[2 + i] = (uint8_t)(lo | (hi << 4));
             }
             o += 18;

@@ -125,6 +125,53 @@ static void quantization_error_is_within_half_a_step(void) {
     }
 }
 
+/* wb_quantize_row against its specification in libm's words (quant.h): Q8_0 q = roundf(x / d)
+ * clamped to +-127 with the reciprocal 1 / d, Q4_0 nibble = min(15, floorf(x / d + 8.5)); over
+ * random blocks of many magnitudes and blocks whose values sit on exact halves of a step. */
+static void quantize_row_matches_its_libm_specification(void) {
+    enum { N = 32 * 400 };
+    static float x[N];
+    static uint8_t got[N * 2], want[N * 2];
+    for (int i = 0; i < N; i++) x[i] = frand() * powf(10.0f, (float)((i / 32) % 13 - 6));
+    for (int b = 0; b < 40; b++) /* d = 1 (Q8_0) or 2 (Q4_0) exactly, values on halves */
+        for (int i = 0; i < 32; i++) {
+            float *v = x + 32 * (size_t)b;
+            v[i] = i == 0 ? (b & 1 ? -127.0f : 127.0f) : (float)((int)(frand() * 126.0f)) + 0.5f;
+            if (b >= 20) v[i] = i == 0 ? -16.0f : (float)((int)(frand() * 15.0f)) + 1.0f;
+        }
+    for (int t = 0; t < 2; t++) {
+        const wb_qtype qt = t ? WB_QT_Q4_0 : WB_QT_Q8_0;
+        CHECK(wb_quantize_row(qt, got, x, N) == 0);
+        uint8_t *o = want;
+        for (int b = 0; b < N / 32; b++) {
+            const float *v = x + 32 * (size_t)b;
+            float amax = 0.0f, mx = 0.0f;
+            for (int i = 0; i < 32; i++)
+                if (fabsf(v[i]) > amax) amax = fabsf(v[i]), mx = v[i];
+            const float d = t ? mx / -8.0f : amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            const uint16_t h = wb_f32_to_f16(d);
+            o[0] = (uint8_t)h, o[1] = (uint8_t)(h >> 8);
+            for (int i = 0; i < (t ? 16 : 32); i++) {
+                if (!t) {
+                    const float q = roundf(v[i] * id);
+                    o[2 + i] = (uint8_t)(int8_t)(q > 127.0f ? 127 : q < -127.0f ? -127 : (int)q);
+                } else {
+                    const float lo = floorf(v[i] * id + 8.5f), hi = floorf(v[i + 16] * id + 8.5f);
+                    const int l = lo < 0 ? 0 : lo > 15 ? 15 : (int)lo, u = hi < 0 ? 0 : hi > 15 ? 15 : (int)hi;
+                    o[2 + i] = (uint8_t)(l | (u << 4));
+                }
+            }
+            o += t ? 18 : 34;
+        }
+        const size_t bytes = (size_t)(o - want);
+        size_t first = bytes;
+        for (size_t i = 0; i < bytes && first == bytes; i++)
+            if (got[i] != want[i]) first = i;
+        CHECK_MSG(first == bytes, "%s: byte %zu is 0x%02x, the specification gives 0x%02x",
+                  wb_qtype_name(qt), first, first < bytes ? got[first] : 0, first < bytes ? want[first] : 0);
+    }
+}
+
 /* ------------------------------------------------------------------ the kernels */
 
 static const wb_qtype all_types[4] = {WB_QT_Q8_0, WB_QT_Q4_0, WB_QT_Q4_K, WB_QT_Q6_K};
@@ -390,6 +437,7 @@ int main(void) {
     RUN(hand_built_blocks_decode_as_specified);
     RUN(quantization_error_is_within_half_a_step);
     RUN(quantize_row_writes_the_gguf_reference_bytes);
+    RUN(quantize_row_matches_its_libm_specification);
     RUN(input_quantization_is_the_same_at_every_level);
     RUN(every_variant_matches_portable_and_the_float_reference);
     RUN(quant_batch_rows_equal_alone);
