@@ -256,16 +256,18 @@ static const wb_weight_store *store_of(const wb_model *m) { return &((const gpt2
 /* ------------------------------------------------------------------------- GEMM forward */
 
 /* Thread tid's share of Y[n, out] = X[n, in] . W^T + b (b may be NULL), or Y += that when
- * residual, then gelu(Y) in place when gelu: output columns [r0, r1) in the decode path's slices
- * (blocks of 8), so bias, activation and the GEMM's writes stay in the thread's own columns.
- * Wp: W's prompt-GEMM panels (pack_panels) or NULL. */
+ * residual, then gelu(Y) in place when gelu, for the output columns [c0, c1) (0 and out: all):
+ * columns [r0, r1) in the decode path's slices (blocks of 8), so bias, activation and the
+ * GEMM's writes stay in the thread's own columns. Wp: W's prompt-GEMM panels (pack_panels) or
+ * NULL. */
 static void mm_part(const wb_model *m, const wb_mm_run *runs, int n_runs, float *Y,
                     const float *X, int n, const wb_mat *W, const float *Wp, const float *b,
-                    int residual, int gelu, int tid, int nt) {
+                    int residual, int gelu, int c0, int c1, int tid, int nt) {
     const gpt2 *g = m->impl;
     const wb_kernel_table *kt = wb_kt();
     int r0, r1;
-    wb_split_rows(W->rows, tid, nt, &r0, &r1);
+    wb_split_rows(c1 - c0, tid, nt, &r0, &r1);
+    r0 += c0, r1 += c0;
     if (r0 >= r1) return;
     if (Wp && g->panels_nr != kt->gemm_nr) Wp = NULL; /* packed for another kernel level */
     for (int i = 0; i < n_runs; i++) {
@@ -346,7 +348,7 @@ static void att_last_worker(const att_job *j, int tid, int nt) {
         const int qb = j->qb ? j->qb : q->n, alone = q->n - (q->n - 1) / qb * qb == 1;
         const size_t lo = (size_t)j->layer * q->cache_ctx * C;
         const float *kl = q->k + lo + hd * hs, *vl = q->v + lo + hd * hs;
-        const float *qr = j->qkv + (size_t)(j->row0[s] + q->n - 1) * 3 * C + hd * hs;
+        const float *qr = j->qkv + (size_t)s * 3 * C + hd * hs; /* the kept rows' q, row s */
         float *out = j->att + (size_t)s * C + hd * hs;
         if (alone)
             wb_attention_forward(out, qr, kl, vl, (size_t)C, q->pos + q->n - 1, hs, sc);
@@ -362,11 +364,12 @@ static void att_last_worker(const att_job *j, int tid, int nt) {
  * threads run: no second pool of spinning workers competes for the cores.
  *
  * The last layer is trimmed when only the last position's logits are asked (or none) and no
- * probe looks at the layers: every row still gets its q/k/v (K and V go to the cache), but the
+ * probe looks at the layers: every row still gets its k/v (they go to the cache), but q, the
  * attention output, c_proj, ln_2 and the MLP run only for the rows kept, the last of each
- * sequence (none without logits), moved to rows 0..n_keep-1 of x and att. Each kept row goes
- * through the same kernels in the same mode (kept_runs) as in the whole layer, so its bits are
- * those of the untrimmed pass; about a sixth of a 4-layer prompt's matrix work is skipped. */
+ * sequence (none without logits), moved to rows 0..n_keep-1 of xn, qkv, x and att. Each kept
+ * row goes through the same kernels in the same mode (kept_runs) as in the whole layer, so its
+ * bits are those of the untrimmed pass; of a 4-layer prompt's matrix work, about a fifth is
+ * skipped. */
 typedef struct fwd_job {
     const wb_model *m;
     const gpt2 *g;
@@ -421,7 +424,8 @@ static void fwd_worker(void *arg, int tid, int nt) {
         if (j->all_positions) {
             ln_rows(j, n, g->lnf_w, g->lnf_b, tid, nt);
             wb_pool_barrier(j->pool);
-            mm_part(j->m, j->runs, j->n_runs, j->logits, j->xn, n, &g->head, NULL, NULL, 0, 0, tid, nt);
+            mm_part(j->m, j->runs, j->n_runs, j->logits, j->xn, n, &g->head, NULL, NULL, 0, 0, 0, g->head.rows,
+                    tid, nt);
         } else {
             /* the last row of each sequence (row s once the last layer was trimmed), normalised
              * into xn rows 0..n_seqs-1 */
@@ -435,7 +439,8 @@ static void fwd_worker(void *arg, int tid, int nt) {
             /* one row per sequence, as decode rows */
             const wb_mm_run last = {0, j->n_seqs,
                                     wb_model_batch_variant(j->m) ? WB_MM_VARIANT : WB_MM_ROWS};
-            mm_part(j->m, &last, 1, j->logits, j->xn, j->n_seqs, &g->head, NULL, NULL, 0, 0, tid, nt);
+            mm_part(j->m, &last, 1, j->logits, j->xn, j->n_seqs, &g->head, NULL, NULL, 0, 0, 0, g->head.rows,
+                    tid, nt);
         }
         return;
     }
@@ -443,8 +448,9 @@ static void fwd_worker(void *arg, int tid, int nt) {
     const int trim = j->layer == j->trim_layer;
     ln_rows(j, n, ly->ln1_w, ly->ln1_b, tid, nt);
     wb_pool_barrier(j->pool);
+    /* the trimmed layer's k/v columns for every row here, its q columns after (kept rows) */
     mm_part(j->m, j->runs, j->n_runs, j->qkv, j->xn, n, &ly->qkv, ly->panels[0], ly->qkv_b, 0, 0,
-            tid, nt);
+            trim ? C : 0, 3 * C, tid, nt);
     wb_pool_barrier(j->pool);
     if (j->aj->qb || trim) { /* K/V rows into the caches, by rows (whole-sequence items copy
                               * their own, except in the trimmed layer) */
@@ -460,6 +466,16 @@ static void fwd_worker(void *arg, int tid, int nt) {
             }
         }
         if (trim && !j->n_keep) return; /* no logits: the cache was all this layer owed */
+        if (trim && tid == 0) /* the kept rows' xn to rows 0..n_keep-1 (row s from row >= s) */
+            for (int s = 0; s < j->n_seqs; s++)
+                memmove(j->xn + (size_t)s * C,
+                        j->xn + (size_t)(j->row0[s] + j->seqs[s].n - 1) * C,
+                        (size_t)C * sizeof(float));
+        wb_pool_barrier(j->pool);
+    }
+    if (trim) { /* their q, into qkv rows 0..n_keep-1 (whose k/v columns are in the caches) */
+        mm_part(j->m, j->kruns, j->n_kruns, j->qkv, j->xn, j->n_keep, &ly->qkv, ly->panels[0],
+                ly->qkv_b, 0, 0, 0, C, tid, nt);
         wb_pool_barrier(j->pool);
     }
     const int nk = trim ? j->n_keep : n;
@@ -479,14 +495,15 @@ static void fwd_worker(void *arg, int tid, int nt) {
         att_worker(j->aj, 0, 1);
     }
     wb_pool_barrier(j->pool);
-    mm_part(j->m, runs, n_runs, j->x, j->att, nk, &ly->attproj, ly->panels[1], ly->attproj_b, 1, 0,
+    mm_part(j->m, runs, n_runs, j->x, j->att, nk, &ly->attproj, ly->panels[1], ly->attproj_b, 1, 0, 0, C,
             tid, nt);
     wb_pool_barrier(j->pool);
     ln_rows(j, nk, ly->ln2_w, ly->ln2_b, tid, nt);
     wb_pool_barrier(j->pool);
-    mm_part(j->m, runs, n_runs, j->h, j->xn, nk, &ly->fc, ly->panels[2], ly->fc_b, 0, 1, tid, nt);
+    mm_part(j->m, runs, n_runs, j->h, j->xn, nk, &ly->fc, ly->panels[2], ly->fc_b, 0, 1, 0,
+            c->n_inner, tid, nt);
     wb_pool_barrier(j->pool);
-    mm_part(j->m, runs, n_runs, j->x, j->h, nk, &ly->mlpproj, ly->panels[3], ly->mlpproj_b, 1, 0,
+    mm_part(j->m, runs, n_runs, j->x, j->h, nk, &ly->mlpproj, ly->panels[3], ly->mlpproj_b, 1, 0, 0, C,
             tid, nt);
 }
 
