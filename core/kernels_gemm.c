@@ -24,7 +24,9 @@
  * for several matrices and threads (gemm_xpack, then the *_packed calls: core/llama.c packs xn
  * once for q/k/v); the weights one panel of NR rows x KC columns at a time, transposed so a step
  * loads NR consecutive floats, BF16 widened on the way (exact; for BF16 pairs of columns are
- * transposed as one dword and split even/odd after). For short prompts (up to PF_BLOCKS row
+ * transposed as one dword and split even/odd after; at AVX-512, for prompts of up to
+ * HALF_BLOCKS row blocks, the pairs are stored as they are and the tiles split them, since each
+ * panel then serves so few tiles that the pack's widening cost more). For short prompts (up to PF_BLOCKS row
  * blocks) the tiles prefetch the next panel's weight rows, which the packing otherwise waited on
  * from memory (25% of a 44-token prefill); for longer ones that measured 3-8% slower, so not
  * there. KC is the whole row unless the inputs' block would not stay in L2 (panels sized for L1
