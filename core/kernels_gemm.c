@@ -469,25 +469,21 @@ AVX512 static void xpack_512(float *d, const float *s, size_t ldx, int mr, int i
     }
 }
 
-AVX512 static inline __attribute__((always_inline)) void tile_512(
-    const int MR, int kc, const float *xp, const float *wp, const float *cin, float *cout,
-    float *Y, size_t ldy, int nr, const float *b, int accumulate, const char *pf, int npf) {
-    __m512 a0[MR_MAX], a1[MR_MAX];
+/* A tile's accumulators: from the partial sums of an earlier K block (cin) or zero. */
+AVX512 static inline __attribute__((always_inline)) void acc_start_512(const int MR, const float *cin,
+                                                                       __m512 *a0, __m512 *a1) {
 #pragma GCC unroll 14
     for (int m = 0; m < MR; m++) {
         a0[m] = cin ? _mm512_load_ps(cin + m * NR512) : _mm512_setzero_ps();
         a1[m] = cin ? _mm512_load_ps(cin + m * NR512 + 16) : _mm512_setzero_ps();
     }
-    for (int k = 0; k < kc; k++, xp += MR, wp += NR512) {
-        if (npf > 0 && (k & 1) == 0) _mm_prefetch(pf, _MM_HINT_T1), pf += 64, npf--;
-        const __m512 w0 = _mm512_load_ps(wp), w1 = _mm512_load_ps(wp + 16);
-#pragma GCC unroll 14
-        for (int m = 0; m < MR; m++) {
-            const __m512 x = _mm512_set1_ps(xp[m]);
-            a0[m] = _mm512_fmadd_ps(w0, x, a0[m]);
-            a1[m] = _mm512_fmadd_ps(w1, x, a1[m]);
-        }
-    }
+}
+
+/* A tile's accumulators out: to cout (partial sums for the next K block), or to Y's MR rows x nr
+ * columns with the bias and, when accumulate, Y's old values added. */
+AVX512 static inline __attribute__((always_inline)) void acc_finish_512(
+    const int MR, const __m512 *a0, const __m512 *a1, float *cout, float *Y, size_t ldy, int nr,
+    const float *b, int accumulate) {
     if (cout) {
 #pragma GCC unroll 14
         for (int m = 0; m < MR; m++) {
@@ -514,17 +510,32 @@ AVX512 static inline __attribute__((always_inline)) void tile_512(
     }
 }
 
+AVX512 static inline __attribute__((always_inline)) void tile_512(
+    const int MR, int kc, const float *xp, const float *wp, const float *cin, float *cout,
+    float *Y, size_t ldy, int nr, const float *b, int accumulate, const char *pf, int npf) {
+    __m512 a0[MR_MAX], a1[MR_MAX];
+    acc_start_512(MR, cin, a0, a1);
+    for (int k = 0; k < kc; k++, xp += MR, wp += NR512) {
+        if (npf > 0 && (k & 1) == 0) _mm_prefetch(pf, _MM_HINT_T1), pf += 64, npf--;
+        const __m512 w0 = _mm512_load_ps(wp), w1 = _mm512_load_ps(wp + 16);
+#pragma GCC unroll 14
+        for (int m = 0; m < MR; m++) {
+            const __m512 x = _mm512_set1_ps(xp[m]);
+            a0[m] = _mm512_fmadd_ps(w0, x, a0[m]);
+            a1[m] = _mm512_fmadd_ps(w1, x, a1[m]);
+        }
+    }
+    acc_finish_512(MR, a0, a1, cout, Y, ldy, nr, b, accumulate);
+}
+
 /* tile_512 over a packh_512 panel: per pair of columns two dword loads, the even column by a
- * shift, the odd one by an AND (exact), the same chain in the same order. */
+ * shift, the odd one by a load whose mask zeroes the low halves (exact), the same chain in the
+ * same order. */
 AVX512 static inline __attribute__((always_inline)) void tileh_512(
     const int MR, int kc, const float *xp, const float *wp, const float *cin, float *cout,
     float *Y, size_t ldy, int nr, const float *b, int accumulate, const char *pf, int npf) {
     __m512 a0[MR_MAX], a1[MR_MAX];
-#pragma GCC unroll 14
-    for (int m = 0; m < MR; m++) {
-        a0[m] = cin ? _mm512_load_ps(cin + m * NR512) : _mm512_setzero_ps();
-        a1[m] = cin ? _mm512_load_ps(cin + m * NR512 + 16) : _mm512_setzero_ps();
-    }
+    acc_start_512(MR, cin, a0, a1);
     int k = 0;
     for (; k + 1 < kc; k += 2, xp += 2 * MR, wp += NR512) {
         if (npf > 0) _mm_prefetch(pf, _MM_HINT_T1), pf += 64, npf--;
@@ -560,30 +571,7 @@ AVX512 static inline __attribute__((always_inline)) void tileh_512(
             a1[m] = _mm512_fmadd_ps(w1, x, a1[m]);
         }
     }
-    if (cout) {
-#pragma GCC unroll 14
-        for (int m = 0; m < MR; m++) {
-            _mm512_store_ps(cout + m * NR512, a0[m]);
-            _mm512_store_ps(cout + m * NR512 + 16, a1[m]);
-        }
-        return;
-    }
-    const __mmask16 k0 = (__mmask16)(nr >= 16 ? 0xffff : (1u << nr) - 1);
-    const __mmask16 k1 = (__mmask16)(nr >= 32 ? 0xffff : nr > 16 ? (1u << (nr - 16)) - 1 : 0);
-    const __m512 b0 = b ? _mm512_maskz_loadu_ps(k0, b) : _mm512_setzero_ps();
-    const __m512 b1 = b ? _mm512_maskz_loadu_ps(k1, b + 16) : _mm512_setzero_ps();
-#pragma GCC unroll 14
-    for (int m = 0; m < MR; m++) {
-        float *y = Y + (size_t)m * ldy;
-        __m512 v0 = a0[m], v1 = a1[m];
-        if (b) v0 = _mm512_add_ps(v0, b0), v1 = _mm512_add_ps(v1, b1);
-        if (accumulate) {
-            v0 = _mm512_add_ps(_mm512_maskz_loadu_ps(k0, y), v0);
-            v1 = _mm512_add_ps(_mm512_maskz_loadu_ps(k1, y + 16), v1);
-        }
-        _mm512_mask_storeu_ps(y, k0, v0);
-        _mm512_mask_storeu_ps(y + 16, k1, v1);
-    }
+    acc_finish_512(MR, a0, a1, cout, Y, ldy, nr, b, accumulate);
 }
 
 #define TILEH512(M_)                                                                             \
