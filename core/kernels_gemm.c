@@ -510,6 +510,18 @@ AVX512 static inline __attribute__((always_inline)) void acc_finish_512(
     }
 }
 
+/* One step of K: the tile's two column vectors times each of its MR rows' broadcast inputs. */
+AVX512 static inline __attribute__((always_inline)) void fma_rows_512(const int MR, __m512 w0,
+                                                                      __m512 w1, const float *xp,
+                                                                      __m512 *a0, __m512 *a1) {
+#pragma GCC unroll 14
+    for (int m = 0; m < MR; m++) {
+        const __m512 x = _mm512_set1_ps(xp[m]);
+        a0[m] = _mm512_fmadd_ps(w0, x, a0[m]);
+        a1[m] = _mm512_fmadd_ps(w1, x, a1[m]);
+    }
+}
+
 AVX512 static inline __attribute__((always_inline)) void tile_512(
     const int MR, int kc, const float *xp, const float *wp, const float *cin, float *cout,
     float *Y, size_t ldy, int nr, const float *b, int accumulate, const char *pf, int npf) {
@@ -518,12 +530,7 @@ AVX512 static inline __attribute__((always_inline)) void tile_512(
     for (int k = 0; k < kc; k++, xp += MR, wp += NR512) {
         if (npf > 0 && (k & 1) == 0) _mm_prefetch(pf, _MM_HINT_T1), pf += 64, npf--;
         const __m512 w0 = _mm512_load_ps(wp), w1 = _mm512_load_ps(wp + 16);
-#pragma GCC unroll 14
-        for (int m = 0; m < MR; m++) {
-            const __m512 x = _mm512_set1_ps(xp[m]);
-            a0[m] = _mm512_fmadd_ps(w0, x, a0[m]);
-            a1[m] = _mm512_fmadd_ps(w1, x, a1[m]);
-        }
+        fma_rows_512(MR, w0, w1, xp, a0, a1);
     }
     acc_finish_512(MR, a0, a1, cout, Y, ldy, nr, b, accumulate);
 }
@@ -541,12 +548,7 @@ AVX512 static inline __attribute__((always_inline)) void tileh_512(
         if (npf > 0) _mm_prefetch(pf, _MM_HINT_T1), pf += 64, npf--;
         __m512 w0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_load_si512(wp), 16));
         __m512 w1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_load_si512(wp + 16), 16));
-#pragma GCC unroll 14
-        for (int m = 0; m < MR; m++) {
-            const __m512 x = _mm512_set1_ps(xp[m]);
-            a0[m] = _mm512_fmadd_ps(w0, x, a0[m]);
-            a1[m] = _mm512_fmadd_ps(w1, x, a1[m]);
-        }
+        fma_rows_512(MR, w0, w1, xp, a0, a1);
         /* the pair loaded again (from L1) for the odd column, its low halves zeroed by the
          * load's mask: no register for a constant, and an opaque pointer keeps gcc from holding
          * both loads in registers (either spilled accumulators at 14 rows) */
@@ -554,45 +556,34 @@ AVX512 static inline __attribute__((always_inline)) void tileh_512(
         __asm__("" : "+r"(wq));
         w0 = _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(0xAAAAAAAAu, wq));
         w1 = _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(0xAAAAAAAAu, wq + 16));
-#pragma GCC unroll 14
-        for (int m = 0; m < MR; m++) {
-            const __m512 x = _mm512_set1_ps(xp[MR + m]);
-            a0[m] = _mm512_fmadd_ps(w0, x, a0[m]);
-            a1[m] = _mm512_fmadd_ps(w1, x, a1[m]);
-        }
+        fma_rows_512(MR, w0, w1, xp + MR, a0, a1);
     }
     if (k < kc) {
         const __m512 w0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_load_si512(wp), 16));
         const __m512 w1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_load_si512(wp + 16), 16));
-#pragma GCC unroll 14
-        for (int m = 0; m < MR; m++) {
-            const __m512 x = _mm512_set1_ps(xp[m]);
-            a0[m] = _mm512_fmadd_ps(w0, x, a0[m]);
-            a1[m] = _mm512_fmadd_ps(w1, x, a1[m]);
-        }
+        fma_rows_512(MR, w0, w1, xp, a0, a1);
     }
     acc_finish_512(MR, a0, a1, cout, Y, ldy, nr, b, accumulate);
 }
 
-#define TILEH512(M_)                                                                             \
-    AVX512 static void tileh512_##M_(int kc, const float *xp, const float *wp, const float *cin, \
-                                     float *cout, float *Y, size_t ldy, int nr, const float *b,  \
-                                     int accumulate, const char *pf, int npf) {                    \
-        tileh_512(M_, kc, xp, wp, cin, cout, Y, ldy, nr, b, accumulate, pf, npf);      \
+/* tile512_1 .. tile512_14 and tileh512_1 .. tileh512_14: each tile body at every row count, so
+ * the row loops unroll into registers */
+#define TILE512_AT(name, body, M_)                                                               \
+    AVX512 static void name##_##M_(int kc, const float *xp, const float *wp, const float *cin,   \
+                                   float *cout, float *Y, size_t ldy, int nr, const float *b,    \
+                                   int accumulate, const char *pf, int npf) {                      \
+        body(M_, kc, xp, wp, cin, cout, Y, ldy, nr, b, accumulate, pf, npf);                     \
     }
-TILEH512(1) TILEH512(2) TILEH512(3) TILEH512(4) TILEH512(5) TILEH512(6) TILEH512(7)
-TILEH512(8) TILEH512(9) TILEH512(10) TILEH512(11) TILEH512(12) TILEH512(13) TILEH512(14)
-#undef TILEH512
-
-#define TILE512(M_)                                                                              \
-    AVX512 static void tile512_##M_(int kc, const float *xp, const float *wp, const float *cin,  \
-                                    float *cout, float *Y, size_t ldy, int nr, const float *b,   \
-                                    int accumulate, const char *pf, int npf) {                     \
-        tile_512(M_, kc, xp, wp, cin, cout, Y, ldy, nr, b, accumulate, pf, npf);       \
-    }
-TILE512(1) TILE512(2) TILE512(3) TILE512(4) TILE512(5) TILE512(6) TILE512(7)
-TILE512(8) TILE512(9) TILE512(10) TILE512(11) TILE512(12) TILE512(13) TILE512(14)
-#undef TILE512
+#define TILES512(name, body)                                                                     \
+    TILE512_AT(name, body, 1) TILE512_AT(name, body, 2) TILE512_AT(name, body, 3)                \
+    TILE512_AT(name, body, 4) TILE512_AT(name, body, 5) TILE512_AT(name, body, 6)                \
+    TILE512_AT(name, body, 7) TILE512_AT(name, body, 8) TILE512_AT(name, body, 9)                \
+    TILE512_AT(name, body, 10) TILE512_AT(name, body, 11) TILE512_AT(name, body, 12)             \
+    TILE512_AT(name, body, 13) TILE512_AT(name, body, 14)
+TILES512(tileh512, tileh_512)
+TILES512(tile512, tile_512)
+#undef TILES512
+#undef TILE512_AT
 
 static const gemm_level level512 = {
     NR512, 14, pack_512, xpack_512,
