@@ -331,10 +331,6 @@ VNNI512 static void quantize16_512(const float *x, int8_t *q, float *d, int32_t 
 AVX2 static void quantize_act_avx2(void *dst, const float *x, int n) {
     const qact_out a = act_slots(dst, n);
     const size_t nb = (size_t)(n / 32);
-    int8_t *q = a.q;
-    float *d = a.d;
-    int32_t *s = a.s;
-    int16_t *h = a.h;
     const __m256 lim = _mm256_set1_ps(127.0f), nlim = _mm256_set1_ps(-127.0f),
                  zero = _mm256_setzero_ps(), sign = _mm256_set1_ps(-0.0f);
     for (size_t b = 0; b < nb; b++, x += 32) {
@@ -360,17 +356,17 @@ AVX2 static void quantize_act_avx2(void *dst, const float *x, int n) {
         const __m256i w01 = _mm256_packs_epi32(iv[0], iv[1]), w23 = _mm256_packs_epi32(iv[2], iv[3]);
         const __m256i b8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w01, w23),
                                                        _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-        _mm256_storeu_si256((__m256i *)(q + 32 * b), b8);
+        _mm256_storeu_si256((__m256i *)(a.q + 32 * b), b8);
         const __m256i lo = _mm256_add_epi32(iv[0], iv[1]), hi = _mm256_add_epi32(iv[2], iv[3]);
         __m128i l4 = _mm_add_epi32(_mm256_castsi256_si128(lo), _mm256_extracti128_si256(lo, 1));
         __m128i h4 = _mm_add_epi32(_mm256_castsi256_si128(hi), _mm256_extracti128_si256(hi, 1));
         l4 = _mm_hadd_epi32(l4, h4); /* l0+l1, l2+l3, h0+h1, h2+h3 */
         l4 = _mm_hadd_epi32(l4, l4); /* s0, s1, s0, s1 */
         const int s0 = _mm_cvtsi128_si32(l4), s1 = _mm_extract_epi32(l4, 1);
-        d[b] = db;
-        s[b] = s0 + s1;
-        h[2 * b] = (int16_t)s0;
-        h[2 * b + 1] = (int16_t)s1;
+        a.d[b] = db;
+        a.s[b] = s0 + s1;
+        a.h[2 * b] = (int16_t)s0;
+        a.h[2 * b + 1] = (int16_t)s1;
     }
 }
 
