@@ -67,7 +67,7 @@ typedef struct gpt2 {
     wb_mat head;                  /* [V, C]: wte when tied, lm_head.weight otherwise */
     wb_act act;
     float *panels;                /* the layers' panels, one block (NULL: none) */
-    int panels_nr;                /* the kernel level's gemm_nr they were packed for */
+    void (*panels_by)(float *, const float *, int, int); /* the level's packer that made them */
 } gpt2;
 
 typedef struct gpt2_hparams {
@@ -187,7 +187,7 @@ static void pack_panels(gpt2 *g, int L) {
             p += (kt->gemm_f32_panels_size(ms[i]->rows, ms[i]->cols) + 15) & ~(size_t)15;
         }
     }
-    g->panels_nr = kt->gemm_nr;
+    g->panels_by = kt->gemm_f32_panels;
 }
 
 static wb_status load(wb_model *m, wb_weights *w, const wb_model_params *prm, wb_err *err) {
@@ -269,7 +269,7 @@ static void mm_part(const wb_model *m, const wb_mm_run *runs, int n_runs, float 
     wb_split_rows(c1 - c0, tid, nt, &r0, &r1);
     r0 += c0, r1 += c0;
     if (r0 >= r1) return;
-    if (Wp && g->panels_nr != kt->gemm_nr) Wp = NULL; /* packed for another kernel level */
+    if (Wp && g->panels_by != kt->gemm_f32_panels) Wp = NULL; /* packed by another level */
     for (int i = 0; i < n_runs; i++) {
         float *y = Y + (size_t)runs[i].row0 * W->rows;
         const float *x = X + (size_t)runs[i].row0 * W->cols;

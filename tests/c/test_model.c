@@ -813,6 +813,43 @@ static int kv_caches_equal(const wb_model *m, const wb_session *a, const wb_sess
  * goes through the GEMV as a decode row does. Cases: GEMV and GEMM prompts, a prompt after earlier
  * rows, a last attention block of one query (3 heads at 2 threads: blocks of 16, 33 rows), and
  * several sequences in one call (batches mix prompts, short prompts and decode rows). */
+/* A model keeps its prompt-GEMM panels in the layout of the kernel level it was loaded at; run
+ * at another level (here the portable one), it must pack per call, giving the bits of a model
+ * loaded at that level. */
+static void panels_of_another_kernel_level_are_not_used(void) {
+    fx_opts o = fx_default();
+    wb_model *here = load_fixture(&o, NULL);
+    const int old = wb_kernels_force_scalar(1);
+    wb_model *portable = load_fixture(&o, NULL);
+    if (!here || !portable) {
+        wb_kernels_force_scalar(old);
+        wb_model_free(here);
+        wb_model_free(portable);
+        return;
+    }
+    int32_t ids[40];
+    for (int i = 0; i < 40; i++) ids[i] = (int32_t)((i * 37 + 11) % o.V);
+    float *a = malloc((size_t)o.V * sizeof *a), *b = malloc((size_t)o.V * sizeof *b);
+    wb_session *sa = NULL, *sb = NULL;
+    CHECK(wb_session_new(here, 0, &sa, NULL) == WB_OK);
+    CHECK(wb_session_new(portable, 0, &sb, NULL) == WB_OK);
+    if (sa && sb && a && b) {
+        CHECK(wb_session_prefill(sa, ids, 40, a, 0, NULL) == WB_OK);
+        CHECK(wb_session_prefill(sb, ids, 40, b, 0, NULL) == WB_OK);
+        CHECK_MSG(!memcmp(a, b, (size_t)o.V * sizeof *a),
+                  "a model loaded at this level and run at the portable one differs from one "
+                  "loaded there");
+        CHECK(kv_caches_equal(here, sa, sb));
+    }
+    wb_kernels_force_scalar(old);
+    wb_session_free(sa);
+    wb_session_free(sb);
+    free(a);
+    free(b);
+    wb_model_free(here);
+    wb_model_free(portable);
+}
+
 static void trimmed_last_layer_gives_the_bits_of_the_whole_pass(void) {
     fx_opts opts[2] = {fx_default(), fx_default()};
     opts[1].NH = 3, opts[1].C = 48, opts[1].F = 192, opts[1].V = 293;
@@ -1383,6 +1420,7 @@ int main(void) {
     RUN(decode_bits_do_not_depend_on_threads);
     RUN(session_warm_up_step_leaves_no_trace);
     RUN(trimmed_last_layer_gives_the_bits_of_the_whole_pass);
+    RUN(panels_of_another_kernel_level_are_not_used);
     RUN(untied_head_unprefixed_names_and_buffers_load);
     RUN(odd_head_size_matches_the_reference);
     RUN(erf_gelu_models_match_the_reference);
