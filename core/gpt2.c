@@ -298,6 +298,7 @@ typedef struct att_job {
     float *att, *sc;  /* sc: [nt, sc_stride] per-thread scratch */
     size_t sc_stride;
     int layer, C, NH;
+    const int *kv_direct; /* [n_seqs] 1: the qkv GEMM stored the sequence's K/V rows (qkv_part) */
 } att_job;
 
 static void att_item(const att_job *j, int item, int *seq_hint, float *sc) {
@@ -313,7 +314,7 @@ static void att_item(const att_job *j, int item, int *seq_hint, float *sc) {
     const size_t lo = (size_t)j->layer * q->cache_ctx * C;
     float *kl = q->k + lo + hd * hs, *vl = q->v + lo + hd * hs;
     const size_t r = (size_t)j->row0[s] + q0;
-    if (!j->qb)
+    if (!j->qb && !j->kv_direct[s])
         for (int t = 0; t < q->n; t++) {
             const float *qr = j->qkv + (r + t) * 3 * C + hd * hs;
             memcpy(kl + (size_t)(q->pos + t) * C, qr + C, (size_t)hs * sizeof(float));
@@ -400,6 +401,48 @@ static void ln_rows(const fwd_job *j, int n, const float *w, const float *b, int
                              j->m->cfg.layer_norm_epsilon);
 }
 
+/* Thread tid's columns of qkv [n, 3C] = xn . W^T + b from column c0 (0, or C in the trimmed
+ * layer), as mm_part, except that the prompt run of a sequence with kv_direct stores its k and v
+ * columns straight into its cache rows of this layer (rows pos.., C floats apart) and only its q
+ * columns into qkv: the same prepacked GEMM over the same panels (C is a whole number of them),
+ * so the bits the copy from qkv gave, without the copy (3-4% of a 96-token TinyLM prefill went
+ * to copying K/V rows). */
+static void qkv_part(const fwd_job *j, const gpt2_layer *ly, int c0, int tid, int nt) {
+    const int C = j->m->cfg.n_embd, n_direct = j->aj->kv_direct ? 1 : 0;
+    int any = 0;
+    for (int s = 0; s < j->n_seqs && n_direct; s++) any |= j->aj->kv_direct[s];
+    if (!any) {
+        mm_part(j->m, j->runs, j->n_runs, j->qkv, j->xn, j->n, &ly->qkv, ly->panels[0], ly->qkv_b,
+                0, 0, c0, 3 * C, tid, nt);
+        return;
+    }
+    const wb_kernel_table *kt = wb_kt();
+    int r0, r1;
+    wb_split_rows(3 * C - c0, tid, nt, &r0, &r1);
+    r0 += c0, r1 += c0;
+    for (int i = 0, s = 0; i < j->n_runs; i++) {
+        const wb_mm_run *u = &j->runs[i];
+        while (s + 1 < j->n_seqs && j->row0[s + 1] <= u->row0) s++;
+        if (u->mode != WB_MM_PROMPT || !j->aj->kv_direct[s]) {
+            mm_part(j->m, u, 1, j->qkv, j->xn, u->n, &ly->qkv, ly->panels[0], ly->qkv_b, 0, 0, c0,
+                    3 * C, tid, nt);
+            continue;
+        }
+        const wb_seq_rows *q = &j->seqs[s];
+        const size_t lo = (size_t)j->layer * q->cache_ctx * C + (size_t)q->pos * C;
+        const float *x = j->xn + (size_t)u->row0 * C;
+        for (int part = 0; part < 3; part++) { /* q, k, v: columns [part C, part C + C) */
+            const int a = r0 > part * C ? r0 : part * C, e = r1 < part * C + C ? r1 : part * C + C;
+            if (a >= e) continue;
+            const int o = part * C; /* the part's first weight row: a panel's */
+            float *y = part == 0 ? j->qkv + (size_t)u->row0 * 3 * C : (part == 1 ? q->k : q->v) + lo;
+            kt->gemm_f32_prepacked(y, part == 0 ? (size_t)3 * C : (size_t)C, x, (size_t)C, u->n,
+                                   ly->panels[0] + (size_t)o * C, (const float *)ly->qkv.w + (size_t)o * C,
+                                   ly->qkv_b + o, C, a - o, e - o, 0);
+        }
+    }
+}
+
 /* The runs of the kept rows (row s: the last of sequence s), each in the mode of its sequence's
  * run, merged as wb_mm_runs merges (never a prompt's). Returns how many. */
 static int kept_runs(const wb_mm_run *runs, const int *row0, const wb_seq_rows *seqs, int n_seqs,
@@ -449,14 +492,14 @@ static void fwd_worker(void *arg, int tid, int nt) {
     ln_rows(j, n, ly->ln1_w, ly->ln1_b, tid, nt);
     wb_pool_barrier(j->pool);
     /* the trimmed layer's k/v columns for every row here, its q columns after (kept rows) */
-    mm_part(j->m, j->runs, j->n_runs, j->qkv, j->xn, n, &ly->qkv, ly->panels[0], ly->qkv_b, 0, 0,
-            trim ? C : 0, 3 * C, tid, nt);
+    qkv_part(j, ly, trim ? C : 0, tid, nt);
     wb_pool_barrier(j->pool);
     if (j->aj->qb || trim) { /* K/V rows into the caches, by rows (whole-sequence items copy
                               * their own, except in the trimmed layer) */
         const int t0 = (int)((int64_t)n * tid / nt), t1 = (int)((int64_t)n * (tid + 1) / nt);
         for (int s = 0, r = 0; s < j->n_seqs; r += j->seqs[s].n, s++) {
             const wb_seq_rows *q = &j->seqs[s];
+            if (j->aj->kv_direct[s]) continue; /* stored by the GEMM */
             const size_t lo = (size_t)j->layer * q->cache_ctx * C;
             for (int t = r > t0 ? r : t0; t < r + q->n && t < t1; t++) {
                 const float *qr = j->qkv + (size_t)t * 3 * C;
@@ -526,9 +569,9 @@ static wb_status forward(const wb_model *m, const wb_seq_rows *seqs, int n_seqs,
     const size_t nC = (size_t)n * C;
     /* x [n, C] residual; xn [n, C] normed; qkv [n, 3C]; att [n, C]; h [n, F];
      * sc [nt, attention scratch]; row0/item0 [2 n_seqs + 1] ints, then runs and kept runs
-     * [n_seqs] each */
+     * [n_seqs] each, kv_direct [n_seqs] */
     const size_t sz[7] = {nC, nC, 3 * nC, nC, (size_t)n * F, (size_t)nt * sc_per_thread,
-                          (size_t)2 * n_seqs + 1 +
+                          (size_t)3 * n_seqs + 1 +
                               (size_t)2 * n_seqs * sizeof(wb_mm_run) / sizeof(int)};
     float *b[7];
     wb_status st = wb_scratch_take(scratch, 7, sz, b, err);
@@ -536,8 +579,16 @@ static wb_status forward(const wb_model *m, const wb_seq_rows *seqs, int n_seqs,
     float *x = b[0], *xn = b[1], *qkv = b[2], *att = b[3], *h = b[4], *sc = b[5];
     int *row0 = (int *)b[6], *item0 = row0 + n_seqs;
     wb_mm_run *runs = (wb_mm_run *)(item0 + n_seqs + 1), *kruns = runs + n_seqs;
+    int *kv_direct = (int *)(kruns + n_seqs);
     const int variant = wb_model_batch_variant(m);
     const int n_runs = wb_mm_runs(seqs, n_seqs, variant, runs);
+    /* a prompt sequence's K/V rows straight from the qkv GEMM into its cache (qkv_part): where
+     * the prepacked panels run (this level packed them) and C is a whole number of panels */
+    const wb_kernel_table *kt = wb_kt();
+    const int direct = g->panels && g->panels_by == kt->gemm_f32_panels && kt->gemm_nr > 0 &&
+                       C % kt->gemm_nr == 0;
+    for (int s = 0; s < n_seqs; s++)
+        kv_direct[s] = direct && !variant && seqs[s].n >= WB_PROMPT_ROWS;
     for (int s = 0, r = 0, it = 0; s <= n_seqs; s++) {
         item0[s] = it;
         if (s == n_seqs) break;
@@ -553,7 +604,8 @@ static wb_status forward(const wb_model *m, const wb_seq_rows *seqs, int n_seqs,
             for (int i = 0; i < C; i++) xr[i] += pe[i];
         }
     wb_probe_layer(m, seqs, n_seqs, row0, -1, x, NULL, NULL, 0, 0);
-    att_job aj = {seqs, row0, item0, n_seqs, n_items, qb, qkv, att, sc, sc_per_thread, 0, C, NH};
+    att_job aj = {seqs, row0, item0, n_seqs, n_items, qb, qkv, att, sc, sc_per_thread, 0, C, NH,
+                  kv_direct};
     /* the last layer trimmed (fwd_job): not when every position's logits are asked, nor under
      * a probe (it records every row after every layer), nor for batch-variant products, whose
      * bits may depend on the rows in the call */
