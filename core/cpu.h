@@ -110,6 +110,10 @@ typedef struct wb_kernel_table {
     void (*gemm_f32_prepacked)(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
                                const float *Wp, const float *W, const float *b, int in, int r0,
                                int r1, int accumulate);
+    /* gemm_f32_prepacked over inputs P packed by gemm_xpack (as the *_packed calls), to the bit */
+    void (*gemm_f32_prepacked_packed)(float *Y, size_t ldy, const float *P, int nb,
+                                      const float *Wp, const float *W, const float *b, int in,
+                                      int r0, int r1, int accumulate);
     const char *name_gemm;
     /* Quantized (quant.c): the dot products and GEMM of Q8_0 / Q4_0 / Q4_K / Q6_K rows against
      * int8-quantized inputs, one variant per level (quant.h) */

@@ -390,6 +390,8 @@ typedef struct fwd_job {
     int n_keep;         /* rows kept there: n_seqs, or 0 without logits */
     const wb_mm_run *kruns; /* [n_kruns] the kept rows by mode (kept_runs) */
     int n_kruns;
+    float *xp;          /* [nt, xp_stride] each thread's packed xn for qkv_part */
+    size_t xp_stride;
 } fwd_job;
 
 /* xn = layernorm(x) over thread tid's share of rows 0..n-1. */
@@ -406,7 +408,7 @@ static void ln_rows(const fwd_job *j, int n, const float *w, const float *b, int
  * columns straight into its cache rows of this layer (rows pos.., C floats apart) and only its q
  * columns into qkv: the same prepacked GEMM over the same panels (C is a whole number of them),
  * so the bits the copy from qkv gave, without the copy (3-4% of a 96-token TinyLM prefill went
- * to copying K/V rows). */
+ * to copying K/V rows); the rows are packed once (gemm_xpack) for the three calls. */
 static void qkv_part(const fwd_job *j, const gpt2_layer *ly, int c0, int tid, int nt) {
     const int C = j->m->cfg.n_embd, n_direct = j->aj->kv_direct ? 1 : 0;
     int any = 0;
@@ -428,17 +430,21 @@ static void qkv_part(const fwd_job *j, const gpt2_layer *ly, int c0, int tid, in
                     3 * C, tid, nt);
             continue;
         }
+        if (r0 >= r1) continue;
         const wb_seq_rows *q = &j->seqs[s];
         const size_t lo = (size_t)j->layer * q->cache_ctx * C + (size_t)q->pos * C;
-        const float *x = j->xn + (size_t)u->row0 * C;
+        /* the rows packed once for the three calls, as each call would pack them */
+        float *P = j->xp + (size_t)tid * j->xp_stride;
+        kt->gemm_xpack(P, j->xn + (size_t)u->row0 * C, (size_t)C, u->n, C, 0, u->n);
         for (int part = 0; part < 3; part++) { /* q, k, v: columns [part C, part C + C) */
             const int a = r0 > part * C ? r0 : part * C, e = r1 < part * C + C ? r1 : part * C + C;
             if (a >= e) continue;
             const int o = part * C; /* the part's first weight row: a panel's */
             float *y = part == 0 ? j->qkv + (size_t)u->row0 * 3 * C : (part == 1 ? q->k : q->v) + lo;
-            kt->gemm_f32_prepacked(y, part == 0 ? (size_t)3 * C : (size_t)C, x, (size_t)C, u->n,
-                                   ly->panels[0] + (size_t)o * C, (const float *)ly->qkv.w + (size_t)o * C,
-                                   ly->qkv_b + o, C, a - o, e - o, 0);
+            kt->gemm_f32_prepacked_packed(y, part == 0 ? (size_t)3 * C : (size_t)C, P, u->n,
+                                          ly->panels[0] + (size_t)o * C,
+                                          (const float *)ly->qkv.w + (size_t)o * C, ly->qkv_b + o,
+                                          C, a - o, e - o, 0);
         }
     }
 }
@@ -566,15 +572,16 @@ static wb_status forward(const wb_model *m, const wb_seq_rows *seqs, int n_seqs,
         size_t need = (wb_attention_block_scratch(seqs[s].pos, seqs[s].n, hs) + 15) & ~(size_t)15;
         if (need > sc_per_thread) sc_per_thread = need;
     }
-    const size_t nC = (size_t)n * C;
+    const size_t nC = (size_t)n * C, xp_stride = (nC + 15) & ~(size_t)15;
     /* x [n, C] residual; xn [n, C] normed; qkv [n, 3C]; att [n, C]; h [n, F];
      * sc [nt, attention scratch]; row0/item0 [2 n_seqs + 1] ints, then runs and kept runs
-     * [n_seqs] each, kv_direct [n_seqs] */
-    const size_t sz[7] = {nC, nC, 3 * nC, nC, (size_t)n * F, (size_t)nt * sc_per_thread,
+     * [n_seqs] each, kv_direct [n_seqs]; xp [nt, xp_stride] packed xn per thread */
+    const size_t sz[8] = {nC, nC, 3 * nC, nC, (size_t)n * F, (size_t)nt * sc_per_thread,
                           (size_t)3 * n_seqs + 1 +
-                              (size_t)2 * n_seqs * sizeof(wb_mm_run) / sizeof(int)};
-    float *b[7];
-    wb_status st = wb_scratch_take(scratch, 7, sz, b, err);
+                              (size_t)2 * n_seqs * sizeof(wb_mm_run) / sizeof(int),
+                          (size_t)nt * xp_stride};
+    float *b[8];
+    wb_status st = wb_scratch_take(scratch, 8, sz, b, err);
     if (st) return st;
     float *x = b[0], *xn = b[1], *qkv = b[2], *att = b[3], *h = b[4], *sc = b[5];
     int *row0 = (int *)b[6], *item0 = row0 + n_seqs;
@@ -586,7 +593,7 @@ static wb_status forward(const wb_model *m, const wb_seq_rows *seqs, int n_seqs,
      * the prepacked panels run (this level packed them) and C is a whole number of panels */
     const wb_kernel_table *kt = wb_kt();
     const int direct = g->panels && g->panels_by == kt->gemm_f32_panels && kt->gemm_nr > 0 &&
-                       C % kt->gemm_nr == 0;
+                       C % kt->gemm_nr == 0 && kt->gemm_f32_prepacked_packed;
     for (int s = 0; s < n_seqs; s++)
         kv_direct[s] = direct && !variant && seqs[s].n >= WB_PROMPT_ROWS;
     for (int s = 0, r = 0, it = 0; s <= n_seqs; s++) {
@@ -615,7 +622,7 @@ static wb_status forward(const wb_model *m, const wb_seq_rows *seqs, int n_seqs,
     const int n_kruns = trim && logits ? kept_runs(runs, row0, seqs, n_seqs, kruns) : 0;
     fwd_job fj = {m, g, seqs, n_seqs, n, row0, runs, n_runs, x, xn, qkv, att, h, &aj, NULL, 0,
                   nt > 1 && (n >= ATT_POOL_MIN || n_seqs > 1) ? nt : 1, logits, all_positions,
-                  trim ? c->n_layer - 1 : -1, logits ? n_seqs : 0, kruns, n_kruns};
+                  trim ? c->n_layer - 1 : -1, logits ? n_seqs : 0, kruns, n_kruns, b[7], xp_stride};
     for (int l = 0; l <= c->n_layer; l++) {
         if (l == c->n_layer && !logits) break;
         if (l < c->n_layer && wb_model_aborted(m, l, err)) {

@@ -311,6 +311,27 @@ static void gemm_drive_prepacked(const gemm_level *g, float *Y, size_t ldy, cons
     gemm_tiles(g, Y, ldy, xp, nb, W, 0, b, in, r0, r1, accumulate, kc, NULL, xp + xn, Wp);
 }
 
+/* gemm_drive_prepacked over inputs packed by the caller (xpack_blocks at this level): the same
+ * panels and packed inputs, so the same bits; core/gpt2.c packs a prompt's xn once for the q, k
+ * and v column ranges it stores to different places. */
+static void gemm_drive_prepacked_xp(const gemm_level *g, float *Y, size_t ldy, const float *P,
+                                    int nb, const float *Wp, const float *W, const float *b,
+                                    int in, int r0, int r1, int accumulate) {
+    if (r1 <= r0 || nb < 1) return;
+    if (r0 % g->nr) {
+        gemm_drive_packed(g, Y, ldy, P, nb, W, 0, b, in, r0, r1, accumulate);
+        return;
+    }
+    const int kc = gemm_kc(nb, in);
+    const size_t cn = kc < in ? (size_t)nb * g->nr : 16;
+    float *cb = wb_kernel_buf(1, cn);
+    if (!cb) {
+        gemm_chain_packed(Y, ldy, P, g->mr_max, nb, W, 0, b, in, r0, r1, accumulate);
+        return;
+    }
+    gemm_tiles(g, Y, ldy, P, nb, W, 0, b, in, r0, r1, accumulate, kc, NULL, cb, Wp);
+}
+
 /* ---------------------------------------------------------------------- portable */
 
 /* The portable level runs the chain in scalar code: the reference the other levels are
@@ -621,6 +642,13 @@ AVX512 static void gemm_f32_prepacked_avx512(float *Y, size_t ldy, const float *
     gemm_drive_prepacked(&level512, Y, ldy, X, ldx, nb, Wp, W, b, in, r0, r1, accumulate);
 }
 
+AVX512 static void gemm_f32_prepacked_packed_avx512(float *Y, size_t ldy, const float *P, int nb,
+                                                    const float *Wp, const float *W,
+                                                    const float *b, int in, int r0, int r1,
+                                                    int accumulate) {
+    gemm_drive_prepacked_xp(&level512, Y, ldy, P, nb, Wp, W, b, in, r0, r1, accumulate);
+}
+
 AVX512 static void gemm_f32_avx512(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
                                    const float *W, const float *b, int in, int r0, int r1,
                                    int accumulate) {
@@ -793,6 +821,12 @@ AVX2 static void gemm_f32_prepacked_avx2(float *Y, size_t ldy, const float *X, s
     gemm_drive_prepacked(&level256, Y, ldy, X, ldx, nb, Wp, W, b, in, r0, r1, accumulate);
 }
 
+AVX2 static void gemm_f32_prepacked_packed_avx2(float *Y, size_t ldy, const float *P, int nb,
+                                                const float *Wp, const float *W, const float *b,
+                                                int in, int r0, int r1, int accumulate) {
+    gemm_drive_prepacked_xp(&level256, Y, ldy, P, nb, Wp, W, b, in, r0, r1, accumulate);
+}
+
 AVX2 static void gemm_f32_avx2(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
                                const float *W, const float *b, int in, int r0, int r1,
                                int accumulate) {
@@ -817,6 +851,7 @@ void wb_kernels_gemm_register(wb_kernel_table *t, wb_isa isa) {
         t->gemm_f32_panels_size = NULL;
         t->gemm_f32_panels = NULL;
         t->gemm_f32_prepacked = NULL;
+        t->gemm_f32_prepacked_packed = NULL;
         t->name_gemm = "portable fused chain";
     }
 #ifdef WB_X86
@@ -831,6 +866,7 @@ void wb_kernels_gemm_register(wb_kernel_table *t, wb_isa isa) {
         t->gemm_f32_panels_size = gemm_f32_panels_size_avx2;
         t->gemm_f32_panels = gemm_f32_panels_avx2;
         t->gemm_f32_prepacked = gemm_f32_prepacked_avx2;
+        t->gemm_f32_prepacked_packed = gemm_f32_prepacked_packed_avx2;
         t->name_gemm = "avx2 packed 6x16 outer product";
     }
     if (isa == WB_ISA_AVX512) {
@@ -844,6 +880,7 @@ void wb_kernels_gemm_register(wb_kernel_table *t, wb_isa isa) {
         t->gemm_f32_panels_size = gemm_f32_panels_size_avx512;
         t->gemm_f32_panels = gemm_f32_panels_avx512;
         t->gemm_f32_prepacked = gemm_f32_prepacked_avx512;
+        t->gemm_f32_prepacked_packed = gemm_f32_prepacked_packed_avx512;
         t->name_gemm = "avx512 packed 14x32 outer product";
     }
 #endif

@@ -259,6 +259,14 @@ static void gemm_case(int in, int rows, int nb, int r0, int bf16, int *bad_out) 
                 wb_kt()->gemm_f32_prepacked(Y2, rows, X, in, nb, Wp, Wf, bb, in, sp, rows, acc);
                 packed += (memcmp(Y1, Y0, sizeof(float) * ny) != 0) +
                           (memcmp(Y2, Y0, sizeof(float) * ny) != 0);
+                /* the panels over the inputs packed above, split the same way */
+                CHECK(wb_kt()->gemm_f32_prepacked_packed != NULL);
+                if (wb_kt()->gemm_f32_prepacked_packed) {
+                    memcpy(Y2, Yi, sizeof(float) * ny);
+                    wb_kt()->gemm_f32_prepacked_packed(Y2, rows, P, nb, Wp, Wf, bb, in, r0, sp, acc);
+                    wb_kt()->gemm_f32_prepacked_packed(Y2, rows, P, nb, Wp, Wf, bb, in, sp, rows, acc);
+                    packed += memcmp(Y2, Y0, sizeof(float) * ny) != 0;
+                }
                 free(Wp);
             }
         }
