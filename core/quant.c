@@ -1131,6 +1131,177 @@ VNNI512 static void gemm_q_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *
 }
 
 
+
+/* ------------------------------------------------------- the 16-row tile layout, AVX-512
+ *
+ * Q8_0 / Q4_0 matrices kept from load in the tile layout of quant.h (wb_quant_to_tiles): a
+ * block of 16 rows is the registers tile_run multiplies (before Q8_0's xor) followed by the 16
+ * scales. The prefill tile reads them with plain loads (no transpose), and decode gets the 16
+ * rows' sums in the lanes of one register (no folds, no scale gather). The integer sums and the
+ * float chain are the file layout's, so the same bits. */
+#define TQ(q8) ((q8) ? 512 : 256) /* bytes of a tile block's values */
+#define TB(q8) ((q8) ? 544 : 288) /* bytes of a tile block: 16 rows' blocks */
+
+INLINE_VNNI512 void tile_weights(const int q8, const uint8_t *p, __m512i w[8], __m512 *d) {
+    if (q8) {
+        const __m512i flip = _mm512_set1_epi8((char)0x80);
+        for (int k = 0; k < 8; k++) w[k] = _mm512_xor_si512(_mm512_loadu_si512(p + 64 * k), flip);
+    } else {
+        const __m512i m4 = _mm512_set1_epi8(15);
+        for (int k = 0; k < 4; k++) {
+            const __m512i g = _mm512_loadu_si512(p + 64 * k);
+            w[k] = _mm512_and_si512(g, m4);
+            w[k + 4] = _mm512_and_si512(_mm512_srli_epi32(g, 4), m4);
+        }
+    }
+    *d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + TQ(q8))));
+}
+
+/* tile_run over tile-layout blocks T (TB bytes each) instead of packed ones */
+INLINE_VNNI512 void tile_run_t(const int q8, const int N, const uint8_t *T, int nbk, const uint8_t *rec,
+                               float *acc) {
+    __m512 y[NR];
+    for (int j = 0; j < N; j++) y[j] = _mm512_load_ps(acc + 16 * j);
+    for (int i = 0; i < nbk; i++, rec += 40 * N, T += TB(q8)) {
+        __m512i w[8];
+        __m512 d;
+        tile_weights(q8, T, w, &d);
+        const int8_t *x = (const int8_t *)rec;
+        const float *dx = (const float *)(rec + 32 * N);
+        const int32_t *cs = (const int32_t *)(rec + 36 * N);
+        __m512i s[NR];
+        for (int j = 0; j < N; j++) s[j] = _mm512_set1_epi32(cs[j]);
+        for (int k = 0; k < 8; k++)
+            for (int j = 0; j < N; j++) s[j] = _mm512_dpbusd_epi32(s[j], w[k], bcast4(x + 32 * j + 4 * k));
+        for (int j = 0; j < N; j++)
+            y[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[j]), _mm512_mul_ps(d, _mm512_set1_ps(dx[j])), y[j]);
+    }
+    for (int j = 0; j < N; j++) _mm512_store_ps(acc + 16 * j, y[j]);
+}
+
+#define TILE_RUN_T_N(Q8)                                                                          \
+    VNNI512 static void tile_run_t_n##Q8(int n, const uint8_t *T, int nbk, const uint8_t *rec,     \
+                                         float *acc) {                                            \
+        switch (n) {                                                                              \
+        case 1: tile_run_t(Q8, 1, T, nbk, rec, acc); break;                                       \
+        case 2: tile_run_t(Q8, 2, T, nbk, rec, acc); break;                                       \
+        case 3: tile_run_t(Q8, 3, T, nbk, rec, acc); break;                                       \
+        case 4: tile_run_t(Q8, 4, T, nbk, rec, acc); break;                                       \
+        case 5: tile_run_t(Q8, 5, T, nbk, rec, acc); break;                                       \
+        case 6: tile_run_t(Q8, 6, T, nbk, rec, acc); break;                                       \
+        case 7: tile_run_t(Q8, 7, T, nbk, rec, acc); break;                                       \
+        case 8: tile_run_t(Q8, 8, T, nbk, rec, acc); break;                                       \
+        case 9: tile_run_t(Q8, 9, T, nbk, rec, acc); break;                                       \
+        default: tile_run_t(Q8, NR, T, nbk, rec, acc); break;                                     \
+        }                                                                                         \
+    }
+TILE_RUN_T_N(0)
+TILE_RUN_T_N(1)
+
+/* The lanes of the group at row g that fall in [r0, r1) */
+static inline __mmask16 group_lanes(int g, int r0, int r1) {
+    const int lo = r0 > g ? r0 - g : 0, hi = r1 - g < 16 ? r1 - g : 16;
+    return (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+
+/* store16 for the lanes m of the group at row g */
+VNNI512 static void store16m(float *Y, size_t ldy, int j, int g, __mmask16 m, __m512 v,
+                             const float *bias, int accumulate) {
+    float *y = Y + (size_t)j * ldy + g;
+    if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + g));
+    else v = _mm512_add_ps(v, _mm512_setzero_ps());
+    if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, y), v);
+    _mm512_mask_storeu_ps(y, m, v);
+}
+
+/* Prefill / batches from the tile layout: gemm_tiles without the packing. A group's blocks
+ * are one linear stream; the next chunk is prefetched in shares beside the input groups. */
+INLINE_VNNI512 void gemm_tiles_t(const int q8, float *Y, size_t ldy, const uint8_t *grp, int nb,
+                                 const uint8_t *W, size_t rb, const float *bias, int in, int r0,
+                                 int r1, int accumulate, float *acc) {
+    const int nblk = in / 32, groups = (nb + NR - 1) / NR;
+    const size_t gbytes = 16 * rb, end = (size_t)((r1 + 15) & ~15) * rb;
+    for (int g = r0 & ~15; g < r1; g += 16) {
+        const uint8_t *T = W + (size_t)(g / 16) * gbytes;
+        const __mmask16 m = group_lanes(g, r0, r1);
+        memset(acc, 0, sizeof(float) * 16 * (size_t)nb);
+        for (int b0 = 0; b0 < nblk; b0 += KC) {
+            const int nbk = nblk - b0 < KC ? nblk - b0 : KC;
+            /* the next chunk: the bytes after this one (of this group or the next) */
+            const size_t pstart = (size_t)(T - W) + (size_t)(b0 + nbk) * TB(q8);
+            const size_t plen = (size_t)KC * TB(q8);
+            const uint8_t *gp = grp;
+            for (int j0 = 0, gi = 0; j0 < nb; j0 += NR, gi++) {
+                const int n = nb - j0 < NR ? nb - j0 : NR;
+                const size_t a = pstart + plen * (size_t)gi / (size_t)groups,
+                             z = pstart + plen * (size_t)(gi + 1) / (size_t)groups;
+                for (size_t p = a & ~(size_t)63; p < z && p < end; p += 64)
+                    _mm_prefetch((const char *)W + p, _MM_HINT_T1);
+                if (q8) tile_run_t_n1(n, T + (size_t)b0 * TB(q8), nbk, gp + grp_rec(n) * (size_t)b0, acc + 16 * (size_t)j0);
+                else tile_run_t_n0(n, T + (size_t)b0 * TB(q8), nbk, gp + grp_rec(n) * (size_t)b0, acc + 16 * (size_t)j0);
+                gp += grp_rec(n) * (size_t)nblk;
+            }
+        }
+        for (int j = 0; j < nb; j++) store16m(Y, ldy, j, g, m, _mm512_load_ps(acc + 16 * j), bias, accumulate);
+    }
+}
+
+/* Decode from the tile layout: per block 8 (Q8_0) or 4 (Q4_0) register loads, vpdpbusd against
+ * the input's dwords broadcast, the sums of the 16 rows in lanes; the block's 16 scales are one
+ * load. Two integer chains per block (even and odd dwords), added: the same exact sum. */
+INLINE_VNNI512 void gemv_t_body(const int q8, float *Y, const uint8_t *act, const uint8_t *W,
+                                size_t rb, const float *bias, int in, int r0, int r1, int accumulate) {
+    const qact a = act_view(act, in);
+    const int nblk = in / 32, corr = q8 ? -128 : -8;
+    const size_t gbytes = 16 * rb, end = (size_t)((r1 + 15) & ~15) * rb;
+    for (int g = r0 & ~15; g < r1; g += 16) {
+        const uint8_t *T = W + (size_t)(g / 16) * gbytes;
+        const size_t pf = (size_t)(T - W) + gbytes; /* the next group, one block per block */
+        __m512 y = _mm512_setzero_ps();
+        for (int b = 0; b < nblk; b++, T += TB(q8)) {
+            const size_t pb = pf + (size_t)b * TB(q8);
+            if (pb < end) {
+                const char *pp = (const char *)W + pb;
+                for (int l = 0; l < 5; l++) _mm_prefetch(pp + 64 * l, _MM_HINT_T0);
+                if (q8)
+                    for (int l = 5; l < 9; l++) _mm_prefetch(pp + 64 * l, _MM_HINT_T0);
+            }
+            __m512i w[8];
+            __m512 dw;
+            tile_weights(q8, T, w, &dw);
+            const int8_t *x = a.q + 32 * b;
+            __m512i s0 = _mm512_set1_epi32(corr * a.s[b]), s1 = _mm512_setzero_si512();
+            for (int k = 0; k < 8; k += 2) {
+                s0 = _mm512_dpbusd_epi32(s0, w[k], bcast4(x + 4 * k));
+                s1 = _mm512_dpbusd_epi32(s1, w[k + 1], bcast4(x + 4 * k + 4));
+            }
+            y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)),
+                                _mm512_mul_ps(dw, _mm512_set1_ps(a.d[b])), y);
+        }
+        store16m(Y, 0, 0, g, group_lanes(g, r0, r1), y, bias, accumulate);
+    }
+}
+
+VNNI512 static void gemv_t_512(wb_qtype t, float *Y, const uint8_t *act, const uint8_t *W, size_t rb,
+                               const float *bias, int in, int r0, int r1, int accumulate) {
+    if (t == WB_QT_Q8_0) gemv_t_body(1, Y, act, W, rb, bias, in, r0, r1, accumulate);
+    else gemv_t_body(0, Y, act, W, rb, bias, in, r0, r1, accumulate);
+}
+
+/* NULL when the scratch cannot be had: the caller then reads the tiles row by row */
+VNNI512 static int gemm_t_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *act, size_t astride,
+                              int nb, const uint8_t *W, size_t rb, const float *bias, int in,
+                              int r0, int r1, int accumulate) {
+    const size_t gb = (grouped_bytes(nb, in) + 63) & ~(size_t)63;
+    uint8_t *grp = qscratch(1, gb + 64 * (size_t)nb);
+    if (!grp) return 0;
+    const int q8 = t == WB_QT_Q8_0;
+    group_inputs(grp, act, astride, nb, in, q8 ? -128 : -8, NR);
+    float *acc = (float *)(grp + gb);
+    if (q8) gemm_tiles_t(1, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc);
+    else gemm_tiles_t(0, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc);
+    return 1;
+}
 /* ------------------------------------------------------------------ AVX2 tile GEMM
  *
  * Batches and prefill on the AVX2 level, Q8_0 and Q4_0: the AVX-512 scheme at 8 rows (one row
@@ -1575,6 +1746,13 @@ struct wb_quant_kernels {
                  int accumulate);
     void (*gemv)(wb_qtype t, float *Y, const uint8_t *act, const uint8_t *W, size_t rb,
                  const float *bias, int in, int r0, int r1, int accumulate);
+    /* the same from the 16-row tile layout (NULL: the tiles are read row by row through dot);
+     * gemm_t returns 0 when it cannot have its scratch */
+    int (*gemm_t)(wb_qtype t, float *Y, size_t ldy, const uint8_t *act, size_t astride, int nb,
+                  const uint8_t *W, size_t rb, const float *bias, int in, int r0, int r1,
+                  int accumulate);
+    void (*gemv_t)(wb_qtype t, float *Y, const uint8_t *act, const uint8_t *W, size_t rb,
+                   const float *bias, int in, int r0, int r1, int accumulate);
     wb_isa isa;
     int (*usable)(const wb_cpu_features *f);
 };
@@ -1591,14 +1769,14 @@ static int has_vnni512(const wb_cpu_features *f) {
 #endif
 
 static const wb_quant_kernels k_variants[] = {
-    {"portable", {dot_q8_0_c, dot_q4_0_c, dot_q4_k_c, dot_q6_k_c}, NULL, NULL, WB_ISA_PORTABLE, always},
+    {"portable", {dot_q8_0_c, dot_q4_0_c, dot_q4_k_c, dot_q6_k_c}, NULL, NULL, NULL, NULL, WB_ISA_PORTABLE, always},
 #ifdef WB_X86
-    {"avx2 maddubs", {dot_q8_0_avx2, dot_q4_0_avx2, dot_q4_k_avx2, dot_q6_k_avx2}, gemm_q_avx2, gemv_avx2,
+    {"avx2 maddubs", {dot_q8_0_avx2, dot_q4_0_avx2, dot_q4_k_avx2, dot_q6_k_avx2}, gemm_q_avx2, gemv_avx2, NULL, NULL,
      WB_ISA_AVX2, has_avx2},
     {"avx2 avx-vnni vpdpbusd", {dot_q8_0_avxvnni, dot_q4_0_avxvnni, dot_q4_k_avxvnni, dot_q6_k_avxvnni},
-     gemm_q_avxvnni, gemv_avxvnni, WB_ISA_AVX2, has_avxvnni},
+     gemm_q_avxvnni, gemv_avxvnni, NULL, NULL, WB_ISA_AVX2, has_avxvnni},
     {"avx512-vnni 16-row tiles", {dot_q8_0_vnni512, dot_q4_0_vnni512, dot_q4_k_vnni512, dot_q6_k_vnni512},
-     gemm_q_512, gemv_q_512, WB_ISA_AVX512, has_vnni512},
+     gemm_q_512, gemv_q_512, gemm_t_512, gemv_t_512, WB_ISA_AVX512, has_vnni512},
 #endif
 };
 #define N_VARIANTS ((int)(sizeof k_variants / sizeof k_variants[0]))
@@ -1624,6 +1802,54 @@ void wb_kernels_quant_register(wb_kernel_table *t, wb_isa isa) {
         }
 }
 
+/* ------------------------------------------------------------------ the 16-row tile layout */
+
+int wb_quant_tiles_ok(wb_qtype t, int rows, int in) {
+    return (t == WB_QT_Q8_0 || t == WB_QT_Q4_0) && rows > 0 && rows % 16 == 0 && in > 0 &&
+           in % 32 == 0;
+}
+
+int wb_quant_tiles_native(void) { return wb_kt()->quant->gemv_t != NULL; }
+
+/* Byte j of the values of block b of row r (j < 32 for Q8_0, 16 for Q4_0; the file block's
+ * bytes 2 + j), and the block's scale (bytes 0-1), in the tile layout of rows rb bytes long. */
+static size_t tile_val(wb_qtype t, size_t rb, int r, int b, int j) {
+    const size_t bs = wb_qtype_block_bytes(t);
+    return (size_t)(r / 16) * 16 * rb + (size_t)b * 16 * bs + (size_t)(64 * (j / 4) + 4 * (r % 16) + j % 4);
+}
+static size_t tile_scale(wb_qtype t, size_t rb, int r, int b) {
+    const size_t bs = wb_qtype_block_bytes(t);
+    return (size_t)(r / 16) * 16 * rb + (size_t)b * 16 * bs + 16 * (bs - 2) + 2 * (size_t)(r % 16);
+}
+
+/* one file-layout block of row r */
+static void tile_block(wb_qtype t, uint8_t *dst, const uint8_t *W, size_t rb, int r, int b) {
+    const size_t bs = wb_qtype_block_bytes(t), sc = tile_scale(t, rb, r, b);
+    dst[0] = W[sc], dst[1] = W[sc + 1];
+    for (int j = 0; j < (int)bs - 2; j++) dst[2 + j] = W[tile_val(t, rb, r, b, j)];
+}
+
+void wb_quant_to_tiles(wb_qtype t, void *dst, const void *src, int rows, int in) {
+    if (!wb_quant_tiles_ok(t, rows, in)) return;
+    const size_t bs = wb_qtype_block_bytes(t), rb = wb_quant_row_bytes(t, in);
+    const int nblk = in / 32;
+    uint8_t *d = dst;
+    const uint8_t *s = src;
+    for (int r = 0; r < rows; r++)
+        for (int b = 0; b < nblk; b++) {
+            const uint8_t *blk = s + (size_t)r * rb + (size_t)b * bs;
+            const size_t sc = tile_scale(t, rb, r, b);
+            d[sc] = blk[0], d[sc + 1] = blk[1];
+            for (int j = 0; j < (int)bs - 2; j++) d[tile_val(t, rb, r, b, j)] = blk[2 + j];
+        }
+}
+
+void wb_quant_tile_row(wb_qtype t, void *dst, const void *W, int r, int in) {
+    const size_t bs = wb_qtype_block_bytes(t), rb = wb_quant_row_bytes(t, in);
+    if ((t != WB_QT_Q8_0 && t != WB_QT_Q4_0) || !rb || r < 0) return;
+    for (int b = 0; b < in / 32; b++) tile_block(t, (uint8_t *)dst + (size_t)b * bs, W, rb, r, b);
+}
+
 /* ------------------------------------------------------------------------ GEMV / GEMM */
 
 float wb_quant_dot(wb_qtype t, const void *w, const void *xq, int n) {
@@ -1645,25 +1871,82 @@ static void rows_dots(const wb_quant_kernels *k, wb_qtype t, float *Y, size_t ld
         }
 }
 
-/* The product over nb inputs already quantized, act_bytes(in) apart: the level's one-input
- * kernel, its tile kernel for more, or per-row dots where it has neither. */
-static void gemm_act(const wb_quant_kernels *k, wb_qtype t, float *Y, size_t ldy, const void *act,
-                     int nb, const void *W, size_t rb, const float *b, int in, int r0, int r1,
-                     int accumulate) {
+/* Without memory for a row: dequantize and sum in float, a block at a time (not the canonical
+ * bits; only when malloc fails). */
+static void float_dots(wb_qtype t, int tiles, int off, float *Y, size_t ldy, const float *X, size_t ldx,
+                       int nb, const uint8_t *W, size_t rb, const float *b, int in, int r0, int r1,
+                       int accumulate) {
+    uint8_t blk[34];
+    float v[32];
+    const size_t bs = wb_qtype_block_bytes(t);
+    for (int r = r0; r < r1; r++)
+        for (int j = 0; j < nb; j++) {
+            double s = 0.0;
+            for (int k0 = 0; k0 < in; k0 += 32) {
+                const uint8_t *p = W + (size_t)r * rb + (size_t)(k0 / 32) * bs;
+                if (tiles) tile_block(t, blk, W, rb, r + off, k0 / 32), p = blk;
+                wb_dequantize_range(t, v, p, 0, 32);
+                for (int i = 0; i < 32; i++) s += (double)v[i] * X[(size_t)j * ldx + k0 + i];
+            }
+            float *y = Y + (size_t)j * ldy + r;
+            const float o = (float)s + (b ? b[r] : 0.0f);
+            *y = accumulate ? *y + o : o;
+        }
+}
+
+/* The tile layout through a level without tile kernels: each row back in the file layout, then
+ * the per-row dot, whose bits every kernel of the level gives. 0 without memory for a row. */
+static int tile_rows_dots(const wb_quant_kernels *k, wb_qtype t, int off, float *Y, size_t ldy, const uint8_t *act,
+                          int nb, const uint8_t *W, size_t rb, const float *b, int in, int r0, int r1,
+                          int accumulate) {
+    uint8_t *row = malloc(rb);
+    if (!row) return 0;
     const size_t one = act_bytes(in);
+    for (int r = r0; r < r1; r++) {
+        wb_quant_tile_row(t, row, W, r + off, in);
+        for (int j = 0; j < nb; j++) {
+            const qact a = act_view(act + one * (size_t)j, in);
+            const float s = k->dot[t](row, &a, in / 32) + (b ? b[r] : 0.0f);
+            float *y = Y + (size_t)j * ldy + r;
+            *y = accumulate ? *y + s : s;
+        }
+    }
+    free(row);
+    return 1;
+}
+
+/* The product over nb inputs already quantized, act_bytes(in) apart: the level's one-input
+ * kernel, its tile kernel for more, or per-row dots where it has neither; for the tile layout
+ * the level's tile-layout kernels, or rows read back one at a time. Returns 0 only when the
+ * tile layout found no memory for a row. */
+static int gemm_act(const wb_quant_kernels *k, wb_qtype t, int tiles, int off, float *Y, size_t ldy,
+                    const void *act, int nb, const void *W, size_t rb, const float *b, int in,
+                    int r0, int r1, int accumulate) {
+    const size_t one = act_bytes(in);
+    if (tiles) {
+        if (off) return tile_rows_dots(k, t, off, Y, ldy, act, nb, W, rb, b, in, r0, r1, accumulate);
+        if (nb == 1 && k->gemv_t) {
+            k->gemv_t(t, Y, act, W, rb, b, in, r0, r1, accumulate);
+            return 1;
+        }
+        if (k->gemm_t && k->gemm_t(t, Y, ldy, act, one, nb, W, rb, b, in, r0, r1, accumulate)) return 1;
+        return tile_rows_dots(k, t, 0, Y, ldy, act, nb, W, rb, b, in, r0, r1, accumulate);
+    }
     if (nb == 1 && k->gemv)
         k->gemv(t, Y, act, W, rb, b, in, r0, r1, accumulate);
     else if (k->gemm)
         k->gemm(t, Y, ldy, act, one, nb, W, rb, b, in, r0, r1, accumulate);
     else
         rows_dots(k, t, Y, ldy, act, one, nb, W, rb, b, in, r0, r1, accumulate);
+    return 1;
 }
 
-void wb_gemm_q_with(const wb_quant_kernels *k, wb_qtype t, float *Y, size_t ldy, const float *X,
-                    size_t ldx, int nb, const void *W, const float *b, int in, int r0, int r1,
-                    int accumulate, void *xq) {
+static void gemm_q_impl(const wb_quant_kernels *k, wb_qtype t, int tiles, int off, float *Y, size_t ldy,
+                        const float *X, size_t ldx, int nb, const void *W, const float *b, int in,
+                        int r0, int r1, int accumulate, void *xq) {
     const size_t rb = wb_quant_row_bytes(t, in);
     if (!rb || in % 32 || r0 >= r1 || nb <= 0) return;
+    if (tiles && ((t != WB_QT_Q8_0 && t != WB_QT_Q4_0) || off < 0 || off > 15)) return;
     const size_t one = act_bytes(in);
     _Alignas(64) unsigned char local[16384];
     int cap = nb; /* inputs quantized per pass: all of them, unless memory is short */
@@ -1674,20 +1957,8 @@ void wb_gemm_q_with(const wb_quant_kernels *k, wb_qtype t, float *Y, size_t ldy,
             /* every (row, input) is computed the same way in any grouping: fewer at a time */
             cap = (int)(sizeof local / one);
             buf = local;
-            if (cap < 1) {
-                float row[512]; /* no memory at all: dequantize and sum in float, rows in chunks */
-                for (int r = r0; r < r1; r++)
-                    for (int j = 0; j < nb; j++) {
-                        double s = 0.0;
-                        for (int k0 = 0; k0 < in; k0 += 512) {
-                            const int kn = in - k0 < 512 ? in - k0 : 512;
-                            wb_dequantize_range(t, row, (const uint8_t *)W + (size_t)r * rb, k0, kn);
-                            for (int i = 0; i < kn; i++) s += (double)row[i] * X[(size_t)j * ldx + k0 + i];
-                        }
-                        float *y = Y + (size_t)j * ldy + r;
-                        const float v = (float)s + (b ? b[r] : 0.0f);
-                        *y = accumulate ? *y + v : v;
-                    }
+            if (cap < 1) { /* no memory at all */
+                float_dots(t, tiles, off, Y, ldy, X, ldx, nb, W, rb, b, in, r0, r1, accumulate);
                 return;
             }
         }
@@ -1696,24 +1967,80 @@ void wb_gemm_q_with(const wb_quant_kernels *k, wb_qtype t, float *Y, size_t ldy,
         const int jn = nb - j0 < cap ? nb - j0 : cap;
         for (int j = 0; j < jn; j++)
             wb_quantize_act((unsigned char *)buf + one * (size_t)j, X + (size_t)(j0 + j) * ldx, in);
-        gemm_act(k, t, Y + (size_t)j0 * ldy, ldy, buf, jn, W, rb, b, in, r0, r1, accumulate);
+        if (!gemm_act(k, t, tiles, off, Y + (size_t)j0 * ldy, ldy, buf, jn, W, rb, b, in, r0, r1, accumulate))
+            float_dots(t, tiles, off, Y + (size_t)j0 * ldy, ldy, X + (size_t)j0 * ldx, ldx, jn, W, rb, b,
+                       in, r0, r1, accumulate);
     }
 }
 
-void wb_gemm_q_act(wb_qtype t, float *Y, size_t ldy, const void *xq, int nb, const void *W,
-                   const float *b, int in, int r0, int r1, int accumulate) {
-    wb_gemm_q_act_with(wb_kt()->quant, t, Y, ldy, xq, nb, W, b, in, r0, r1, accumulate);
+static void gemm_q_act_impl(const wb_quant_kernels *k, wb_qtype t, int tiles, int off, float *Y, size_t ldy,
+                            const void *xq, int nb, const void *W, const float *b, int in, int r0,
+                            int r1, int accumulate) {
+    const size_t rb = wb_quant_row_bytes(t, in);
+    if (!rb || in % 32 || r0 >= r1 || nb <= 0) return;
+    if (tiles && ((t != WB_QT_Q8_0 && t != WB_QT_Q4_0) || off < 0 || off > 15)) return;
+    if (!gemm_act(k, t, tiles, off, Y, ldy, xq, nb, W, rb, b, in, r0, r1, accumulate)) {
+        /* no memory for a row: dequantize the inputs' int8 values and sum in float */
+        const size_t one = act_bytes(in);
+        for (int j = 0; j < nb; j++) {
+            const qact a = act_view((const uint8_t *)xq + one * (size_t)j, in);
+            for (int r = r0; r < r1; r++) {
+                double s = 0.0;
+                uint8_t blk[34];
+                float v[32];
+                for (int bb = 0; bb < in / 32; bb++) {
+                    tile_block(t, blk, W, rb, r + off, bb);
+                    wb_dequantize_range(t, v, blk, 0, 32);
+                    for (int i = 0; i < 32; i++) s += (double)v[i] * a.d[bb] * a.q[32 * bb + i];
+                }
+                float *y = Y + (size_t)j * ldy + r;
+                const float o = (float)s + (b ? b[r] : 0.0f);
+                *y = accumulate ? *y + o : o;
+            }
+        }
+    }
+}
+
+void wb_gemm_q_with(const wb_quant_kernels *k, wb_qtype t, float *Y, size_t ldy, const float *X,
+                    size_t ldx, int nb, const void *W, const float *b, int in, int r0, int r1,
+                    int accumulate, void *xq) {
+    gemm_q_impl(k, t, 0, 0, Y, ldy, X, ldx, nb, W, b, in, r0, r1, accumulate, xq);
 }
 
 void wb_gemm_q_act_with(const wb_quant_kernels *k, wb_qtype t, float *Y, size_t ldy,
                         const void *xq, int nb, const void *W, const float *b, int in, int r0,
                         int r1, int accumulate) {
-    const size_t rb = wb_quant_row_bytes(t, in);
-    if (!rb || in % 32 || r0 >= r1 || nb <= 0) return;
-    gemm_act(k, t, Y, ldy, xq, nb, W, rb, b, in, r0, r1, accumulate);
+    gemm_q_act_impl(k, t, 0, 0, Y, ldy, xq, nb, W, b, in, r0, r1, accumulate);
 }
 
 void wb_gemm_q(wb_qtype t, float *Y, size_t ldy, const float *X, size_t ldx, int nb, const void *W,
                const float *b, int in, int r0, int r1, int accumulate, void *xq) {
-    wb_gemm_q_with(wb_kt()->quant, t, Y, ldy, X, ldx, nb, W, b, in, r0, r1, accumulate, xq);
+    gemm_q_impl(wb_kt()->quant, t, 0, 0, Y, ldy, X, ldx, nb, W, b, in, r0, r1, accumulate, xq);
+}
+
+void wb_gemm_q_act(wb_qtype t, float *Y, size_t ldy, const void *xq, int nb, const void *W,
+                   const float *b, int in, int r0, int r1, int accumulate) {
+    gemm_q_act_impl(wb_kt()->quant, t, 0, 0, Y, ldy, xq, nb, W, b, in, r0, r1, accumulate);
+}
+
+void wb_gemm_qt_with(const wb_quant_kernels *k, wb_qtype t, int off, float *Y, size_t ldy, const float *X,
+                     size_t ldx, int nb, const void *W, const float *b, int in, int r0, int r1,
+                     int accumulate, void *xq) {
+    gemm_q_impl(k, t, 1, off, Y, ldy, X, ldx, nb, W, b, in, r0, r1, accumulate, xq);
+}
+
+void wb_gemm_qt_act_with(const wb_quant_kernels *k, wb_qtype t, int off, float *Y, size_t ldy,
+                         const void *xq, int nb, const void *W, const float *b, int in, int r0,
+                         int r1, int accumulate) {
+    gemm_q_act_impl(k, t, 1, off, Y, ldy, xq, nb, W, b, in, r0, r1, accumulate);
+}
+
+void wb_gemm_qt(wb_qtype t, int off, float *Y, size_t ldy, const float *X, size_t ldx, int nb, const void *W,
+                const float *b, int in, int r0, int r1, int accumulate, void *xq) {
+    gemm_q_impl(wb_kt()->quant, t, 1, off, Y, ldy, X, ldx, nb, W, b, in, r0, r1, accumulate, xq);
+}
+
+void wb_gemm_qt_act(wb_qtype t, int off, float *Y, size_t ldy, const void *xq, int nb, const void *W,
+                    const float *b, int in, int r0, int r1, int accumulate) {
+    gemm_q_act_impl(wb_kt()->quant, t, 1, off, Y, ldy, xq, nb, W, b, in, r0, r1, accumulate);
 }

@@ -78,6 +78,32 @@ void wb_gemm_q(wb_qtype t, float *Y, size_t ldy, const float *X, size_t ldx, int
 void wb_gemm_q_act(wb_qtype t, float *Y, size_t ldy, const void *xq, int nb, const void *W,
                    const float *b, int in, int r0, int r1, int accumulate);
 
+/* The 16-row tile layout of Q8_0 and Q4_0 matrices (rows a multiple of 16): the file's bytes
+ * rearranged so that the AVX-512 kernels read them with plain loads (weights.c chooses it at
+ * load when the load-time level has tile kernels: wb_quant_tiles_native). Rows 16g..16g+15 take
+ * the same bytes as in the file, 16 x the row bytes from byte 16g x row bytes on, block after
+ * block; each block of 16 rows (Q8_0 544 bytes, Q4_0 288) is
+ *   values: 8 (Q8_0) or 4 (Q4_0) groups of 64 bytes, group k holding bytes 4k..4k+3 of each of
+ *           the 16 rows' blocks (the bytes after the scale: Q8_0's q, Q4_0's qs), row i at 4i;
+ *   scales: the 16 rows' f16 d, row i at 2i.
+ * Every product gives the bits the file layout gives (the same integer sums and chain). */
+int wb_quant_tiles_ok(wb_qtype t, int rows, int in);
+/* 1 when the level in use multiplies the tile layout directly (AVX-512 VNNI); other levels read
+ * it row by row (correct, slow: for tests that switch levels after load). */
+int wb_quant_tiles_native(void);
+/* dst = the tile layout of the rows x in matrix src in the file layout (dst != src; nothing
+ * when wb_quant_tiles_ok fails) */
+void wb_quant_to_tiles(wb_qtype t, void *dst, const void *src, int rows, int in);
+/* dst = row r of the tile-layout matrix W, in the file layout */
+void wb_quant_tile_row(wb_qtype t, void *dst, const void *W, int r, int in);
+/* wb_gemm_q / wb_gemm_q_act (and _with) for W in the tile layout (Q8_0, Q4_0); r0, r1 any rows
+ * of it; rows r of the product are rows r + off of W (off < 16, a row view not starting at a
+ * group: read row by row); the same bits as the file layout's call */
+void wb_gemm_qt(wb_qtype t, int off, float *Y, size_t ldy, const float *X, size_t ldx, int nb, const void *W,
+                const float *b, int in, int r0, int r1, int accumulate, void *xq);
+void wb_gemm_qt_act(wb_qtype t, int off, float *Y, size_t ldy, const void *xq, int nb, const void *W,
+                    const float *b, int in, int r0, int r1, int accumulate);
+
 /* The kernel variants this CPU can run (portable first, then AVX2 maddubs, AVX2 + AVX-VNNI,
  * AVX-512 VNNI, as available), for tests and benchmarks that compare them on the same inputs;
  * each level of the dispatch table uses the last one of its level. Returns how many exist. */
@@ -90,5 +116,11 @@ void wb_gemm_q_with(const wb_quant_kernels *k, wb_qtype t, float *Y, size_t ldy,
 void wb_gemm_q_act_with(const wb_quant_kernels *k, wb_qtype t, float *Y, size_t ldy,
                         const void *xq, int nb, const void *W, const float *b, int in, int r0,
                         int r1, int accumulate);
+void wb_gemm_qt_with(const wb_quant_kernels *k, wb_qtype t, int off, float *Y, size_t ldy, const float *X,
+                     size_t ldx, int nb, const void *W, const float *b, int in, int r0, int r1,
+                     int accumulate, void *xq);
+void wb_gemm_qt_act_with(const wb_quant_kernels *k, wb_qtype t, int off, float *Y, size_t ldy,
+                         const void *xq, int nb, const void *W, const float *b, int in, int r0,
+                         int r1, int accumulate);
 
 #endif

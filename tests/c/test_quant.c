@@ -432,6 +432,74 @@ static void quantize_row_writes_the_gguf_reference_bytes(void) {
     CHECK((b[2 + 6] >> 4) == 8);        /* -1 / 2 + 8.5 = 8 */
 }
 
+
+/* The 16-row tile layout (quant.h): hand-placed bytes where the layout says, every row read back
+ * in the file layout, and every variant's products from the tiles bit for bit the file layout's
+ * with the same variant: one input and batches (1, 2, 11, 23), row ranges starting and ending
+ * inside a group, a view starting inside a group (off), bias and accumulation, float and
+ * pre-quantized inputs, and more than one chunk of blocks (in = 1088 > 32 blocks). */
+static void tile_layout_gives_the_file_layout_bits(void) {
+    enum { IN = 1088, ROWS = 48, NB = 23 };
+    static float Wd[ROWS * IN], X[NB * IN], bias[ROWS], Ya[NB * ROWS], Yb[NB * ROWS];
+    static uint8_t Wq[ROWS * IN * 2], Wt[ROWS * IN * 2], row[IN * 2];
+    static _Alignas(64) uint8_t xq[NB * 1536];
+    const size_t ab = wb_quant_act_bytes(IN);
+    CHECK(ab * NB <= sizeof xq);
+    CHECK(!wb_quant_tiles_ok(WB_QT_Q4_K, 16, 256) && !wb_quant_tiles_ok(WB_QT_Q8_0, 24, 32));
+    CHECK(wb_quant_tiles_ok(WB_QT_Q8_0, 32, 64) && wb_quant_tiles_ok(WB_QT_Q4_0, 16, 32));
+    for (int i = 0; i < NB * IN; i++) X[i] = frand();
+    for (int i = 0; i < ROWS; i++) bias[i] = frand();
+    for (int j = 0; j < NB; j++) wb_quantize_act(xq + ab * (size_t)j, X + (size_t)j * IN, IN);
+    const wb_quant_kernels *v[8];
+    const int nv = wb_quant_kernel_variants(v, 8);
+    for (int t = 0; t < 2; t++) {
+        const wb_qtype qt = all_types[t];
+        const size_t rb = wb_quant_row_bytes(qt, IN), bs = wb_qtype_block_bytes(qt);
+        random_rows(qt, Wq, Wd, ROWS, IN);
+        memset(Wt, 0xa5, sizeof Wt);
+        wb_quant_to_tiles(qt, Wt, Wq, ROWS, IN);
+        /* the layout as documented: row 21 (group 1, lane 5), block 3, value byte 6, and scale */
+        const uint8_t *blk = Wq + 21 * rb + 3 * bs, *tb = Wt + 16 * rb + 3 * 16 * bs;
+        CHECK(tb[64 * 1 + 4 * 5 + 2] == blk[2 + 6]);
+        CHECK(tb[16 * (bs - 2) + 2 * 5] == blk[0] && tb[16 * (bs - 2) + 2 * 5 + 1] == blk[1]);
+        CHECK(Wt[ROWS * rb] == 0xa5); /* nothing written past the matrix */
+        int bad = 0;
+        for (int r = 0; r < ROWS; r++) {
+            wb_quant_tile_row(qt, row, Wt, r, IN);
+            bad += memcmp(row, Wq + rb * (size_t)r, rb) != 0;
+        }
+        CHECK_MSG(!bad, "%s: %d rows read back wrong", wb_qtype_name(qt), bad);
+        const int nbs[4] = {1, 2, 11, NB};
+        const int ranges[4][2] = {{0, ROWS}, {8, 40}, {3, 45}, {17, 30}};
+        for (int k = 0; k < nv; k++)
+            for (int c = 0; c < 4; c++)
+                for (int g = 0; g < 4; g++) {
+                    const int nb = nbs[c], r0 = ranges[g][0], r1 = ranges[g][1], acc = g & 1;
+                    const float *bb = g >= 2 ? bias : NULL;
+                    for (int i = 0; i < NB * ROWS; i++) Ya[i] = Yb[i] = (float)i;
+                    wb_gemm_q_with(v[k], qt, Ya, ROWS, X, IN, nb, Wq, bb, IN, r0, r1, acc, NULL);
+                    wb_gemm_qt_with(v[k], qt, 0, Yb, ROWS, X, IN, nb, Wt, bb, IN, r0, r1, acc, NULL);
+                    CHECK_MSG(memcmp(Ya, Yb, sizeof Ya) == 0, "%s %s nb %d rows %d-%d: tiles differ",
+                              wb_qtype_name(qt), wb_quant_kernels_name(v[k]), nb, r0, r1);
+                    for (int i = 0; i < NB * ROWS; i++) Yb[i] = (float)i;
+                    wb_gemm_qt_act_with(v[k], qt, 0, Yb, ROWS, xq, nb, Wt, bb, IN, r0, r1, acc);
+                    CHECK_MSG(memcmp(Ya, Yb, sizeof Ya) == 0, "%s %s nb %d rows %d-%d: tiles (act) differ",
+                              wb_qtype_name(qt), wb_quant_kernels_name(v[k]), nb, r0, r1);
+                    /* a view of rows 5.. (off 5): its rows 0..24 are the file's rows 5..29 */
+                    for (int i = 0; i < NB * ROWS; i++) Ya[i] = Yb[i] = (float)i;
+                    wb_gemm_q_with(v[k], qt, Ya, ROWS, X, IN, nb, Wq + 5 * rb, bb, IN, 0, 25, acc, NULL);
+                    wb_gemm_qt_with(v[k], qt, 5, Yb, ROWS, X, IN, nb, Wt, bb, IN, 0, 25, acc, NULL);
+                    CHECK_MSG(memcmp(Ya, Yb, sizeof Ya) == 0, "%s %s nb %d: an offset view differs",
+                              wb_qtype_name(qt), wb_quant_kernels_name(v[k]), nb);
+                }
+        /* through the level in use, as the model calls it */
+        wb_gemm_q(qt, Ya, ROWS, X, IN, NB, Wq, NULL, IN, 0, ROWS, 0, NULL);
+        wb_gemm_qt(qt, 0, Yb, ROWS, X, IN, NB, Wt, NULL, IN, 0, ROWS, 0, NULL);
+        CHECK_MSG(memcmp(Ya, Yb, sizeof Ya) == 0, "%s: wb_gemm_qt differs", wb_qtype_name(qt));
+        wb_gemm_qt_act(qt, 0, Yb, ROWS, xq, NB, Wt, NULL, IN, 0, ROWS, 0);
+        CHECK_MSG(memcmp(Ya, Yb, sizeof Ya) == 0, "%s: wb_gemm_qt_act differs", wb_qtype_name(qt));
+    }
+}
 int main(void) {
     RUN(block_sizes_follow_the_gguf_layouts);
     RUN(hand_built_blocks_decode_as_specified);
@@ -442,5 +510,6 @@ int main(void) {
     RUN(every_variant_matches_portable_and_the_float_reference);
     RUN(quant_batch_rows_equal_alone);
     RUN(prequantized_inputs_give_the_same_bits);
+    RUN(tile_layout_gives_the_file_layout_bits);
     return check_summary();
 }
