@@ -222,7 +222,7 @@ int main(int argc, char **argv) {
                 double t0 = cpu_ms();
                 wb_gemv_bf16_forward(Dyb, DROWS, X, IN, nbs[bi], Db, NULL, IN, 0, DROWS, 0);
                 double t1 = cpu_ms();
-                wb_mat Mf = {Df, WB_MAT_F32, DROWS, IN};
+                wb_mat Mf = {.w = Df, .dtype = WB_MAT_F32, .rows = DROWS, .cols = IN};
                 wb_mat_mul(Dyb, X, nbs[bi], &Mf, NULL, 0, DROWS, 0, 0);
                 double t2 = cpu_ms();
                 bt[0][lv][bi][k] = t1 - t0;

@@ -121,7 +121,7 @@ static wb_mat make_mat(int dt, int rows, int cols) {
         else
             for (int b = 0; b < cols / 256; b++) put16(row + (size_t)b * 210 + 208, 0.0005f);
     }
-    return (wb_mat){p, dt_mat[dt], rows, cols};
+    return (wb_mat){.w = p, .dtype = dt_mat[dt], .rows = rows, .cols = cols};
 }
 
 typedef struct mm_arg {

@@ -71,6 +71,8 @@ static uint8_t *make_blocks(wb_qtype t, int rows, int cols) {
 
 typedef struct sweep {
     const wb_quant_kernels *k;
+    int tiles; /* the tile layout (wb_quant_to_tiles) of the same matrices, mt */
+    const qmat *mt;
     wb_qtype t;
     const qmat *m; /* LAYERS * PER_LAYER + 1 matrices */
     const float *X;
@@ -115,11 +117,15 @@ static void run_part(const sweep *s, int tid) {
     }
     const int nm = LAYERS * PER_LAYER + 1;
     for (int i = 0; i < nm; i++) {
-        const qmat *m = &s->m[i];
+        const qmat *m = s->tiles ? &s->mt[i] : &s->m[i];
         int r0, r1;
         wb_split_rows(m->rows, tid, s->nt, &r0, &r1);
-        if (r0 < r1) wb_gemm_q_with(s->k, s->t, s->Y, (size_t)m->rows, s->X, (size_t)m->cols, 1, m->w,
-                                    NULL, m->cols, r0, r1, 0, NULL);
+        if (r0 < r1 && s->tiles)
+            wb_gemm_qt_with(s->k, s->t, 0, s->Y, (size_t)m->rows, s->X, (size_t)m->cols, 1, m->w, NULL,
+                            m->cols, r0, r1, 0, NULL);
+        else if (r0 < r1)
+            wb_gemm_q_with(s->k, s->t, s->Y, (size_t)m->rows, s->X, (size_t)m->cols, 1, m->w, NULL,
+                           m->cols, r0, r1, 0, NULL);
         if (i == nm - 1) g_cpu[tid] = cpu_ms() - c0;
         if (i % PER_LAYER == PER_LAYER - 1 || i == nm - 1) barrier(s->nt);
     }
@@ -158,10 +164,14 @@ int main(int argc, char **argv) {
     if (nt < 1) nt = 1;
     if (nt > MAXT) nt = MAXT;
     const wb_quant_kernels *v[MAXV], *use[MAXV];
+    int use_tiles[MAXV];
     const int nall = wb_quant_kernel_variants(v, MAXV);
     int nv = 0;
     for (int i = 1; i < nall && i < MAXV; i++) /* v[0] is portable */
-        if (!only || strstr(wb_quant_kernels_name(v[i]), only)) use[nv++] = v[i];
+        if (!only || strstr(wb_quant_kernels_name(v[i]), only)) {
+            use_tiles[nv] = 0, use[nv++] = v[i];
+            if (wb_quant_kernels_tiles(v[i]) && nv < MAXV) use_tiles[nv] = 1, use[nv++] = v[i];
+        }
     if (!nv) {
         fprintf(stderr, "bench_quant_decode: no kernel variant matches\n");
         return 2;
@@ -187,16 +197,21 @@ int main(int argc, char **argv) {
         const wb_qtype t = ti ? WB_QT_Q4_0 : WB_QT_Q8_0;
         if (strcmp(which, "both") && strcmp(which, wb_qtype_name(t))) continue;
         static const int shape[PER_LAYER][2] = {{C, C}, {KV, C}, {KV, C}, {C, C}, {F, C}, {F, C}, {C, F}};
-        qmat m[LAYERS * PER_LAYER + 1];
+        qmat m[LAYERS * PER_LAYER + 1], mt[LAYERS * PER_LAYER + 1];
         double bytes = 0;
         for (int i = 0; i < LAYERS * PER_LAYER + 1; i++) {
             const int rows = i < LAYERS * PER_LAYER ? shape[i % PER_LAYER][0] : VOCAB;
             const int cols = i < LAYERS * PER_LAYER ? shape[i % PER_LAYER][1] : C;
             m[i] = (qmat){make_blocks(t, rows, cols), rows, cols};
             if (!m[i].w) return 1;
+            const size_t mb = wb_quant_row_bytes(t, cols) * (size_t)rows;
+            uint8_t *tl = aligned_alloc(64, (mb + 63) & ~(size_t)63);
+            if (!tl) return 1;
+            wb_quant_to_tiles(t, tl, m[i].w, rows, cols);
+            mt[i] = (qmat){tl, rows, cols};
             bytes += (double)wb_quant_row_bytes(t, cols) * rows;
         }
-        g_job.t = t, g_job.m = m, g_job.X = X, g_job.Y = Y;
+        g_job.t = t, g_job.m = m, g_job.mt = mt, g_job.X = X, g_job.Y = Y;
         double ms[MAXV][MAXR], ratio[MAXV][MAXR], bw[MAXR], cms[MAXV][MAXR], cratio[MAXV][MAXR], cbw[MAXR];
         for (int k = -1; k < reps; k++) { /* k = -1: warm-up */
             g_job.read = 1, g_job.bw_buf = bw_buf;
@@ -205,7 +220,7 @@ int main(int argc, char **argv) {
             g_job.read = 0;
             for (int j = 0; j < nv; j++) {
                 const int vi = (j + (k < 0 ? 0 : k)) % nv;
-                g_job.k = use[vi];
+                g_job.k = use[vi], g_job.tiles = use_tiles[vi];
                 const double t1 = run_sweep(nt), c1 = max_cpu(nt);
                 if (k < 0) continue;
                 ms[vi][k] = t1, cms[vi][k] = c1;
@@ -220,14 +235,14 @@ int main(int argc, char **argv) {
             double *v4[4] = {ms[j], ratio[j], cms[j], cratio[j]};
             for (int q = 0; q < 4; q++) qsort(v4[q], (size_t)reps, sizeof(double), cmpd);
             const int h = reps / 2, e = reps - 1;
-            printf("| %s | %.0f | %s | %.2f [%.2f - %.2f] | %.1f [%.1f - %.1f] | %.2fx [%.2f - %.2f] | %.2f [%.2f - %.2f] | "
+            printf("| %s | %.0f | %s%s | %.2f [%.2f - %.2f] | %.1f [%.1f - %.1f] | %.2fx [%.2f - %.2f] | %.2f [%.2f - %.2f] | "
                    "%.1f [%.1f - %.1f] | %.2fx [%.2f - %.2f] |\n",
-                   wb_qtype_name(t), bytes / 1e6, wb_quant_kernels_name(use[j]), ms[j][h], ms[j][0], ms[j][e], bw[h],
+                   wb_qtype_name(t), bytes / 1e6, wb_quant_kernels_name(use[j]), use_tiles[j] ? " (tile layout)" : "", ms[j][h], ms[j][0], ms[j][e], bw[h],
                    bw[0], bw[e], ratio[j][h], ratio[j][0], ratio[j][e], cms[j][h], cms[j][0], cms[j][e], cbw[h], cbw[0],
                    cbw[e], cratio[j][h], cratio[j][0], cratio[j][e]);
             fflush(stdout);
         }
-        for (int i = 0; i < LAYERS * PER_LAYER + 1; i++) free((void *)m[i].w);
+        for (int i = 0; i < LAYERS * PER_LAYER + 1; i++) free((void *)m[i].w), free((void *)mt[i].w);
     }
     atomic_store(&g_stop, 1);
     barrier(nt);

@@ -102,29 +102,37 @@ int main(int argc, char **argv) {
                 wb_quantize_row(qt, W + rb * (size_t)r, row, IN);
             }
             for (int c = 1; c < copies; c++) memcpy(W + mb * (size_t)c, W, mb);
-            for (int k = 1; k < nv; k++) { /* v[0] is portable */
+            unsigned char *Wt = aligned_alloc(64, mb * (size_t)copies); /* the tile layout */
+            if (!Wt) return 1;
+            for (int c = 0; c < copies; c++) wb_quant_to_tiles(qt, Wt + mb * (size_t)c, W, R, IN);
+            for (int kk = 2; kk < 2 * nv; kk++) { /* v[0] is portable; odd kk: the tile layout */
+                const int k = kk / 2, tl = kk % 2;
                 if (only && !strstr(wb_quant_kernels_name(v[k]), only)) continue;
+                if (tl && !wb_quant_kernels_tiles(v[k])) continue;
+                const unsigned char *M = tl ? Wt : W;
                 for (int q = 0; q < 3; q++) {
                     const int nb = nbs[q], it = stream ? copies : nb == 1 ? 20 : 1;
                     double ts[MAXR], pk[MAXR];
-                    wb_gemm_q_with(v[k], qt, Y, (size_t)R, X, IN, nb, W, NULL, IN, 0, R, 0, NULL);
+                    if (tl) wb_gemm_qt_with(v[k], qt, 0, Y, (size_t)R, X, IN, nb, M, NULL, IN, 0, R, 0, NULL);
+                    else wb_gemm_q_with(v[k], qt, Y, (size_t)R, X, IN, nb, M, NULL, IN, 0, R, 0, NULL);
                     for (int rep = 0; rep < reps; rep++) {
                         pk[rep] = have512 ? int8_peak(200000) : 0;
                         const double t0 = cpu_ms();
                         for (int i = 0; i < it; i++)
-                            wb_gemm_q_with(v[k], qt, Y, (size_t)R, X, IN, nb, W + mb * (size_t)(i % copies), NULL, IN, 0, R, 0, NULL);
+                            if (tl) wb_gemm_qt_with(v[k], qt, 0, Y, (size_t)R, X, IN, nb, M + mb * (size_t)(i % copies), NULL, IN, 0, R, 0, NULL);
+                            else wb_gemm_q_with(v[k], qt, Y, (size_t)R, X, IN, nb, M + mb * (size_t)(i % copies), NULL, IN, 0, R, 0, NULL);
                         ts[rep] = (cpu_ms() - t0) / it;
                     }
                     qsort(ts, (size_t)reps, sizeof *ts, cmpd);
                     qsort(pk, (size_t)reps, sizeof *pk, cmpd);
                     const double gop = 2.0 * nb * R * IN / (ts[reps / 2] * 1e6);
-                    printf("| %s | %d x %d | %s | %d | %.3f [%.3f - %.3f] | %.0f | %.0f | %.0f%% |\n",
-                           wb_qtype_name(qt), R, IN, wb_quant_kernels_name(v[k]), nb, ts[reps / 2], ts[0],
+                    printf("| %s | %d x %d | %s%s | %d | %.3f [%.3f - %.3f] | %.0f | %.0f | %.0f%% |\n",
+                           wb_qtype_name(qt), R, IN, wb_quant_kernels_name(v[k]), tl ? " (tile layout)" : "", nb, ts[reps / 2], ts[0],
                            ts[reps - 1], gop, pk[reps / 2], have512 ? 100 * gop / pk[reps / 2] : 0);
                     fflush(stdout);
                 }
             }
-            free(W);
+            free(W), free(Wt);
         }
     }
     free(X), free(Y), free(row);

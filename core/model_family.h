@@ -86,6 +86,10 @@ typedef struct wb_mat {
     const void *w;
     wb_mat_dtype dtype;
     int rows, cols;
+    /* Q8_0 / Q4_0 only: 1 when w is in the 16-row tile layout of quant.h (chosen at load when
+     * the load-time kernels read it: wb_quant_tiles_native), w then pointing at the first
+     * group of 16 rows and row 0 being row tile_off (< 16) of that group (a row view) */
+    int tiles, tile_off;
 } wb_mat;
 
 /* Rows [r0, r1) of m as a matrix of their own (fused projections: Phi-3's qkv_proj). */
@@ -177,6 +181,8 @@ typedef struct wb_weight_store {
     size_t mapped_quant_bytes;  /* quantized matrices used straight from that mapping */
     uint8_t *gguf_rows;         /* quantized GGUF matrices whose rows were reordered (llama Q/K) */
     size_t gguf_rows_bytes;
+    uint8_t *tiles;             /* mapped Q8_0 / Q4_0 matrices copied into the tile layout */
+    size_t tiles_bytes;
 } wb_weight_store;
 
 /* Load every want: first check that each is present with a float dtype (F32, F16, BF16) and its
@@ -191,6 +197,11 @@ void wb_weight_store_free(wb_weight_store *s);
 /* Record every want as loaded (name, shape, matrix or vector) in s->loaded for exporters
  * (core/gguf_save.c); `what` names the source in the out-of-memory message. */
 wb_status wb_weight_store_list(wb_weight_store *s, const wb_want *wants, int n, const char *what,
+                               wb_err *err);
+/* Q8_0 / Q4_0 matrices of the wants with rows a multiple of 16 into the tile layout when the level
+ * in use reads it natively (in place where the store owns the bytes, copied out of a mapping
+ * otherwise); nothing at other levels. Before wb_weight_store_list, so exporters see it. */
+wb_status wb_weight_store_tile(wb_weight_store *s, const wb_want *wants, int n, const char *what,
                                wb_err *err);
 size_t wb_weight_store_bytes(const wb_weight_store *s);
 

@@ -1142,37 +1142,30 @@ VNNI512 static void gemm_q_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *
 #define TQ(q8) ((q8) ? 512 : 256) /* bytes of a tile block's values */
 #define TB(q8) ((q8) ? 544 : 288) /* bytes of a tile block: 16 rows' blocks */
 
-INLINE_VNNI512 void tile_weights(const int q8, const uint8_t *p, __m512i w[8], __m512 *d) {
-    if (q8) {
-        const __m512i flip = _mm512_set1_epi8((char)0x80);
-        for (int k = 0; k < 8; k++) w[k] = _mm512_xor_si512(_mm512_loadu_si512(p + 64 * k), flip);
-    } else {
-        const __m512i m4 = _mm512_set1_epi8(15);
-        for (int k = 0; k < 4; k++) {
-            const __m512i g = _mm512_loadu_si512(p + 64 * k);
-            w[k] = _mm512_and_si512(g, m4);
-            w[k + 4] = _mm512_and_si512(_mm512_srli_epi32(g, 4), m4);
-        }
-    }
-    *d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + TQ(q8))));
+INLINE_VNNI512 __m512i tile_reg(const int q8, const uint8_t *p, int k) {
+    if (q8) return _mm512_loadu_si512(p + 64 * k); /* stored as q xor 0x80 */
+    const __m512i g = _mm512_loadu_si512(p + 64 * (k & 3)), m4 = _mm512_set1_epi8(15);
+    return _mm512_and_si512(k < 4 ? g : _mm512_srli_epi32(g, 4), m4);
 }
 
 /* tile_run over tile-layout blocks T (TB bytes each) instead of packed ones */
 INLINE_VNNI512 void tile_run_t(const int q8, const int N, const uint8_t *T, int nbk, const uint8_t *rec,
-                               float *acc) {
+                               float *acc, const char *pf, int lpb, int pfl) {
     __m512 y[NR];
     for (int j = 0; j < N; j++) y[j] = _mm512_load_ps(acc + 16 * j);
     for (int i = 0; i < nbk; i++, rec += 40 * N, T += TB(q8)) {
-        __m512i w[8];
-        __m512 d;
-        tile_weights(q8, T, w, &d);
+        for (int l = i * lpb; l < (i + 1) * lpb && l < pfl; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_T1);
         const int8_t *x = (const int8_t *)rec;
         const float *dx = (const float *)(rec + 32 * N);
         const int32_t *cs = (const int32_t *)(rec + 36 * N);
         __m512i s[NR];
         for (int j = 0; j < N; j++) s[j] = _mm512_set1_epi32(cs[j]);
-        for (int k = 0; k < 8; k++)
-            for (int j = 0; j < N; j++) s[j] = _mm512_dpbusd_epi32(s[j], w[k], bcast4(x + 32 * j + 4 * k));
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++) {
+            const __m512i w = tile_reg(q8, T, k);
+            for (int j = 0; j < N; j++) s[j] = _mm512_dpbusd_epi32(s[j], w, bcast4(x + 32 * j + 4 * k));
+        }
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(T + TQ(q8))));
         for (int j = 0; j < N; j++)
             y[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[j]), _mm512_mul_ps(d, _mm512_set1_ps(dx[j])), y[j]);
     }
@@ -1181,18 +1174,18 @@ INLINE_VNNI512 void tile_run_t(const int q8, const int N, const uint8_t *T, int 
 
 #define TILE_RUN_T_N(Q8)                                                                          \
     VNNI512 static void tile_run_t_n##Q8(int n, const uint8_t *T, int nbk, const uint8_t *rec,     \
-                                         float *acc) {                                            \
+                                         float *acc, const char *pf, int lpb, int pfl) {                                            \
         switch (n) {                                                                              \
-        case 1: tile_run_t(Q8, 1, T, nbk, rec, acc); break;                                       \
-        case 2: tile_run_t(Q8, 2, T, nbk, rec, acc); break;                                       \
-        case 3: tile_run_t(Q8, 3, T, nbk, rec, acc); break;                                       \
-        case 4: tile_run_t(Q8, 4, T, nbk, rec, acc); break;                                       \
-        case 5: tile_run_t(Q8, 5, T, nbk, rec, acc); break;                                       \
-        case 6: tile_run_t(Q8, 6, T, nbk, rec, acc); break;                                       \
-        case 7: tile_run_t(Q8, 7, T, nbk, rec, acc); break;                                       \
-        case 8: tile_run_t(Q8, 8, T, nbk, rec, acc); break;                                       \
-        case 9: tile_run_t(Q8, 9, T, nbk, rec, acc); break;                                       \
-        default: tile_run_t(Q8, NR, T, nbk, rec, acc); break;                                     \
+        case 1: tile_run_t(Q8, 1, T, nbk, rec, acc, pf, lpb, pfl); break;                                       \
+        case 2: tile_run_t(Q8, 2, T, nbk, rec, acc, pf, lpb, pfl); break;                                       \
+        case 3: tile_run_t(Q8, 3, T, nbk, rec, acc, pf, lpb, pfl); break;                                       \
+        case 4: tile_run_t(Q8, 4, T, nbk, rec, acc, pf, lpb, pfl); break;                                       \
+        case 5: tile_run_t(Q8, 5, T, nbk, rec, acc, pf, lpb, pfl); break;                                       \
+        case 6: tile_run_t(Q8, 6, T, nbk, rec, acc, pf, lpb, pfl); break;                                       \
+        case 7: tile_run_t(Q8, 7, T, nbk, rec, acc, pf, lpb, pfl); break;                                       \
+        case 8: tile_run_t(Q8, 8, T, nbk, rec, acc, pf, lpb, pfl); break;                                       \
+        case 9: tile_run_t(Q8, 9, T, nbk, rec, acc, pf, lpb, pfl); break;                                       \
+        default: tile_run_t(Q8, NR, T, nbk, rec, acc, pf, lpb, pfl); break;                                     \
         }                                                                                         \
     }
 TILE_RUN_T_N(0)
@@ -1215,7 +1208,9 @@ VNNI512 static void store16m(float *Y, size_t ldy, int j, int g, __mmask16 m, __
 }
 
 /* Prefill / batches from the tile layout: gemm_tiles without the packing. A group's blocks
- * are one linear stream; the next chunk is prefetched in shares beside the input groups. */
+ * are one linear stream; the next chunk is prefetched in shares, one per input group, and each
+ * share a few lines per block inside the tile (all of a share at once stalled on the line fill
+ * buffers: 8% of gemm_t_512's samples sat behind those prefetches in a 44-token prefill). */
 INLINE_VNNI512 void gemm_tiles_t(const int q8, float *Y, size_t ldy, const uint8_t *grp, int nb,
                                  const uint8_t *W, size_t rb, const float *bias, int in, int r0,
                                  int r1, int accumulate, float *acc) {
@@ -1235,10 +1230,12 @@ INLINE_VNNI512 void gemm_tiles_t(const int q8, float *Y, size_t ldy, const uint8
                 const int n = nb - j0 < NR ? nb - j0 : NR;
                 const size_t a = pstart + plen * (size_t)gi / (size_t)groups,
                              z = pstart + plen * (size_t)(gi + 1) / (size_t)groups;
-                for (size_t p = a & ~(size_t)63; p < z && p < end; p += 64)
-                    _mm_prefetch((const char *)W + p, _MM_HINT_T1);
-                if (q8) tile_run_t_n1(n, T + (size_t)b0 * TB(q8), nbk, gp + grp_rec(n) * (size_t)b0, acc + 16 * (size_t)j0);
-                else tile_run_t_n0(n, T + (size_t)b0 * TB(q8), nbk, gp + grp_rec(n) * (size_t)b0, acc + 16 * (size_t)j0);
+                const size_t zz = z < end ? z : end, aa = a & ~(size_t)63;
+                const int pfl = zz > aa ? (int)((zz - aa + 63) / 64) : 0;
+                const int lpb = (pfl + nbk - 1) / nbk; /* spread over the blocks: a burst stalled */
+                const char *pf = (const char *)W + (pfl ? aa : 0);
+                if (q8) tile_run_t_n1(n, T + (size_t)b0 * TB(q8), nbk, gp + grp_rec(n) * (size_t)b0, acc + 16 * (size_t)j0, pf, lpb, pfl);
+                else tile_run_t_n0(n, T + (size_t)b0 * TB(q8), nbk, gp + grp_rec(n) * (size_t)b0, acc + 16 * (size_t)j0, pf, lpb, pfl);
                 gp += grp_rec(n) * (size_t)nblk;
             }
         }
@@ -1266,14 +1263,12 @@ INLINE_VNNI512 void gemv_t_body(const int q8, float *Y, const uint8_t *act, cons
                 if (q8)
                     for (int l = 5; l < 9; l++) _mm_prefetch(pp + 64 * l, _MM_HINT_T0);
             }
-            __m512i w[8];
-            __m512 dw;
-            tile_weights(q8, T, w, &dw);
+            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(T + TQ(q8))));
             const int8_t *x = a.q + 32 * b;
             __m512i s0 = _mm512_set1_epi32(corr * a.s[b]), s1 = _mm512_setzero_si512();
             for (int k = 0; k < 8; k += 2) {
-                s0 = _mm512_dpbusd_epi32(s0, w[k], bcast4(x + 4 * k));
-                s1 = _mm512_dpbusd_epi32(s1, w[k + 1], bcast4(x + 4 * k + 4));
+                s0 = _mm512_dpbusd_epi32(s0, tile_reg(q8, T, k), bcast4(x + 4 * k));
+                s1 = _mm512_dpbusd_epi32(s1, tile_reg(q8, T, k + 1), bcast4(x + 4 * k + 4));
             }
             y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)),
                                 _mm512_mul_ps(dw, _mm512_set1_ps(a.d[b])), y);
@@ -1792,6 +1787,7 @@ int wb_quant_kernel_variants(const wb_quant_kernels **out, int max) {
     return n;
 }
 const char *wb_quant_kernels_name(const wb_quant_kernels *k) { return k->name; }
+int wb_quant_kernels_tiles(const wb_quant_kernels *k) { return k->gemv_t != NULL; }
 
 /* Each level takes the last variant of its level (or below) that the CPU can run. */
 void wb_kernels_quant_register(wb_kernel_table *t, wb_isa isa) {
@@ -1809,7 +1805,7 @@ int wb_quant_tiles_ok(wb_qtype t, int rows, int in) {
            in % 32 == 0;
 }
 
-int wb_quant_tiles_native(void) { return wb_kt()->quant->gemv_t != NULL; }
+int wb_quant_tiles_native(void) { return wb_quant_kernels_tiles(wb_kt()->quant); }
 
 /* Byte j of the values of block b of row r (j < 32 for Q8_0, 16 for Q4_0; the file block's
  * bytes 2 + j), and the block's scale (bytes 0-1), in the tile layout of rows rb bytes long. */
@@ -1825,8 +1821,9 @@ static size_t tile_scale(wb_qtype t, size_t rb, int r, int b) {
 /* one file-layout block of row r */
 static void tile_block(wb_qtype t, uint8_t *dst, const uint8_t *W, size_t rb, int r, int b) {
     const size_t bs = wb_qtype_block_bytes(t), sc = tile_scale(t, rb, r, b);
+    const uint8_t flip = t == WB_QT_Q8_0 ? 0x80 : 0;
     dst[0] = W[sc], dst[1] = W[sc + 1];
-    for (int j = 0; j < (int)bs - 2; j++) dst[2 + j] = W[tile_val(t, rb, r, b, j)];
+    for (int j = 0; j < (int)bs - 2; j++) dst[2 + j] = W[tile_val(t, rb, r, b, j)] ^ flip;
 }
 
 void wb_quant_to_tiles(wb_qtype t, void *dst, const void *src, int rows, int in) {
@@ -1834,14 +1831,29 @@ void wb_quant_to_tiles(wb_qtype t, void *dst, const void *src, int rows, int in)
     const size_t bs = wb_qtype_block_bytes(t), rb = wb_quant_row_bytes(t, in);
     const int nblk = in / 32;
     uint8_t *d = dst;
+    const uint8_t flip = t == WB_QT_Q8_0 ? 0x80 : 0;
     const uint8_t *s = src;
-    for (int r = 0; r < rows; r++)
-        for (int b = 0; b < nblk; b++) {
-            const uint8_t *blk = s + (size_t)r * rb + (size_t)b * bs;
-            const size_t sc = tile_scale(t, rb, r, b);
-            d[sc] = blk[0], d[sc + 1] = blk[1];
-            for (int j = 0; j < (int)bs - 2; j++) d[tile_val(t, rb, r, b, j)] = blk[2 + j];
+    const int nq = (int)bs - 2; /* value bytes of a block */
+    for (int r = 0; r < rows; r++) {
+        const uint8_t *blk = s + (size_t)r * rb;
+        uint8_t *tb = d + (size_t)(r / 16) * 16 * rb + 4 * (size_t)(r % 16);
+        for (int b = 0; b < nblk; b++, blk += bs, tb += 16 * bs) { /* tile_val, tile_scale */
+            tb[16 * nq - 4 * (r % 16) + 2 * (r % 16)] = blk[0];
+            tb[16 * nq - 4 * (r % 16) + 2 * (r % 16) + 1] = blk[1];
+            for (int k = 0; k < nq / 4; k++)
+                for (int j = 0; j < 4; j++) tb[64 * k + j] = blk[2 + 4 * k + j] ^ flip;
         }
+    }
+}
+
+void wb_quant_tile_dequant_row(wb_qtype t, float *dst, const void *W, int r, int in) {
+    const size_t rb = wb_quant_row_bytes(t, in);
+    if ((t != WB_QT_Q8_0 && t != WB_QT_Q4_0) || !rb || r < 0) return;
+    uint8_t blk[34];
+    for (int b = 0; b < in / 32; b++) {
+        tile_block(t, blk, W, rb, r, b);
+        wb_dequantize_range(t, dst + 32 * (size_t)b, blk, 0, 32);
+    }
 }
 
 void wb_quant_tile_row(wb_qtype t, void *dst, const void *W, int r, int in) {

@@ -84,7 +84,8 @@ void wb_gemm_q_act(wb_qtype t, float *Y, size_t ldy, const void *xq, int nb, con
  * the same bytes as in the file, 16 x the row bytes from byte 16g x row bytes on, block after
  * block; each block of 16 rows (Q8_0 544 bytes, Q4_0 288) is
  *   values: 8 (Q8_0) or 4 (Q4_0) groups of 64 bytes, group k holding bytes 4k..4k+3 of each of
- *           the 16 rows' blocks (the bytes after the scale: Q8_0's q, Q4_0's qs), row i at 4i;
+ *           the 16 rows' blocks (the bytes after the scale: Q8_0's q xor 0x80, the unsigned
+ *           side of vpdpbusd, Q4_0's qs), row i at 4i;
  *   scales: the 16 rows' f16 d, row i at 2i.
  * Every product gives the bits the file layout gives (the same integer sums and chain). */
 int wb_quant_tiles_ok(wb_qtype t, int rows, int in);
@@ -96,6 +97,8 @@ int wb_quant_tiles_native(void);
 void wb_quant_to_tiles(wb_qtype t, void *dst, const void *src, int rows, int in);
 /* dst = row r of the tile-layout matrix W, in the file layout */
 void wb_quant_tile_row(wb_qtype t, void *dst, const void *W, int r, int in);
+/* dst[in] = the values of that row */
+void wb_quant_tile_dequant_row(wb_qtype t, float *dst, const void *W, int r, int in);
 /* wb_gemm_q / wb_gemm_q_act (and _with) for W in the tile layout (Q8_0, Q4_0); r0, r1 any rows
  * of it; rows r of the product are rows r + off of W (off < 16, a row view not starting at a
  * group: read row by row); the same bits as the file layout's call */
@@ -110,6 +113,8 @@ void wb_gemm_qt_act(wb_qtype t, int off, float *Y, size_t ldy, const void *xq, i
 typedef struct wb_quant_kernels wb_quant_kernels;
 int wb_quant_kernel_variants(const wb_quant_kernels **out, int max);
 const char *wb_quant_kernels_name(const wb_quant_kernels *k);
+/* 1 when k multiplies the tile layout directly (otherwise it reads it row by row) */
+int wb_quant_kernels_tiles(const wb_quant_kernels *k);
 void wb_gemm_q_with(const wb_quant_kernels *k, wb_qtype t, float *Y, size_t ldy, const float *X,
                     size_t ldx, int nb, const void *W, const float *b, int in, int r0, int r1,
                     int accumulate, void *xq);

@@ -353,7 +353,7 @@ static wb_status quantize_mats(const wb_want *wants, int n, int weights, wb_weig
             wb_mat_row(m, r, row);
             wb_quantize_row(qt, p + rb * (size_t)r, row, m->cols);
         }
-        *m = (wb_mat){p, dt, m->rows, m->cols};
+        *m = (wb_mat){.w = p, .dtype = dt, .rows = m->rows, .cols = m->cols};
         p += rb * (size_t)m->rows;
     }
     free(row);
@@ -443,7 +443,7 @@ wb_status wb_weights_load(wb_weights *w, const wb_want *wants, int n, int keep_b
         if (t->mat) {
             const int rows = (int)(t->transpose ? t->d1 : t->d0),
                       cols = (int)(t->transpose ? t->d0 : (t->d1 ? t->d1 : 1));
-            *t->mat = (wb_mat){data, dt, rows, cols};
+            *t->mat = (wb_mat){.w = data, .dtype = dt, .rows = rows, .cols = cols};
         }
     }
     if (mapped) { /* the BF16 matrices live in these mappings: the store keeps them */
@@ -452,6 +452,7 @@ wb_status wb_weights_load(wb_weights *w, const wb_want *wants, int n, int keep_b
         w->shards = NULL;
     }
     if (w->quant && (s = quantize_mats(wants, n, w->quant, out, err))) goto done;
+    if ((s = wb_weight_store_tile(out, wants, n, "loading weights", err))) goto done;
     /* what was loaded, by name, for exporters (the matrices as quantized, if they were) */
     if ((s = wb_weight_store_list(out, wants, n, "loading weights", err))) goto done;
     if (n_params) *n_params = np;
@@ -478,8 +479,64 @@ wb_status wb_weight_store_list(wb_weight_store *s, const wb_want *wants, int n, 
     return WB_OK;
 }
 
+/* The block format of a quantized dtype, or -1. */
+static int mat_qtype(wb_mat_dtype d);
+
+static int owns(const uint8_t *base, size_t bytes, const void *p) {
+    return base && (const uint8_t *)p >= base && (const uint8_t *)p < base + bytes;
+}
+
+wb_status wb_weight_store_tile(wb_weight_store *s, const wb_want *wants, int n, const char *what,
+                               wb_err *err) {
+    if (!wb_quant_tiles_native()) return WB_OK;
+    size_t copy = 0, widest = 0;
+    for (int i = 0; i < n; i++) {
+        const wb_mat *m = wants[i].mat;
+        const int qt = m ? mat_qtype(m->dtype) : -1;
+        if (qt < 0 || m->tiles || !wb_quant_tiles_ok((wb_qtype)qt, m->rows, m->cols)) continue;
+        const size_t rb = wb_quant_row_bytes((wb_qtype)qt, m->cols);
+        if (16 * rb > widest) widest = 16 * rb;
+        if (!owns(s->quant, s->quant_bytes, m->w) && !owns(s->gguf_rows, s->gguf_rows_bytes, m->w))
+            copy += (rb * (size_t)m->rows + 63) & ~(size_t)63;
+    }
+    if (!widest) return WB_OK;
+    uint8_t *group = malloc(widest);
+    uint8_t *tiles = copy ? aligned_alloc(64, copy) : NULL;
+    if (!group || (copy && !tiles)) {
+        free(group), free(tiles);
+        return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory for %zu bytes of quantized "
+                          "matrices in the tile layout", what, copy + widest);
+    }
+    uint8_t *tp = tiles;
+    for (int i = 0; i < n; i++) {
+        wb_mat *m = wants[i].mat;
+        const int qt = m ? mat_qtype(m->dtype) : -1;
+        if (qt < 0 || m->tiles || !wb_quant_tiles_ok((wb_qtype)qt, m->rows, m->cols)) continue;
+        const size_t rb = wb_quant_row_bytes((wb_qtype)qt, m->cols), bytes = rb * (size_t)m->rows;
+        const uint8_t *src = m->w;
+        if (owns(s->quant, s->quant_bytes, src) || owns(s->gguf_rows, s->gguf_rows_bytes, src)) {
+            uint8_t *dst = (uint8_t *)(uintptr_t)src; /* the store's own bytes: group by group */
+            for (int r = 0; r < m->rows; r += 16) {
+                memcpy(group, dst + rb * (size_t)r, 16 * rb);
+                wb_quant_to_tiles((wb_qtype)qt, dst + rb * (size_t)r, group, 16, m->cols);
+            }
+        } else { /* out of a mapping: its pages are then no longer read */
+            wb_quant_to_tiles((wb_qtype)qt, tp, src, m->rows, m->cols);
+            m->w = tp;
+            tp += (bytes + 63) & ~(size_t)63;
+            s->mapped_quant_bytes -= bytes;
+            s->tiles_bytes += bytes;
+        }
+        m->tiles = 1, m->tile_off = 0;
+    }
+    free(group);
+    s->tiles = tiles;
+    return WB_OK;
+}
+
 void wb_weight_store_free(wb_weight_store *s) {
     if (!s) return;
+    free(s->tiles);
     for (int i = 0; i < s->n_shards; i++) wb_safetensors_free(s->shards[i]);
     free(s->shards);
     free(s->block);
@@ -493,13 +550,12 @@ void wb_weight_store_free(wb_weight_store *s) {
 
 size_t wb_weight_store_bytes(const wb_weight_store *s) {
     return s ? s->block_floats * sizeof(float) - s->unread_f32_bytes + s->mapped_bf16_bytes +
-                   s->quant_bytes + s->mapped_quant_bytes + s->gguf_rows_bytes
+                   s->quant_bytes + s->mapped_quant_bytes + s->gguf_rows_bytes + s->tiles_bytes
              : 0;
 }
 
 /* ----------------------------------------------------------------------------- matrices */
 
-/* The block format of a quantized dtype, or -1. */
 static int mat_qtype(wb_mat_dtype d) {
     switch (d) {
     case WB_MAT_Q8_0: return WB_QT_Q8_0;
@@ -518,6 +574,13 @@ static size_t row_bytes(const wb_mat *m) {
 
 wb_mat wb_mat_rows(const wb_mat *m, int r0, int r1) {
     wb_mat v = *m;
+    if (m->tiles) { /* groups of 16 rows keep 16 x the row bytes: the view's first group */
+        const int a = m->tile_off + r0;
+        v.w = (const char *)m->w + (size_t)(a / 16) * 16 * row_bytes(m);
+        v.tile_off = a % 16;
+        v.rows = r1 - r0;
+        return v;
+    }
     v.w = (const char *)m->w + (size_t)r0 * row_bytes(m);
     v.rows = r1 - r0;
     return v;
@@ -528,6 +591,11 @@ void wb_mat_mul(float *Y, const float *X, int n, const wb_mat *W, const float *b
     const int out = W->rows, in = W->cols, w = r1 - r0;
     if (w <= 0 || n <= 0) return;
     const int qt = mat_qtype(W->dtype);
+    if (qt >= 0 && W->tiles) {
+        wb_gemm_qt((wb_qtype)qt, W->tile_off, Y, (size_t)out, X, (size_t)in, n, W->w, b, in, r0, r1,
+                   accumulate, NULL);
+        return;
+    }
     if (qt >= 0) { /* integer dots up to 48 inputs */
         wb_gemm_q((wb_qtype)qt, Y, (size_t)out, X, (size_t)in, n,
                   W->w, b, in, r0, r1, accumulate, NULL);
@@ -609,6 +677,11 @@ void wb_mat_qact(void *Q, const float *X, int in, int t0, int t1) {
 void wb_mat_mul_qact(float *Y, const void *Q, int n, const wb_mat *W, const float *b, int r0,
                      int r1, int accumulate) {
     if (r1 <= r0 || n <= 0) return;
+    if (W->tiles) {
+        wb_gemm_qt_act((wb_qtype)mat_qtype(W->dtype), W->tile_off, Y, (size_t)W->rows, Q, n, W->w, b,
+                       W->cols, r0, r1, accumulate);
+        return;
+    }
     wb_gemm_q_act((wb_qtype)mat_qtype(W->dtype), Y, (size_t)W->rows, Q, n, W->w, b, W->cols, r0,
                   r1, accumulate);
 }
@@ -623,7 +696,9 @@ void wb_mat_mul_runs(float *Y, const float *X, const wb_mm_run *runs, int n_runs
 void wb_mat_row(const wb_mat *m, int r, float *dst) {
     const size_t C = (size_t)m->cols;
     const int qt = mat_qtype(m->dtype);
-    if (qt >= 0)
+    if (qt >= 0 && m->tiles)
+        wb_quant_tile_dequant_row((wb_qtype)qt, dst, m->w, m->tile_off + r, (int)C);
+    else if (qt >= 0)
         wb_dequantize_row((wb_qtype)qt, dst,
                           (const uint8_t *)m->w + row_bytes(m) * (size_t)r, (int)C);
     else if (m->dtype == WB_MAT_BF16)

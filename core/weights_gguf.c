@@ -461,7 +461,7 @@ wb_status wb_gguf_src_load(wb_gguf_src *s, const wb_want *wants, int n, int keep
             dt = q < 0 ? WB_MAT_BF16 : (wb_mat_dtype)mat_dtype_of(p->t->type);
         }
         if (w->vec) *w->vec = data;
-        if (w->mat) *w->mat = (wb_mat){data, dt, (int)rows, (int)cols};
+        if (w->mat) *w->mat = (wb_mat){.w = data, .dtype = dt, .rows = (int)rows, .cols = (int)cols};
     }
     if (quant) { /* quantize-at-load for the matrices loaded as F32 or BF16 only */
         int k = 0;
@@ -474,6 +474,7 @@ wb_status wb_gguf_src_load(wb_gguf_src *s, const wb_want *wants, int n, int keep
                 requant[k++] = wants[i];
         if ((st = wb_weights_quantize(requant, k, quant, out, err))) goto done;
     }
+    if ((st = wb_weight_store_tile(out, wants, n, s->path, err))) goto done;
     /* what was loaded, by name, for exporters (core/gguf_save.c), as weights.c records it */
     if ((st = wb_weight_store_list(out, wants, n, s->path, err))) goto done;
     if (mapped) { /* rows point into the mapping: the store keeps the file */

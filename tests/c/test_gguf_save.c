@@ -174,6 +174,7 @@ static void a_model_quantized_at_load_is_saved_with_its_own_blocks(void) {
     wb_gguf *g = save_and_open(m, WB_GGML_Q8_0, NULL, "q8.gguf");
     const wb_weight_store *st = wb_model_store(m);
     int compared = 0;
+    int tiled = 0;
     for (int i = 0; g && st && i < st->n_loaded; i++) {
         const wb_loaded_tensor *lt = &st->loaded[i];
         if (!lt->mat.w || lt->mat.dtype != WB_MAT_Q8_0) continue;
@@ -182,11 +183,25 @@ static void a_model_quantized_at_load_is_saved_with_its_own_blocks(void) {
         const char *hf = strncmp(lt->name, "transformer.", 12) ? lt->name : lt->name + 12;
         CHECK(wb_gguf_name_from_hf("gpt2", hf, name, sizeof name, &err) == WB_OK);
         const wb_gguf_tensor *t = wb_gguf_tensor_find(g, name);
-        const size_t bytes = wb_quant_row_bytes(WB_QT_Q8_0, lt->mat.cols) * (size_t)lt->mat.rows;
-        CHECK(t && t->type == WB_GGML_Q8_0 && t->bytes == bytes && !memcmp(t->data, lt->mat.w, bytes));
+        const size_t rb = wb_quant_row_bytes(WB_QT_Q8_0, lt->mat.cols), bytes = rb * (size_t)lt->mat.rows;
+        /* the file layout, also from a matrix kept in the tile layout (then read back row by row) */
+        uint8_t *file = malloc(bytes);
+        CHECK(file != NULL);
+        if (!file) break;
+        if (lt->mat.tiles) {
+            tiled++;
+            for (int r = 0; r < lt->mat.rows; r++)
+                wb_quant_tile_row(WB_QT_Q8_0, file + rb * (size_t)r, lt->mat.w, r, lt->mat.cols);
+        } else {
+            memcpy(file, lt->mat.w, bytes);
+        }
+        CHECK(t && t->type == WB_GGML_Q8_0 && t->bytes == bytes && !memcmp(t->data, file, bytes));
+        free(file);
         compared++;
     }
     CHECK(compared >= 17); /* wte and 4 x 4 layer matrices */
+    /* at the AVX-512 level every one of them (rows a multiple of 16) is kept in the tile layout */
+    CHECK(!wb_quant_tiles_native() || tiled == compared);
     CHECK(!g || wb_gguf_find(g, "tokenizer.chat_template") < 0);
     wb_gguf_free(g);
     wb_model_free(m);
