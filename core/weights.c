@@ -502,8 +502,9 @@ wb_status wb_weight_store_tile(wb_weight_store *s, const wb_want *wants, int n, 
     if (!widest) return WB_OK;
     uint8_t *group = malloc(widest);
     uint8_t *tiles = copy ? aligned_alloc(64, copy) : NULL;
-    if (!group || (copy && !tiles)) {
-        free(group), free(tiles);
+    const void **orig = calloc((size_t)n, sizeof *orig); /* each want's bytes before */
+    if (!group || (copy && !tiles) || !orig) {
+        free(group), free(tiles), free(orig);
         return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory for %zu bytes of quantized "
                           "matrices in the tile layout", what, copy + widest);
     }
@@ -512,6 +513,15 @@ wb_status wb_weight_store_tile(wb_weight_store *s, const wb_want *wants, int n, 
         wb_mat *m = wants[i].mat;
         const int qt = m ? mat_qtype(m->dtype) : -1;
         if (qt < 0 || m->tiles || !wb_quant_tiles_ok((wb_qtype)qt, m->rows, m->cols)) continue;
+        int j = 0; /* bytes two wants share are converted once */
+        while (j < i && !(orig[j] == m->w && wants[j].mat->dtype == m->dtype &&
+                          wants[j].mat->rows == m->rows && wants[j].mat->cols == m->cols))
+            j++;
+        orig[i] = m->w;
+        if (j < i) {
+            *m = *wants[j].mat;
+            continue;
+        }
         const size_t rb = wb_quant_row_bytes((wb_qtype)qt, m->cols), bytes = rb * (size_t)m->rows;
         const uint8_t *src = m->w;
         if (owns(s->quant, s->quant_bytes, src) || owns(s->gguf_rows, s->gguf_rows_bytes, src)) {
@@ -530,6 +540,7 @@ wb_status wb_weight_store_tile(wb_weight_store *s, const wb_want *wants, int n, 
         m->tiles = 1, m->tile_off = 0;
     }
     free(group);
+    free(orig);
     s->tiles = tiles;
     return WB_OK;
 }

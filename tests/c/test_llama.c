@@ -1335,6 +1335,78 @@ static void last_layer_for_the_last_rows_only_keeps_logits_and_cache(void) {
     wb_threads_set(old);
 }
 
+
+/* Q8_0 / Q4_0 matrices loaded at the AVX-512 level are kept in the 16-row tile layout (rows a
+ * multiple of 16: llama's q/k/v/o and the tied embedding; gate/up's 72 rows stay in the file
+ * layout); the same checkpoint loaded under the AVX2 limit keeps the file layout. At every level
+ * (the tiles read natively at AVX-512, row by row below it) both give the same logits bit for
+ * bit: a prompt through the GEMM, decode steps, 1 and 2 threads. */
+static void tile_layout_models_give_the_file_layout_bits(void) {
+    const wb_isa old_isa = wb_isa_limit(WB_ISA_COUNT - 1);
+    const int old = wb_threads_get();
+    if (wb_isa_best() < WB_ISA_AVX512) {
+        wb_isa_limit(old_isa);
+        return; /* nothing is tiled below AVX-512 */
+    }
+    for (int w = 0; w < 2; w++) {
+        fx o = fx_llama();
+        o.dtype = WB_F32;
+        wb_model_params p = wb_model_default_params();
+        p.weights = w ? WB_WEIGHTS_Q4_0 : WB_WEIGHTS_Q8_0;
+        ref_model r;
+        char *dir = NULL;
+        wb_isa_limit(WB_ISA_AVX512);
+        wb_model *mt = load(&o, &r, &p, &dir), *mf = NULL;
+        wb_isa_limit(WB_ISA_AVX2);
+        wb_err err = {0};
+        CHECK_MSG(wb_model_load_ex(dir, &p, &mf, &err) == WB_OK, "%s", err.msg);
+        fixture_rm_dir(dir);
+        if (!mt || !mf) {
+            wb_model_free(mt), wb_model_free(mf), ref_free(&r);
+            continue;
+        }
+        const wb_weight_store *st = wb_model_store(mt), *sf = wb_model_store(mf);
+        int tiled = 0, untiled = 0, file_tiled = 0;
+        for (int i = 0; i < st->n_loaded; i++) {
+            const wb_mat *a = &st->loaded[i].mat;
+            if (!a->w || (a->dtype != WB_MAT_Q8_0 && a->dtype != WB_MAT_Q4_0)) continue;
+            if (a->tiles) tiled++;
+            else untiled++;
+            CHECK(a->tiles == (a->rows % 16 == 0));
+            file_tiled += sf->loaded[i].mat.tiles;
+        }
+        CHECK(tiled >= 5 && untiled >= 2 && file_tiled == 0);
+        const size_t V = (size_t)o.V;
+        float *la = malloc(V * 4), *lb = malloc(V * 4);
+        int32_t ids[WB_PROMPT_ROWS + 3];
+        ids_for(ids, WB_PROMPT_ROWS + 3, o.V, 99);
+        for (int isa = 0; isa <= (int)wb_isa_best(); isa++)
+            for (int nt = 1; nt <= 2; nt++) {
+                wb_isa_limit((wb_isa)isa);
+                wb_threads_set(nt);
+                wb_session *sa = NULL, *sb = NULL;
+                CHECK(wb_session_new(mt, 96, &sa, &err) == WB_OK);
+                CHECK(wb_session_new(mf, 96, &sb, &err) == WB_OK);
+                int diff = 0;
+                CHECK(wb_session_prefill(sa, ids, WB_PROMPT_ROWS + 3, la, 0, &err) == WB_OK);
+                CHECK(wb_session_prefill(sb, ids, WB_PROMPT_ROWS + 3, lb, 0, &err) == WB_OK);
+                diff += memcmp(la, lb, V * 4) != 0;
+                for (int step = 0; step < 3; step++) {
+                    CHECK(wb_session_decode(sa, ids[step], la, &err) == WB_OK);
+                    CHECK(wb_session_decode(sb, ids[step], lb, &err) == WB_OK);
+                    diff += memcmp(la, lb, V * 4) != 0;
+                }
+                CHECK_MSG(!diff, "%s at %s, %d threads: tile and file layouts differ in %d of 4 steps",
+                          w ? "Q4_0" : "Q8_0", wb_isa_name((wb_isa)isa), nt, diff);
+                wb_session_free(sa), wb_session_free(sb);
+            }
+        free(la), free(lb);
+        wb_model_free(mt), wb_model_free(mf);
+        ref_free(&r);
+    }
+    wb_isa_limit(old_isa);
+    wb_threads_set(old);
+}
 int main(void) {
     RUN(last_layer_for_the_last_rows_only_keeps_logits_and_cache);
     RUN(bf16_gemv_matches_double_sums_on_odd_shapes);
@@ -1355,5 +1427,6 @@ int main(void) {
     RUN(chat_template_prompt_runs_and_ends_at_im_end);
     RUN(bad_configs_fail_naming_config_json_and_the_key);
     RUN(bad_weights_fail_naming_the_file_and_tensor);
+    RUN(tile_layout_models_give_the_file_layout_bits);
     return check_summary();
 }
