@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -230,6 +231,11 @@ wb_status wb_pool_new(int n_threads, wb_pool **out, wb_err *err) {
         atomic_init(&p->flags[i].passed, 0);
         atomic_init(&p->flags[i].cpu, -1);
     }
+    /* Workers block every signal (they inherit the mask at creation), so a host's Ctrl-C handler
+     * always runs on the thread that called in, not on a worker in the middle of a barrier. */
+    sigset_t all, old_mask;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old_mask);
     for (int i = 1; i < n_threads; i++) {
         worker_arg *wa = malloc(sizeof *wa);
         int rc = wa ? 0 : ENOMEM;
@@ -241,12 +247,14 @@ wb_status wb_pool_new(int n_threads, wb_pool **out, wb_err *err) {
             else place_worker(p->threads[i], i);
         }
         if (rc) {
+            pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
             p->n = i; /* join the ones already started */
             wb_pool_free(p);
             return wb_err_set(err, WB_ERR_NOMEM, "thread pool: cannot start thread %d: %s", i,
                               strerror(rc));
         }
     }
+    pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
     *out = p;
     return WB_OK;
 }

@@ -227,6 +227,9 @@ void lwb_load_data(lua_State *L, const char *src, size_t len, const char *name, 
  * and stop with WB_ERR_CANCELLED. The host clears the flag before running each chunk. */
 void lwb_interrupt(int on);
 int lwb_interrupted(void);
+/* How many interrupts lwb_interrupt(1) has raised in this process (wraps at 2^30; compare for
+ * inequality). Unlike the flag, nothing clears it. */
+int lwb_interrupt_count(void);
 int lwb_abort_fn(void *user_data); /* a wb_abort_fn */
 
 /* Paths (lwb_core.c). The default model directory: $WB_MODEL if set and non-empty, else the

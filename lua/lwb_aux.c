@@ -126,8 +126,16 @@ void lwb_push_ids(lua_State *L, const int32_t *ids, size_t n) {
 /* ---- interruption -------------------------------------------------------------------------- */
 
 static volatile sig_atomic_t g_interrupted = 0;
+/* Every Ctrl-C the host passed on, never cleared: a loop that must stop for one (the server)
+ * compares it with the count it started with, since a pcall inside the loop can catch the
+ * interruption error, and the binding clears the flag when it raises that error. */
+static volatile sig_atomic_t g_interrupt_count = 0;
 
-void lwb_interrupt(int on) { g_interrupted = on ? 1 : 0; }
+void lwb_interrupt(int on) {
+    if (on) g_interrupt_count = (g_interrupt_count + 1) & 0x3fffffff;
+    g_interrupted = on ? 1 : 0;
+}
+int lwb_interrupt_count(void) { return (int)g_interrupt_count; }
 int lwb_interrupted(void) { return g_interrupted != 0; }
 int lwb_abort_fn(void *user_data) {
     (void)user_data;

@@ -1,4 +1,4 @@
-/* lwb_core.c - wb.clock_ms, wb.threads, wb.version, wb.blas_info, wb.json (lwb_json.c), wb.default_model_dir. */
+/* lwb_core.c - wb.clock_ms, wb.interrupts, wb.threads, wb.version, wb.blas_info, wb.json (lwb_json.c), wb.default_model_dir. */
 #include "lwb.h"
 
 #include <math.h>
@@ -20,6 +20,13 @@
 
 static int l_clock_ms(lua_State *L) {
     lua_pushnumber(L, wb_clock_ms());
+    return 1;
+}
+
+/* wb.interrupts(): Ctrl-Cs the host has passed on so far in this process. A loop that must end
+ * on one compares it with the value it started with (a pcall inside can catch the error). */
+static int l_interrupts(lua_State *L) {
+    lua_pushinteger(L, lwb_interrupt_count());
     return 1;
 }
 
@@ -119,6 +126,7 @@ static int l_default_model_dir(lua_State *L) {
 
 static const luaL_Reg core_funcs[] = {
     {"clock_ms", l_clock_ms},
+    {"interrupts", l_interrupts},
     {"threads", l_threads},
     {"blas_info", l_blas_info},
     {"default_model_dir", l_default_model_dir},

@@ -27,6 +27,8 @@ M.TEXT = {
   ["wb.version"] = { "wb.version", "the version string, e.g. \"0.1.0\"", ex = "print(wb.version)" },
   ["wb.clock_ms"] = { "wb.clock_ms() -> ms", "monotonic milliseconds (float), for timing",
     ex = "local t0 = wb.clock_ms(); model:generate('Hi', {max_tokens = 8}); print(wb.clock_ms() - t0)" },
+  ["wb.interrupts"] = { "wb.interrupts() -> n", "how many Ctrl-Cs the host has passed on in this process (never reset): a loop that must end on one compares it with its starting value, since a pcall inside the loop can catch the interruption error",
+    ex = "local n0 = wb.interrupts(); for _ = 1, 3 do pcall(model.generate, model, 'Hi', {max_tokens = 4}); if wb.interrupts() ~= n0 then break end end" },
   ["wb.threads"] = { "wb.threads([n]) -> previous", "compute thread count; sets it when n (1..4096) is given",
     ex = "wb.threads(2)" },
   ["wb.blas_info"] = { "wb.blas_info() -> string", "the BLAS library and kernel in use", ex = "print(wb.blas_info())" },

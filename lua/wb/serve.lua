@@ -573,15 +573,21 @@ end
 --- One turn of the loop: take new requests (waiting up to wait_ms when idle), admit queued jobs
 --- and advance every running sequence by one piece. Returns the number of running jobs.
 function Server:step(wait_ms)
+  local wb = wbmod()
   local busy = #self.running > 0
   local reqs = self.httpd:poll(busy and 0 or (wait_ms or 50))
+  local n_int = wb.interrupts()
   for _, req in ipairs(reqs) do
     local ok, err = pcall(self.handle, self, req)
+    -- a Ctrl-C that landed inside the handler is caught by this pcall (or one inside it): the
+    -- loop must still end, so it is not turned into this request's 500
+    if wb.interrupts() ~= n_int then self.interrupted = true; break end
     if not ok then
       pcall(req.respond, req, 500, { ["Content-Type"] = "application/json" },
         wbmod().json.encode({ error = { message = "internal error: " .. tostring(err), type = "server_error" } }))
     end
   end
+  if self.interrupted then return #self.running end
   self:admit()
   if #self.running > 0 then self:advance() end
   return #self.running
@@ -592,8 +598,12 @@ function Server:run(o)
   o = o or {}
   local wb = wbmod()
   local t_end = o.duration_s and wb.clock_ms() + o.duration_s * 1000
+  -- Ctrl-C ends the loop even when the interruption error was caught on the way (a handler's or
+  -- a batch step's pcall) or consumed by a generation that ended as "cancelled"
+  local n_int = wb.interrupts()
   while true do
     self:step(50)
+    if wb.interrupts() ~= n_int then self.interrupted = true end
     if t_end and wb.clock_ms() > t_end then break end
     if o.stop and o.stop(self) then break end
     if self.interrupted then break end

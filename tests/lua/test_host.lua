@@ -417,5 +417,38 @@ T.test("a bare word names a shipped script: workbench generate, workbench serve"
   T.check(err3:find("cannot open no_such_script", 1, true), err3)
 end)
 
+-- A Ctrl-C whose interruption error is caught on the way (here by the server's pcall around a
+-- request handler, as when it lands while a handler runs) must still end `serve`'s loop, and
+-- the server exits normally. The background client is bash's /dev/tcp (no HTTP tool needed).
+local SERVE_INT = [==[
+local serve = require("wb.serve")
+local srv <close> = serve.new{model = wb.load(), port = 0}
+local handled = 0
+srv:route("GET", "/int", function(_, req)
+  handled = handled + 1
+  req:respond(200, {["Content-Type"] = "text/plain"}, "ok\n")
+  local pid = io.open('/proc/self/stat'):read('n')
+  io.popen('kill -INT ' .. pid):close()
+  local t0 = wb.clock_ms()
+  while wb.clock_ms() - t0 < 200 do end -- the hook raises in here, inside the server's pcall
+end)
+io.popen(("bash -c 'sleep 0.3; exec 3<>/dev/tcp/127.0.0.1/%d; " ..
+  "printf \"GET /int HTTP/1.0\\r\\n\\r\\n\" >&3; cat <&3 >/dev/null' &"):format(srv.port)):close()
+local t0 = wb.clock_ms()
+local ok, err = pcall(srv.run, srv, {duration_s = 8})
+print(handled, ok or tostring(err):find("interrupted") ~= nil, wb.interrupts(), wb.clock_ms() - t0 < 5000)
+]==]
+
+T.test("Ctrl-C caught by a pcall inside `serve`'s loop still ends the loop, long before its duration", function()
+  local d = T.tmpdir()
+  T.make_tiny_model(d)
+  local script = tmp .. "/serve_int.lua"
+  T.write_file(script, SERVE_INT)
+  local out, err, code = run("-m " .. q(d) .. " " .. q(script))
+  T.eq(out, "1\ttrue\t1\ttrue\n", err)
+  T.eq(code, 0, err)
+  T.rmdir(d)
+end)
+
 T.rmdir(tmp)
 T.done()
