@@ -91,9 +91,11 @@ typedef struct wb_kernel_table {
     void (*gemm_bf16)(float *Y, size_t ldy, const float *X, size_t ldx, int nb, const uint16_t *W,
                       const float *b, int in, int r0, int r1, int accumulate);
     /* The same products over inputs packed once by gemm_xpack and shared by every matrix and
-     * thread that reads them (q/k/v, gate/up): P holds nb x in floats as ceil(nb / gemm_mr)
-     * blocks, gemm_xpack packs blocks [i0, i1) of them (threads may share the blocks out), and
-     * the *_packed calls read P packed at the same level and give the unpacked calls' bits. */
+     * thread that reads them (q/k/v, gate/up): P holds nb x in floats as at most
+     * ceil(nb / gemm_mr) blocks (short prompts may take fewer, larger ones; the indices past
+     * them pack nothing), gemm_xpack packs blocks [i0, i1) of them (threads may share the
+     * blocks out), and the *_packed calls read P packed at the same level and give the
+     * unpacked calls' bits. */
     int gemm_mr;
     void (*gemm_xpack)(float *P, const float *X, size_t ldx, int nb, int in, int i0, int i1);
     void (*gemm_f32_packed)(float *Y, size_t ldy, const float *P, int nb, const float *W,

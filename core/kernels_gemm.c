@@ -116,6 +116,11 @@ typedef struct gemm_level {
     tile_fn tile[MR_MAX + 1];
     pack_fn packh;               /* NULL, or BF16 panels kept as pairs (short prompts) */
     tile_fn tileh[MR_MAX + 1];   /* the tiles over those panels, widening in registers */
+    /* inputs of up to short_rows rows (0: none) packed in 16-row blocks and multiplied by
+     * gshort, which reads the weights in place */
+    int short_rows;
+    void (*gshort)(float *Y, size_t ldy, const float *P, int nb, const void *W, int bf16,
+                   const float *b, int in, int r0, int r1, int accumulate);
 } gemm_level;
 
 /* One row of the chain: x[k * xs] for k < in against weight row r. */
@@ -160,12 +165,23 @@ static void xpack_scalar(float *d, const float *s, size_t ldx, int mr, int in) {
         for (int m = 0; m < mr; m++) d[(size_t)k * mr + m] = s[(size_t)m * ldx + k];
 }
 
-static void xpack_blocks(xpack_fn f, int mr_max, float *P, const float *X, size_t ldx, int nb,
-                         int in, int i0, int i1) {
-    const int nmb = xblocks(nb, mr_max);
+/* Short prompts (nb <= sr, the level's short rows; 0: none) are packed in blocks of 16 rows
+ * instead, the last one the rest (44 = 16 + 16 + 12), which the broadcast tiles read as whole
+ * vectors of rows; never more blocks than ceil(nb / mr_max), so a caller counting blocks by
+ * gemm_mr only hands out some empty ones. */
+static inline int xb_count(int nb, int mr_max, int sr) {
+    return nb <= sr ? (nb + 15) / 16 : xblocks(nb, mr_max);
+}
+static inline int xb_first(int nb, int nmb, int sr, int i) {
+    return nb <= sr ? (16 * i < nb ? 16 * i : nb) : xblock0(nb, nmb, i);
+}
+
+static void xpack_blocks(xpack_fn f, int mr_max, int sr, float *P, const float *X, size_t ldx,
+                         int nb, int in, int i0, int i1) {
+    const int nmb = xb_count(nb, mr_max, sr);
     if (i1 > nmb) i1 = nmb;
     for (int i = i0; i < i1; i++) {
-        const int a = xblock0(nb, nmb, i), e = xblock0(nb, nmb, i + 1);
+        const int a = xb_first(nb, nmb, sr, i), e = xb_first(nb, nmb, sr, i + 1);
         f(P + (size_t)a * in, X + (size_t)a * ldx, ldx, e - a, in);
     }
 }
@@ -182,6 +198,18 @@ static void gemm_chain_packed(float *Y, size_t ldy, const float *P, int mr_max, 
                 chain_store(Y + (size_t)(a + m) * ldy + r,
                             chain_one(P + (size_t)a * in + m, (size_t)mr, W, bf16, in, r), b, r,
                             accumulate);
+    }
+}
+
+/* The chain over inputs packed in short prompts' 16-row blocks (xb_count) in scalar code. */
+static void gemm_chain_short(float *Y, size_t ldy, const float *P, int nb, const void *W,
+                             int bf16, const float *b, int in, int r0, int r1, int accumulate) {
+    for (int t = 0; t < nb; t++) {
+        const int v = t / 16, w = nb - 16 * v < 16 ? nb - 16 * v : 16;
+        const float *x = P + (size_t)16 * v * in + t % 16;
+        for (int r = r0; r < r1; r++)
+            chain_store(Y + (size_t)t * ldy + r, chain_one(x, (size_t)w, W, bf16, in, r), b, r,
+                        accumulate);
     }
 }
 
@@ -249,6 +277,10 @@ static void gemm_drive_packed(const gemm_level *g, float *Y, size_t ldy, const f
                               const void *W, int bf16, const float *b, int in, int r0, int r1,
                               int accumulate) {
     if (r1 <= r0 || nb < 1) return;
+    if (nb <= g->short_rows) {
+        g->gshort(Y, ldy, P, nb, W, bf16, b, in, r0, r1, accumulate);
+        return;
+    }
     const int kc = gemm_kc(nb, in);
     const size_t wn = (size_t)g->nr * kc, cn = kc < in ? (size_t)nb * g->nr : 0;
     float *wp = wb_kernel_buf(1, wn + cn);
@@ -264,6 +296,16 @@ static void gemm_drive(const gemm_level *g, float *Y, size_t ldy, const float *X
                        int nb, const void *W, int bf16, const float *b, int in, int r0, int r1,
                        int accumulate) {
     if (r1 <= r0 || nb < 1) return;
+    if (nb <= g->short_rows) {
+        float *xp = wb_kernel_buf(1, (size_t)nb * in);
+        if (!xp) {
+            gemm_chain_scalar(Y, ldy, X, ldx, nb, W, bf16, b, in, r0, r1, accumulate);
+            return;
+        }
+        xpack_blocks(g->xpack, g->mr_max, g->short_rows, xp, X, ldx, nb, in, 0, 3);
+        g->gshort(Y, ldy, xp, nb, W, bf16, b, in, r0, r1, accumulate);
+        return;
+    }
     const int kc = gemm_kc(nb, in);
     const size_t xn = ((size_t)nb * in + 15) & ~(size_t)15, wn = (size_t)g->nr * kc,
                  cn = kc < in ? (size_t)nb * g->nr : 0;
@@ -272,7 +314,7 @@ static void gemm_drive(const gemm_level *g, float *Y, size_t ldy, const float *X
         gemm_chain_scalar(Y, ldy, X, ldx, nb, W, bf16, b, in, r0, r1, accumulate);
         return;
     }
-    xpack_blocks(g->xpack, g->mr_max, xp, X, ldx, nb, in, 0, xblocks(nb, g->mr_max));
+    xpack_blocks(g->xpack, g->mr_max, 0, xp, X, ldx, nb, in, 0, xblocks(nb, g->mr_max));
     gemm_tiles(g, Y, ldy, xp, nb, W, bf16, b, in, r0, r1, accumulate, kc, xp + xn, xp + xn + wn,
                NULL);
 }
@@ -307,7 +349,7 @@ static void gemm_drive_prepacked(const gemm_level *g, float *Y, size_t ldy, cons
         gemm_chain_scalar(Y, ldy, X, ldx, nb, W, 0, b, in, r0, r1, accumulate);
         return;
     }
-    xpack_blocks(g->xpack, g->mr_max, xp, X, ldx, nb, in, 0, xblocks(nb, g->mr_max));
+    xpack_blocks(g->xpack, g->mr_max, 0, xp, X, ldx, nb, in, 0, xblocks(nb, g->mr_max));
     gemm_tiles(g, Y, ldy, xp, nb, W, 0, b, in, r0, r1, accumulate, kc, NULL, xp + xn, Wp);
 }
 
@@ -318,7 +360,8 @@ static void gemm_drive_prepacked_xp(const gemm_level *g, float *Y, size_t ldy, c
                                     int nb, const float *Wp, const float *W, const float *b,
                                     int in, int r0, int r1, int accumulate) {
     if (r1 <= r0 || nb < 1) return;
-    if (r0 % g->nr) {
+    /* a short prompt's inputs are packed for the tile reading W in place (the same bits) */
+    if (r0 % g->nr || nb <= g->short_rows) {
         gemm_drive_packed(g, Y, ldy, P, nb, W, 0, b, in, r0, r1, accumulate);
         return;
     }
@@ -350,7 +393,7 @@ static void gemm_bf16_portable(float *Y, size_t ldy, const float *X, size_t ldx,
 /* Packed inputs at this level are the rows themselves (blocks of one row). */
 static void gemm_xpack_portable(float *P, const float *X, size_t ldx, int nb, int in, int i0,
                                 int i1) {
-    xpack_blocks(xpack_scalar, 1, P, X, ldx, nb, in, i0, i1);
+    xpack_blocks(xpack_scalar, 1, 0, P, X, ldx, nb, in, i0, i1);
 }
 static void gemm_f32_packed_portable(float *Y, size_t ldy, const float *P, int nb,
                                      const float *W, const float *b, int in, int r0, int r1,
@@ -365,6 +408,27 @@ static void gemm_bf16_packed_portable(float *Y, size_t ldy, const float *P, int 
 
 #ifdef WB_X86
 /* --------------------------------------------------------------------------- AVX-512 */
+
+#define AVX2 __attribute__((target("avx2,fma")))
+
+/* 8 x 8 transpose: r[j] row j in, r[c] column c out. */
+AVX2 static inline void tr8(__m256 r[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int q = 0; q < 2; q++) {
+        u[4 * q + 0] = _mm256_shuffle_ps(t[4 * q], t[4 * q + 2], 0x44);
+        u[4 * q + 1] = _mm256_shuffle_ps(t[4 * q], t[4 * q + 2], 0xEE);
+        u[4 * q + 2] = _mm256_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0x44);
+        u[4 * q + 3] = _mm256_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0xEE);
+    }
+    for (int c = 0; c < 4; c++) {
+        r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+        r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+    }
+}
 
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")))
 enum { NR512 = 32 };
@@ -606,17 +670,164 @@ TILES512(tile512, tile_512)
 #undef TILES512
 #undef TILE512_AT
 
+/* ----------------------------------------------------- AVX-512: short prompts, weights in place */
+
+/* For prompts of up to SHORT512 rows the tile is turned around: the prompt's rows sit in the
+ * vector lanes (16-row blocks of the packed inputs, X^T), and the weights are read where they
+ * are, row-major, one broadcast per weight shared by the NV row vectors. No weight panel is
+ * packed: at 44 tokens each F32 panel served only 4 row blocks, and its packing (a transpose
+ * read from memory and stored again) was 16-19% of the prefill. Each output is still one chain
+ * over k in order from 0 (fma is exact in either operand order), so the bits are the packed
+ * tile's and the portable chain's. A tile is SB_NO outputs x NV row vectors (24 accumulators at
+ * 44 rows: 24 FMAs for NV vector loads and 8 broadcasts per k); its 8 weight rows are one
+ * contiguous block, and the next tile's block is prefetched to L2 over this one's k loop. */
+enum { SHORT512 = 48, SB_NO = 8, SB_KB = 64 };
+
+/* acc[j][v] lane m = chain of output r + j (rows r .. r + 7 all exist) for input row 16 v + m;
+ * T[j * 48 + 16 v + m] <- acc. */
+AVX512 static inline __attribute__((always_inline)) void stile_512(
+    const int NV, const int bf16, int in, const float *P, int nb, const void *W, int r,
+    const char *pf, int npf, float *T) {
+    __m512 acc[SB_NO][3];
+    const int wl = nb - 16 * (NV - 1); /* rows of the last block, 1..16 */
+    const __mmask16 ml = (__mmask16)(wl >= 16 ? 0xffff : (1u << wl) - 1);
+    const float *xb[3];
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; v++) xb[v] = P + (size_t)16 * v * in;
+#pragma GCC unroll 8
+    for (int j = 0; j < SB_NO; j++)
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; v++) acc[j][v] = _mm512_setzero_ps();
+    if (!bf16) {
+        /* the 8 rows through two pointers and the row stride (rows 0-3 and 4-7 at 0, s, 2s,
+         * 3s), so the loop's addresses need 4 registers, not 8 row pointers (gcc spilled those
+         * and reloaded 6 of them per column) */
+        const ptrdiff_t s = (ptrdiff_t)in * 4, s3 = 3 * s;
+        const char *pa = (const char *)((const float *)W + (size_t)r * in), *pb = pa + 4 * s;
+        for (int k = 0; k < in; k++, pa += 4, pb += 4) {
+            if (npf > 0 && !(k & 1)) _mm_prefetch(pf, _MM_HINT_T1), pf += 64, npf--;
+            __m512 x[3];
+#pragma GCC unroll 3
+            for (int v = 0; v < NV; v++)
+                x[v] = v + 1 < NV ? _mm512_loadu_ps(xb[v] + (size_t)16 * k)
+                                  : _mm512_maskz_loadu_ps(ml, xb[v] + (size_t)wl * k);
+            const char *q[SB_NO] = {pa, pa + s, pa + 2 * s, pa + s3, pb, pb + s, pb + 2 * s, pb + s3};
+#pragma GCC unroll 8
+            for (int j = 0; j < SB_NO; j++) {
+                const __m512 w = _mm512_set1_ps(*(const float *)q[j]);
+#pragma GCC unroll 3
+                for (int v = 0; v < NV; v++) acc[j][v] = _mm512_fmadd_ps(w, x[v], acc[j][v]);
+            }
+        }
+    } else {
+        /* BF16: SB_KB columns of the 8 rows widened at a time into wb (L1), then broadcast from
+         * there: a widening per weight in the loop (shift, AND) shares the FMA ports and
+         * measured 5-15% slower than the packed BF16-pair tiles; widened once per chunk it is
+         * 2 shuffle-port operations per 16 weights */
+        const uint16_t *wh = (const uint16_t *)W + (size_t)r * in;
+        _Alignas(64) float wb[SB_NO * SB_KB];
+        for (int k0 = 0; k0 < in; k0 += SB_KB) {
+            const int kn = in - k0 < SB_KB ? in - k0 : SB_KB;
+#pragma GCC unroll 8
+            for (int j = 0; j < SB_NO; j++)
+                for (int c = 0; c < kn; c += 16) {
+                    const __mmask16 m = (__mmask16)(kn - c >= 16 ? 0xffff : (1u << (kn - c)) - 1);
+                    const __m256i h = _mm256_maskz_loadu_epi16(m, wh + (size_t)j * in + k0 + c);
+                    _mm512_store_si512(wb + j * SB_KB + c,
+                                       _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+                }
+            for (int kk = 0; kk < kn; kk++) {
+                const int k = k0 + kk;
+                if (npf > 0 && !(k & 3)) _mm_prefetch(pf, _MM_HINT_T1), pf += 64, npf--;
+                __m512 x[3];
+#pragma GCC unroll 3
+                for (int v = 0; v < NV; v++)
+                    x[v] = v + 1 < NV ? _mm512_loadu_ps(xb[v] + (size_t)16 * k)
+                                      : _mm512_maskz_loadu_ps(ml, xb[v] + (size_t)wl * k);
+#pragma GCC unroll 8
+                for (int j = 0; j < SB_NO; j++) {
+                    const __m512 w = _mm512_set1_ps(wb[j * SB_KB + kk]);
+#pragma GCC unroll 3
+                    for (int v = 0; v < NV; v++) acc[j][v] = _mm512_fmadd_ps(w, x[v], acc[j][v]);
+                }
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < SB_NO; j++)
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; v++) _mm512_store_ps(T + j * SHORT512 + 16 * v, acc[j][v]);
+}
+
+/* Y[t, r + j] for t < nb, c0 <= j < 8 from T (8 x 8 transposes), the bias and then, when
+ * accumulate, the old Y added as chain_store does. */
+AVX512 static void sfinish_512(const float *T, int nb, float *Y, size_t ldy, int r, int c0,
+                               const float *b, int accumulate) {
+    const __mmask8 mk = (__mmask8)(0xffu << c0);
+    const __m256 bv = b ? _mm256_maskz_loadu_ps(mk, b + r) : _mm256_setzero_ps();
+    for (int t0 = 0; t0 < nb; t0 += 8) {
+        __m256 v[8];
+        for (int j = 0; j < 8; j++) v[j] = _mm256_load_ps(T + j * SHORT512 + t0);
+        tr8(v);
+        const int n = nb - t0 < 8 ? nb - t0 : 8;
+        for (int i = 0; i < n; i++) {
+            float *y = Y + (size_t)(t0 + i) * ldy + r;
+            __m256 s = v[i];
+            if (b) s = _mm256_add_ps(s, bv);
+            if (accumulate) s = _mm256_add_ps(_mm256_maskz_loadu_ps(mk, y), s);
+            _mm256_mask_storeu_ps(y, mk, s);
+        }
+    }
+}
+
+#define STILE512(NV_, B_, name)                                                                 \
+    AVX512 static void name(int in, const float *P, int nb, const void *W, int r,              \
+                            const char *pf, int npf, float *T) {                                \
+        stile_512(NV_, B_, in, P, nb, W, r, pf, npf, T);                                        \
+    }
+STILE512(1, 0, stile512_f1) STILE512(2, 0, stile512_f2) STILE512(3, 0, stile512_f3)
+STILE512(1, 1, stile512_h1) STILE512(2, 1, stile512_h2) STILE512(3, 1, stile512_h3)
+#undef STILE512
+
+/* Y rows r0 .. r1 - 1 of nb <= SHORT512 inputs packed in 16-row blocks (xb_count). A last
+ * tile of fewer than 8 rows is the 8 rows ending at r1 (rows before r0 exist in W), storing
+ * only its own; a matrix range ending before row 8 runs the scalar chain. */
+AVX512 static void gemm_short_512(float *Y, size_t ldy, const float *P, int nb, const void *W,
+                                  int bf16, const float *b, int in, int r0, int r1,
+                                  int accumulate) {
+    typedef void (*stile_fn)(int, const float *, int, const void *, int, const char *, int,
+                             float *);
+    static const stile_fn tf[2][4] = {{NULL, stile512_f1, stile512_f2, stile512_f3},
+                                      {NULL, stile512_h1, stile512_h2, stile512_h3}};
+    if (r1 < SB_NO) {
+        gemm_chain_short(Y, ldy, P, nb, W, bf16, b, in, r0, r1, accumulate);
+        return;
+    }
+    const int nv = (nb + 15) / 16;
+    const stile_fn f = tf[bf16 ? 1 : 0][nv];
+    const size_t esz = bf16 ? 2 : 4;
+    _Alignas(64) float T[SB_NO * SHORT512];
+    for (int r = r0; r < r1; r += SB_NO) {
+        const int rt = r1 - r < SB_NO ? r1 - SB_NO : r;
+        const int nn = r + SB_NO < r1 ? (r1 - r - SB_NO < SB_NO ? r1 - r - SB_NO : SB_NO) : 0;
+        const char *pf = (const char *)W + (size_t)(r + SB_NO) * in * esz;
+        f(in, P, nb, W, rt, pf, (int)(((size_t)nn * in * esz + 63) / 64), T);
+        sfinish_512(T, nb, Y, ldy, rt, r - rt, b, accumulate);
+    }
+}
+
 static const gemm_level level512 = {
     NR512, 14, pack_512, xpack_512,
     {NULL, tile512_1, tile512_2, tile512_3, tile512_4, tile512_5, tile512_6, tile512_7,
      tile512_8, tile512_9, tile512_10, tile512_11, tile512_12, tile512_13, tile512_14},
     packh_512,
     {NULL, tileh512_1, tileh512_2, tileh512_3, tileh512_4, tileh512_5, tileh512_6, tileh512_7,
-     tileh512_8, tileh512_9, tileh512_10, tileh512_11, tileh512_12, tileh512_13, tileh512_14}};
+     tileh512_8, tileh512_9, tileh512_10, tileh512_11, tileh512_12, tileh512_13, tileh512_14},
+    SHORT512, gemm_short_512};
 
 static void gemm_xpack_avx512(float *P, const float *X, size_t ldx, int nb, int in, int i0,
                               int i1) {
-    xpack_blocks(xpack_512, 14, P, X, ldx, nb, in, i0, i1);
+    xpack_blocks(xpack_512, 14, SHORT512, P, X, ldx, nb, in, i0, i1);
 }
 AVX512 static void gemm_f32_packed_avx512(float *Y, size_t ldy, const float *P, int nb,
                                           const float *W, const float *b, int in, int r0, int r1,
@@ -662,27 +873,7 @@ AVX512 static void gemm_bf16_avx512(float *Y, size_t ldy, const float *X, size_t
 
 /* ------------------------------------------------------------------------------ AVX2 */
 
-#define AVX2 __attribute__((target("avx2,fma")))
 enum { NR256 = 16, MR256 = 6 };
-
-/* 8 x 8 transpose: r[j] row j in, r[c] column c out. */
-AVX2 static inline void tr8(__m256 r[8]) {
-    __m256 t[8], u[8];
-    for (int i = 0; i < 4; i++) {
-        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int q = 0; q < 2; q++) {
-        u[4 * q + 0] = _mm256_shuffle_ps(t[4 * q], t[4 * q + 2], 0x44);
-        u[4 * q + 1] = _mm256_shuffle_ps(t[4 * q], t[4 * q + 2], 0xEE);
-        u[4 * q + 2] = _mm256_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0x44);
-        u[4 * q + 3] = _mm256_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0xEE);
-    }
-    for (int c = 0; c < 4; c++) {
-        r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
-        r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
-    }
-}
 
 AVX2 static void pack_256(float *dst, const void *W, int bf16, int in, int r, int nr, int k0,
                           int kc) {
@@ -792,11 +983,11 @@ TILE256(1) TILE256(2) TILE256(3) TILE256(4) TILE256(5) TILE256(6)
 static const gemm_level level256 = {
     NR256, MR256, pack_256, xpack_256,
     {NULL, tile256_1, tile256_2, tile256_3, tile256_4, tile256_5, tile256_6},
-    NULL, {NULL}};
+    NULL, {NULL}, 0, NULL};
 
 static void gemm_xpack_avx2(float *P, const float *X, size_t ldx, int nb, int in, int i0,
                             int i1) {
-    xpack_blocks(xpack_256, MR256, P, X, ldx, nb, in, i0, i1);
+    xpack_blocks(xpack_256, MR256, 0, P, X, ldx, nb, in, i0, i1);
 }
 AVX2 static void gemm_f32_packed_avx2(float *Y, size_t ldy, const float *P, int nb,
                                       const float *W, const float *b, int in, int r0, int r1,
@@ -881,7 +1072,7 @@ void wb_kernels_gemm_register(wb_kernel_table *t, wb_isa isa) {
         t->gemm_f32_panels = gemm_f32_panels_avx512;
         t->gemm_f32_prepacked = gemm_f32_prepacked_avx512;
         t->gemm_f32_prepacked_packed = gemm_f32_prepacked_packed_avx512;
-        t->name_gemm = "avx512 packed 14x32 outer product";
+        t->name_gemm = "avx512 packed 14x32 outer product, up to 48 rows 8x48 broadcast";
     }
 #endif
 }

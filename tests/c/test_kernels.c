@@ -318,6 +318,22 @@ static void prompt_gemm_matches_portable_bit_for_bit(void) {
     }
 }
 
+/* Short prompts (AVX-512: up to 48 rows, the inputs in 16-row blocks and the weights read in
+ * place, 8 outputs a tile): every row count, with widths around the 16-lane blocks and the BF16
+ * path's 64-column chunks (1, 15, 16, odd, 64, 65, 130 and Qwen2.5-0.5B's 896), ranges ending
+ * inside a tile, fewer than 8 rows in all, and ranges not starting a tile. */
+static void short_prompt_gemm_matches_portable_at_every_row_count(void) {
+    static const int shapes[][3] = {
+        /* in, rows, r0 */
+        {1, 9, 0}, {15, 7, 2}, {16, 8, 0}, {33, 17, 1}, {64, 19, 5}, {65, 12, 0},
+        {130, 23, 7}, {896, 26, 3}};
+    int bad = 0;
+    for (int bf16 = 0; bf16 < 2; bf16++)
+        for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+            for (int nb = 1; nb <= 49 && !bad; nb++)
+                gemm_case(shapes[s][0], shapes[s][1], nb, shapes[s][2], bf16, &bad);
+}
+
 static void bf16_widening_is_exact_on_every_level(void) {
     enum { N = 77 };
     uint16_t h[N];
@@ -396,6 +412,7 @@ int main(void) {
     RUN(bf16_gemv_and_gemm_match_portable);
     RUN(bf16_batch_rows_equal_alone);
     RUN(prompt_gemm_matches_portable_bit_for_bit);
+    RUN(short_prompt_gemm_matches_portable_at_every_row_count);
     RUN(bf16_widening_is_exact_on_every_level);
     RUN(norms_softmax_gelu_swiglu_attention_match_portable);
     return check_summary();
