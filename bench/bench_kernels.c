@@ -253,8 +253,9 @@ int main(int argc, char **argv) {
      * gate/up shape (4864 x 896, as a prefill's weights sit in L3 between its own rows) at 44
      * and 268 inputs, and the 65536 x 896 matrix from memory at small nb, where the crossover
      * (WB_PROMPT_ROWS) is. GEMM / GEMV = the GEMV's time over the GEMM's, per repeat, median. */
-    enum { PNB = 8 };
-    static const int pnbs[PNB] = {4, 8, 12, 16, 24, 44, 96, 268};
+    enum { PNB = 10 };
+    /* 32-48: the AVX-512 short-prompt tile (weights read in place), 96 and 268 the packed one */
+    static const int pnbs[PNB] = {4, 8, 12, 16, 24, 32, 44, 48, 96, 268};
     double pg[2][2][WB_ISA_COUNT][PNB][MAXR]; /* [gemm?][bf16?][level][nb][rep] ms */
     float *Yp = malloc(4ull * ROWS * 268);
     float *Yd = malloc(4ull * DROWS * 24);

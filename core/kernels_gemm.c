@@ -31,6 +31,9 @@
  * from memory (25% of a 44-token prefill); for longer ones that measured 3-8% slower, so not
  * there. KC is the whole row unless the inputs' block would not stay in L2 (panels sized for L1
  * measured no faster).
+ * At AVX-512, prompts of up to 48 rows (SHORT512) skip the weight panels: the tile is turned
+ * around (the rows in the vector lanes, the inputs packed in 16-row blocks, the weights read in
+ * place by broadcasts, gemm_short_512), since at 44 tokens a panel served only 4 row blocks.
  * Dispatch: cpu.c; the driver below is plain C over the level's pack and tile functions.
  */
 #include "cpu.h"
