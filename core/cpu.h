@@ -94,10 +94,12 @@ typedef struct wb_kernel_table {
      * thread that reads them (q/k/v, gate/up): P holds nb x in floats as at most
      * ceil(nb / gemm_mr) blocks (short prompts may take fewer, larger ones; the indices past
      * them pack nothing), gemm_xpack packs blocks [i0, i1) of them (threads may share the
-     * blocks out), and the *_packed calls read P packed at the same level and give the
-     * unpacked calls' bits. */
+     * blocks out) for weights of one type (bf16: BF16, else F32; the layout may differ), and
+     * the *_packed calls of that type read P packed at the same level and give the unpacked
+     * calls' bits. */
     int gemm_mr;
-    void (*gemm_xpack)(float *P, const float *X, size_t ldx, int nb, int in, int i0, int i1);
+    void (*gemm_xpack)(float *P, const float *X, size_t ldx, int nb, int in, int i0, int i1,
+                       int bf16);
     void (*gemm_f32_packed)(float *Y, size_t ldy, const float *P, int nb, const float *W,
                             const float *b, int in, int r0, int r1, int accumulate);
     void (*gemm_bf16_packed)(float *Y, size_t ldy, const float *P, int nb, const uint16_t *W,

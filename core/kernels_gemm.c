@@ -280,7 +280,7 @@ static void gemm_drive_packed(const gemm_level *g, float *Y, size_t ldy, const f
                               const void *W, int bf16, const float *b, int in, int r0, int r1,
                               int accumulate) {
     if (r1 <= r0 || nb < 1) return;
-    if (nb <= g->short_rows) {
+    if (!bf16 && nb <= g->short_rows) {
         g->gshort(Y, ldy, P, nb, W, bf16, b, in, r0, r1, accumulate);
         return;
     }
@@ -299,7 +299,7 @@ static void gemm_drive(const gemm_level *g, float *Y, size_t ldy, const float *X
                        int nb, const void *W, int bf16, const float *b, int in, int r0, int r1,
                        int accumulate) {
     if (r1 <= r0 || nb < 1) return;
-    if (nb <= g->short_rows) {
+    if (!bf16 && nb <= g->short_rows) {
         float *xp = wb_kernel_buf(1, (size_t)nb * in);
         if (!xp) {
             gemm_chain_scalar(Y, ldy, X, ldx, nb, W, bf16, b, in, r0, r1, accumulate);
@@ -395,7 +395,8 @@ static void gemm_bf16_portable(float *Y, size_t ldy, const float *X, size_t ldx,
 
 /* Packed inputs at this level are the rows themselves (blocks of one row). */
 static void gemm_xpack_portable(float *P, const float *X, size_t ldx, int nb, int in, int i0,
-                                int i1) {
+                                int i1, int bf16) {
+    (void)bf16;
     xpack_blocks(xpack_scalar, 1, 0, P, X, ldx, nb, in, i0, i1);
 }
 static void gemm_f32_packed_portable(float *Y, size_t ldy, const float *P, int nb,
@@ -683,14 +684,19 @@ TILES512(tile512, tile_512)
  * over k in order from 0 (fma is exact in either operand order), so the bits are the packed
  * tile's and the portable chain's. A tile is SB_NO outputs x NV row vectors (24 accumulators at
  * 44 rows: 24 FMAs for NV vector loads and 8 broadcasts per k); its 8 weight rows are one
- * contiguous block, and the next tile's block is prefetched to L2 over this one's k loop. */
-enum { SHORT512 = 48, SB_NO = 8, SB_KB = 64 };
+ * contiguous block, and the next tile's block is prefetched to L2 over this one's k loop.
+ * F32 weights only: for BF16 a widening per weight in the loop (a dword broadcast, then a shift
+ * or an AND) shares the FMA ports and measured 5-15% slower than the BF16-pair panels, and
+ * widening 64 columns of the 8 rows at a time into an L1 buffer measured 0.91-1.16x their time
+ * (docs/performance.md, Session 6), so BF16 short prompts keep the panels (and the packed
+ * inputs' 14-row blocks: gemm_xpack's bf16 argument). */
+enum { SHORT512 = 48, SB_NO = 8 };
 
 /* acc[j][v] lane m = chain of output r + j (rows r .. r + 7 all exist) for input row 16 v + m;
  * T[j * 48 + 16 v + m] <- acc. */
 AVX512 static inline __attribute__((always_inline)) void stile_512(
-    const int NV, const int bf16, int in, const float *P, int nb, const void *W, int r,
-    const char *pf, int npf, float *T) {
+    const int NV, int in, const float *P, int nb, const float *W, int r, const char *pf, int npf,
+    float *T) {
     __m512 acc[SB_NO][3];
     const int wl = nb - 16 * (NV - 1); /* rows of the last block, 1..16 */
     const __mmask16 ml = (__mmask16)(wl >= 16 ? 0xffff : (1u << wl) - 1);
@@ -701,12 +707,12 @@ AVX512 static inline __attribute__((always_inline)) void stile_512(
     for (int j = 0; j < SB_NO; j++)
 #pragma GCC unroll 3
         for (int v = 0; v < NV; v++) acc[j][v] = _mm512_setzero_ps();
-    if (!bf16) {
+    {
         /* the 8 rows through two pointers and the row stride (rows 0-3 and 4-7 at 0, s, 2s,
          * 3s), so the loop's addresses need 4 registers, not 8 row pointers (gcc spilled those
          * and reloaded 6 of them per column) */
         const ptrdiff_t s = (ptrdiff_t)in * 4, s3 = 3 * s;
-        const char *pa = (const char *)((const float *)W + (size_t)r * in), *pb = pa + 4 * s;
+        const char *pa = (const char *)(W + (size_t)r * in), *pb = pa + 4 * s;
         for (int k = 0; k < in; k++, pa += 4, pb += 4) {
             if (npf > 0 && !(k & 1)) _mm_prefetch(pf, _MM_HINT_T1), pf += 64, npf--;
             __m512 x[3];
@@ -720,39 +726,6 @@ AVX512 static inline __attribute__((always_inline)) void stile_512(
                 const __m512 w = _mm512_set1_ps(*(const float *)q[j]);
 #pragma GCC unroll 3
                 for (int v = 0; v < NV; v++) acc[j][v] = _mm512_fmadd_ps(w, x[v], acc[j][v]);
-            }
-        }
-    } else {
-        /* BF16: SB_KB columns of the 8 rows widened at a time into wb (L1), then broadcast from
-         * there: a widening per weight in the loop (shift, AND) shares the FMA ports and
-         * measured 5-15% slower than the packed BF16-pair tiles; widened once per chunk it is
-         * 2 shuffle-port operations per 16 weights */
-        const uint16_t *wh = (const uint16_t *)W + (size_t)r * in;
-        _Alignas(64) float wb[SB_NO * SB_KB];
-        for (int k0 = 0; k0 < in; k0 += SB_KB) {
-            const int kn = in - k0 < SB_KB ? in - k0 : SB_KB;
-#pragma GCC unroll 8
-            for (int j = 0; j < SB_NO; j++)
-                for (int c = 0; c < kn; c += 16) {
-                    const __mmask16 m = (__mmask16)(kn - c >= 16 ? 0xffff : (1u << (kn - c)) - 1);
-                    const __m256i h = _mm256_maskz_loadu_epi16(m, wh + (size_t)j * in + k0 + c);
-                    _mm512_store_si512(wb + j * SB_KB + c,
-                                       _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-                }
-            for (int kk = 0; kk < kn; kk++) {
-                const int k = k0 + kk;
-                if (npf > 0 && !(k & 3)) _mm_prefetch(pf, _MM_HINT_T1), pf += 64, npf--;
-                __m512 x[3];
-#pragma GCC unroll 3
-                for (int v = 0; v < NV; v++)
-                    x[v] = v + 1 < NV ? _mm512_loadu_ps(xb[v] + (size_t)16 * k)
-                                      : _mm512_maskz_loadu_ps(ml, xb[v] + (size_t)wl * k);
-#pragma GCC unroll 8
-                for (int j = 0; j < SB_NO; j++) {
-                    const __m512 w = _mm512_set1_ps(wb[j * SB_KB + kk]);
-#pragma GCC unroll 3
-                    for (int v = 0; v < NV; v++) acc[j][v] = _mm512_fmadd_ps(w, x[v], acc[j][v]);
-                }
             }
         }
     }
@@ -783,13 +756,12 @@ AVX512 static void sfinish_512(const float *T, int nb, float *Y, size_t ldy, int
     }
 }
 
-#define STILE512(NV_, B_, name)                                                                 \
-    AVX512 static void name(int in, const float *P, int nb, const void *W, int r,              \
-                            const char *pf, int npf, float *T) {                                \
-        stile_512(NV_, B_, in, P, nb, W, r, pf, npf, T);                                        \
+#define STILE512(NV_)                                                                           \
+    AVX512 static void stile512_##NV_(int in, const float *P, int nb, const float *W, int r,   \
+                                      const char *pf, int npf, float *T) {                      \
+        stile_512(NV_, in, P, nb, W, r, pf, npf, T);                                            \
     }
-STILE512(1, 0, stile512_f1) STILE512(2, 0, stile512_f2) STILE512(3, 0, stile512_f3)
-STILE512(1, 1, stile512_h1) STILE512(2, 1, stile512_h2) STILE512(3, 1, stile512_h3)
+STILE512(1) STILE512(2) STILE512(3)
 #undef STILE512
 
 /* Y rows r0 .. r1 - 1 of nb <= SHORT512 inputs packed in 16-row blocks (xb_count). A last
@@ -798,17 +770,16 @@ STILE512(1, 1, stile512_h1) STILE512(2, 1, stile512_h2) STILE512(3, 1, stile512_
 AVX512 static void gemm_short_512(float *Y, size_t ldy, const float *P, int nb, const void *W,
                                   int bf16, const float *b, int in, int r0, int r1,
                                   int accumulate) {
-    typedef void (*stile_fn)(int, const float *, int, const void *, int, const char *, int,
+    typedef void (*stile_fn)(int, const float *, int, const float *, int, const char *, int,
                              float *);
-    static const stile_fn tf[2][4] = {{NULL, stile512_f1, stile512_f2, stile512_f3},
-                                      {NULL, stile512_h1, stile512_h2, stile512_h3}};
+    static const stile_fn tf[4] = {NULL, stile512_1, stile512_2, stile512_3};
+    (void)bf16; /* F32 only: see SHORT512 */
     if (r1 < SB_NO) {
-        gemm_chain_short(Y, ldy, P, nb, W, bf16, b, in, r0, r1, accumulate);
+        gemm_chain_short(Y, ldy, P, nb, W, 0, b, in, r0, r1, accumulate);
         return;
     }
-    const int nv = (nb + 15) / 16;
-    const stile_fn f = tf[bf16 ? 1 : 0][nv];
-    const size_t esz = bf16 ? 2 : 4;
+    const stile_fn f = tf[(nb + 15) / 16];
+    const size_t esz = 4;
     _Alignas(64) float T[SB_NO * SHORT512];
     for (int r = r0; r < r1; r += SB_NO) {
         const int rt = r1 - r < SB_NO ? r1 - SB_NO : r;
@@ -829,8 +800,8 @@ static const gemm_level level512 = {
     SHORT512, gemm_short_512};
 
 static void gemm_xpack_avx512(float *P, const float *X, size_t ldx, int nb, int in, int i0,
-                              int i1) {
-    xpack_blocks(xpack_512, 14, SHORT512, P, X, ldx, nb, in, i0, i1);
+                              int i1, int bf16) {
+    xpack_blocks(xpack_512, 14, bf16 ? 0 : SHORT512, P, X, ldx, nb, in, i0, i1);
 }
 AVX512 static void gemm_f32_packed_avx512(float *Y, size_t ldy, const float *P, int nb,
                                           const float *W, const float *b, int in, int r0, int r1,
@@ -989,7 +960,8 @@ static const gemm_level level256 = {
     NULL, {NULL}, 0, NULL};
 
 static void gemm_xpack_avx2(float *P, const float *X, size_t ldx, int nb, int in, int i0,
-                            int i1) {
+                            int i1, int bf16) {
+    (void)bf16;
     xpack_blocks(xpack_256, MR256, 0, P, X, ldx, nb, in, i0, i1);
 }
 AVX2 static void gemm_f32_packed_avx2(float *Y, size_t ldy, const float *P, int nb,

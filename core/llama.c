@@ -507,6 +507,11 @@ static void lin_phase(const layer_job *j, int phase, const float *X, const lin_o
         }
         return;
     }
+    /* the matrices reading the packed inputs: the first that can and every one packed alike
+     * (F32 and BF16 may be packed differently); the others pack their own */
+    const wb_mat *pk = NULL;
+    for (int i = 0; packs && !pk && i < no; i++)
+        if (wb_mat_takes_xpack(o[i].W)) pk = o[i].W;
     if (packs) {
         int total = 0;
         for (int r = 0; r < j->n_runs; r++)
@@ -519,14 +524,14 @@ static void lin_phase(const layer_job *j, int phase, const float *X, const lin_o
                       hi = b1 - base < nbk ? b1 - base : nbk;
             if (lo < hi)
                 wb_mat_xpack(j->P + (size_t)u->row0 * in, X + (size_t)u->row0 * in, u->n, in, lo,
-                             hi);
+                             hi, pk);
             base += nbk;
         }
         wb_pool_barrier(j->pool);
     }
     for (int i = 0; i < no; i++) {
         const wb_mat *W = o[i].W;
-        const int dyn = packs && wb_mat_takes_xpack(W);
+        const int dyn = packs && wb_mat_xpack_shares(pk, W);
         int r0, r1;
         wb_split_rows(W->rows, tid, nt, &r0, &r1);
         for (int r = 0; r < j->n_runs; r++) {
@@ -543,7 +548,7 @@ static void lin_phase(const layer_job *j, int phase, const float *X, const lin_o
      * one thread's chunk, small at the end so the threads finish together */
     int per_run = 0;
     for (int i = 0; i < no; i++)
-        if (wb_mat_takes_xpack(o[i].W)) per_run += o[i].W->rows;
+        if (wb_mat_xpack_shares(pk, o[i].W)) per_run += o[i].W->rows;
     const int total = per_run * j->n_prompt;
     int cur = atomic_load(&j->next[phase]);
     while (cur < total) {
@@ -551,7 +556,7 @@ static void lin_phase(const layer_job *j, int phase, const float *X, const lin_o
         for (;; r++)
             if (j->runs[r].mode == WB_MM_PROMPT && p-- == 0) break;
         for (;; i++) {
-            if (!wb_mat_takes_xpack(o[i].W)) continue;
+            if (!wb_mat_xpack_shares(pk, o[i].W)) continue;
             if (k < o[i].W->rows) break;
             k -= o[i].W->rows;
         }

@@ -241,12 +241,15 @@ void wb_mat_mul_runs(float *Y, const float *X, const wb_mm_run *runs, int n_runs
                      const wb_mat *W, const float *b, int r0, int r1, int accumulate);
 /* A prompt's inputs packed once for every F32 / BF16 matrix that reads them (q/k/v share xn):
  * wb_mat_takes_xpack says whether W's WB_MM_PROMPT products can read packed inputs;
- * wb_mat_xpack packs blocks [i0, i1) of X[n, in] into P[n * in] (wb_mat_xblocks(n) blocks, so
- * threads can share them out); wb_mat_mul_packed is wb_mat_mul(..., WB_MM_PROMPT) over P, to
- * the bit, with P packed under the same kernel level. */
+ * wb_mat_xpack packs blocks [i0, i1) of X[n, in] into P[n * in] for matrices of W's type
+ * (wb_mat_xblocks(n) blocks, so threads can share them out; the layout may differ between
+ * F32 and BF16, so wb_mat_xpack_shares says whether two matrices can read one packing);
+ * wb_mat_mul_packed is wb_mat_mul(..., WB_MM_PROMPT) over P, to the bit, with P packed under
+ * the same kernel level for W's type. */
 int wb_mat_takes_xpack(const wb_mat *W);
 int wb_mat_xblocks(int n);
-void wb_mat_xpack(float *P, const float *X, int n, int in, int i0, int i1);
+void wb_mat_xpack(float *P, const float *X, int n, int in, int i0, int i1, const wb_mat *W);
+int wb_mat_xpack_shares(const wb_mat *A, const wb_mat *B);
 void wb_mat_mul_packed(float *Y, const float *P, int n, const wb_mat *W, const float *b, int r0,
                        int r1, int accumulate);
 /* The same for block-quantized matrices: wb_mat_takes_qact says whether W multiplies quantized

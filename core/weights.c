@@ -661,10 +661,15 @@ int wb_mat_takes_xpack(const wb_mat *W) {
     return W->dtype == WB_MAT_F32 || W->dtype == WB_MAT_BF16;
 }
 
+int wb_mat_xpack_shares(const wb_mat *A, const wb_mat *B) {
+    return wb_mat_takes_xpack(A) && wb_mat_takes_xpack(B) &&
+           (A->dtype == WB_MAT_BF16) == (B->dtype == WB_MAT_BF16);
+}
+
 int wb_mat_xblocks(int n) { return (n + wb_kt()->gemm_mr - 1) / wb_kt()->gemm_mr; }
 
-void wb_mat_xpack(float *P, const float *X, int n, int in, int i0, int i1) {
-    wb_kt()->gemm_xpack(P, X, (size_t)in, n, in, i0, i1);
+void wb_mat_xpack(float *P, const float *X, int n, int in, int i0, int i1, const wb_mat *W) {
+    wb_kt()->gemm_xpack(P, X, (size_t)in, n, in, i0, i1, W->dtype == WB_MAT_BF16);
 }
 
 void wb_mat_mul_packed(float *Y, const float *P, int n, const wb_mat *W, const float *b, int r0,

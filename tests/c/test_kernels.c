@@ -236,8 +236,8 @@ static void gemm_case(int in, int rows, int nb, int r0, int bf16, int *bad_out) 
             wb_isa_limit((wb_isa)lv);
             const int nblk = (nb + wb_kt()->gemm_mr - 1) / wb_kt()->gemm_mr;
             for (size_t i = 0; i < (size_t)in * nb; i++) P[i] = NAN;
-            wb_kt()->gemm_xpack(P, X, in, nb, in, nblk / 2, nblk + 3);
-            wb_kt()->gemm_xpack(P, X, in, nb, in, 0, nblk / 2);
+            wb_kt()->gemm_xpack(P, X, in, nb, in, nblk / 2, nblk + 3, bf16);
+            wb_kt()->gemm_xpack(P, X, in, nb, in, 0, nblk / 2, bf16);
             memcpy(Y1, Yi, sizeof(float) * ny);
             if (bf16) wb_kt()->gemm_bf16_packed(Y1, rows, P, nb, Wh, bb, in, r0, rows, acc);
             else wb_kt()->gemm_f32_packed(Y1, rows, P, nb, Wf, bb, in, r0, rows, acc);
