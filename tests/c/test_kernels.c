@@ -318,16 +318,16 @@ static void prompt_gemm_matches_portable_bit_for_bit(void) {
     }
 }
 
-/* Short prompts (AVX-512: up to 48 rows, the inputs in 16-row blocks and the weights read in
- * place, 8 outputs a tile): every row count, with widths around the 16-lane blocks and the BF16
- * path's 64-column chunks (1, 15, 16, odd, 64, 65, 130 and Qwen2.5-0.5B's 896), ranges ending
- * inside a tile, fewer than 8 rows in all, and ranges not starting a tile. */
+/* Short prompts (AVX-512, F32: up to 48 rows, the inputs in 16-row blocks and the weights read
+ * in place, 8 outputs a tile; BF16 through the pair panels): every row count, with widths
+ * around the 16-lane blocks (1, 15, 16, odd, 64, 65, 130 and Qwen2.5-0.5B's 896), ranges ending
+ * inside a tile, fewer than 8 rows in all (the scalar chain), and ranges not starting a tile. */
 static void short_prompt_gemm_matches_portable_at_every_row_count(void) {
     static const int shapes[][3] = {
         /* in, rows, r0 */
         {1, 9, 0}, {15, 7, 2}, {16, 8, 0}, {33, 17, 1}, {64, 19, 5}, {65, 12, 0}};
-    /* wider rows (BF16 chunks past the first, Qwen2.5-0.5B's 896) at the block edges and the
-     * 44-token prompt (the time is there) */
+    /* wider rows (130, Qwen2.5-0.5B's 896) at the block edges and the 44-token prompt (the
+     * time is there) */
     static const int qnb[] = {1, 15, 16, 17, 31, 32, 33, 44, 47, 48, 49};
     int bad = 0;
     for (int bf16 = 0; bf16 < 2; bf16++) {
