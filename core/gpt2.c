@@ -435,7 +435,7 @@ static void qkv_part(const fwd_job *j, const gpt2_layer *ly, int c0, int tid, in
         const size_t lo = (size_t)j->layer * q->cache_ctx * C + (size_t)q->pos * C;
         /* the rows packed once for the three calls, as each call would pack them */
         float *P = j->xp + (size_t)tid * j->xp_stride;
-        kt->gemm_xpack(P, j->xn + (size_t)u->row0 * C, (size_t)C, u->n, C, 0, u->n);
+        kt->gemm_xpack(P, j->xn + (size_t)u->row0 * C, (size_t)C, u->n, C, 0, u->n, 0); /* F32 */
         for (int part = 0; part < 3; part++) { /* q, k, v: columns [part C, part C + C) */
             const int a = r0 > part * C ? r0 : part * C, e = r1 < part * C + C ? r1 : part * C + C;
             if (a >= e) continue;
