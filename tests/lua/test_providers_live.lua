@@ -119,7 +119,9 @@ H.test("options are checked", function()
   H.checkerror("unknown provider", providers.stream_chat, "nobody", preset, msgs, {})
 end)
 
-for _, pf in ipairs(pids) do os.execute(("kill -INT $(cat %s) 2>/dev/null"):format(pf)) end
+-- TERM, not INT: a job started with `&` by a non-interactive shell ignores SIGINT (and the host
+-- leaves it ignored), so INT would leave the servers running until their --duration
+for _, pf in ipairs(pids) do os.execute(("kill -TERM $(cat %s) 2>/dev/null"):format(pf)) end
 wb.http.request{ url = ("http://127.0.0.1:%d/quit"):format(mock) }
 os.execute("rm -rf " .. dir)
 H.done()
