@@ -410,9 +410,9 @@ static void ln_rows(const fwd_job *j, int n, const float *w, const float *b, int
  * so the bits the copy from qkv gave, without the copy (3-4% of a 96-token TinyLM prefill went
  * to copying K/V rows); the rows are packed once (gemm_xpack) for the three calls. */
 static void qkv_part(const fwd_job *j, const gpt2_layer *ly, int c0, int tid, int nt) {
-    const int C = j->m->cfg.n_embd, n_direct = j->aj->kv_direct ? 1 : 0;
+    const int C = j->m->cfg.n_embd;
     int any = 0;
-    for (int s = 0; s < j->n_seqs && n_direct; s++) any |= j->aj->kv_direct[s];
+    for (int s = 0; s < j->n_seqs; s++) any |= j->aj->kv_direct[s];
     if (!any) {
         mm_part(j->m, j->runs, j->n_runs, j->qkv, j->xn, j->n, &ly->qkv, ly->panels[0], ly->qkv_b,
                 0, 0, c0, 3 * C, tid, nt);
