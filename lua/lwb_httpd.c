@@ -322,9 +322,16 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     else if (s->live == r) s->live = r->next;
     if (r->next) r->next->prev = r->prev;
     r->prev = r->next = NULL;
+    /* Answered but never queued (the client left, or the server stopped, before the connection
+     * was resumed): nobody will queue it now. A streamed response holds a reference to r, so
+     * r's count cannot reach 0 while it exists: destroy it here, after the unlock (its free
+     * callback takes the lock). */
+    struct MHD_Response *unsent = r->resp;
+    r->resp = NULL;
     s->events++;
     pthread_cond_broadcast(&s->cv);
     req_unref_unlock(r);
+    if (unsent) MHD_destroy_response(unsent);
 }
 
 /* Streaming body: what Lua wrote; suspend when there is nothing yet. */
