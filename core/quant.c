@@ -649,6 +649,201 @@ AVXVNNI static inline __m256i nib2_avxvnni(__m256i lo, __m256i xl, __m256i hi, _
     return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), lo, xl), hi, xh);
 }
 
+/* Q4_K / Q6_K on the AVX2 level. Their per-row dots above run one block at a time through two
+ * dependent FMAs and a horizontal sum, so a prompt or a decode step reads them at a few percent
+ * of the integer rate (a 268-token prefill of Q4_K rows took ten times the Q4_0 time). Two forms
+ * keep the per-row chains in float lanes, so every lane still runs the canonical FMAs of its row
+ * and input (the same bits as the per-row dots):
+ * - decode (one input): 8 rows at a time, lane i row i. A block's 8 products fold to one lane
+ *   per row (fold8); each super-block's scales are read for the 8 rows at once (its first 16
+ *   bytes, transposed to one 32-bit lane per row: d and dmin, then the 12 bytes of 6-bit scales
+ *   and mins; Q6_K: its 16 int8 scales, and d).
+ * - prompts: 8 inputs at a time, lane j input j, for a chunk of rows that stays in L1 while
+ *   every group of 8 inputs passes; a block's weight values are unpacked once for the 8 inputs
+ *   and folded to one lane per input (the shuffles of those folds bound it); the rows' block
+ *   scales are read once per chunk, and the inputs' (d; Q4_K's -s as a float, Q6_K's 32 h) laid
+ *   out per block once per group.
+ * Measured (1 thread, thread CPU time, 896 x 4864 from cache, docs/performance.md Session 7):
+ * Q4_K 4x faster at one input, 5-6x at 268; Q6_K 3.5x and 5x; prompts still about a third of the
+ * AVX2 Q4_0 tile's rate (that tile reads weights transposed, with no folds). */
+#define K_ROWS_CHUNK 16
+
+/* 8 rows' 16 bytes at p[i] as 4 vectors, lane i row i: bytes 0-3, 4-7, 8-11, 12-15 */
+AVX2 static inline void rows16_t(const uint8_t *const p[8], __m256i out[4]) {
+    __m256i A[4];
+    for (int i = 0; i < 4; i++)
+        A[i] = _mm256_loadu2_m128i((const __m128i *)p[i + 4], (const __m128i *)p[i]);
+    const __m256i t0 = _mm256_unpacklo_epi32(A[0], A[1]), t1 = _mm256_unpackhi_epi32(A[0], A[1]);
+    const __m256i t2 = _mm256_unpacklo_epi32(A[2], A[3]), t3 = _mm256_unpackhi_epi32(A[2], A[3]);
+    out[0] = _mm256_unpacklo_epi64(t0, t2), out[1] = _mm256_unpackhi_epi64(t0, t2);
+    out[2] = _mm256_unpacklo_epi64(t1, t3), out[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+/* Q4_K group g's 6-bit scale (or min, from w1 instead of w0) per lane, as in q4k_scale_min */
+AVX2 static inline __m256 q4k_lane_scale(__m256i w0, __m256i w2, int g, int mins) {
+    const __m256i m6 = _mm256_set1_epi32(63), m4 = _mm256_set1_epi32(15), m2 = _mm256_set1_epi32(3);
+    if (g < 4) return _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(w0, 8 * g), m6));
+    const int k = g - 4;
+    const __m256i lo = _mm256_and_si256(_mm256_srli_epi32(w2, 8 * k + (mins ? 4 : 0)), m4);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi32(w0, 8 * k + 6), m2);
+    return _mm256_cvtepi32_ps(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)));
+}
+/* the 8 lanes' halves of a block's products: lane i of *lo sums lanes 0-3 of P[i], *hi 4-7 */
+AVX2 static inline void fold8_halves(const __m256i P[8], __m256i *lo, __m256i *hi) {
+    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(P[0], P[1]), _mm256_hadd_epi32(P[2], P[3]));
+    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(P[4], P[5]), _mm256_hadd_epi32(P[6], P[7]));
+    *lo = _mm256_permute2x128_si256(a, b, 0x20);
+    *hi = _mm256_permute2x128_si256(a, b, 0x31);
+}
+/* Q6_K scale idx (0..15) per lane from the transposed scale bytes S[4], as a float */
+AVX2 static inline __m256 q6k_lane_scale(const __m256i S[4], int idx) {
+    const int sh = 24 - 8 * (idx % 4);
+    return _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(S[idx / 4], sh), 24));
+}
+
+#define DEFINE_KQUANT_256(SUFFIX, ATTR, MULU)                                                     \
+    /* rows r..r+7 (lanes below keep_from computed, not stored) against one input */             \
+    ATTR static void kgemv8_##SUFFIX(wb_qtype t, float *Y, const qact *a, const uint8_t *W,      \
+                                     size_t rb, const float *bias, int nblk, int r, int keep_from, \
+                                     int accumulate) {                                            \
+        const size_t bs = t == WB_QT_Q4_K ? 144 : 210;                                            \
+        const uint8_t *rows[8];                                                                   \
+        for (int i = 0; i < 8; i++) rows[i] = W + (size_t)(r + i) * rb;                           \
+        __m256 y = _mm256_setzero_ps();                                                           \
+        for (int sb = 0; sb < nblk / 8; sb++) {                                                   \
+            const uint8_t *blk[8];                                                                \
+            for (int i = 0; i < 8; i++) blk[i] = rows[i] + (size_t)sb * bs;                       \
+            __m256i P[8], H[4];                                                                   \
+            if (t == WB_QT_Q4_K) {                                                                \
+                rows16_t(blk, H); /* d | dmin, scales 0-3, 4-7, 8-11 */                          \
+                const __m256i h16 = _mm256_packus_epi32(_mm256_and_si256(H[0], _mm256_set1_epi32(0xffff)), \
+                                                        _mm256_srli_epi32(H[0], 16));             \
+                const __m256i dd = _mm256_permute4x64_epi64(h16, 0xd8);                           \
+                const __m256 d = _mm256_cvtph_ps(_mm256_castsi256_si128(dd));                     \
+                const __m256 dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(dd, 1));             \
+                for (int bb = 0; bb < 8; bb++) {                                                  \
+                    const int b = 8 * sb + bb;                                                    \
+                    const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));      \
+                    for (int i = 0; i < 8; i++)                                                   \
+                        P[i] = MULU(q4k_nibbles(blk[i] + 16 + 32 * (bb / 2), bb & 1), xv);        \
+                    const __m256 dx = _mm256_set1_ps(a->d[b]);                                    \
+                    const __m256 dsc = _mm256_mul_ps(d, q4k_lane_scale(H[1], H[3], bb, 0));       \
+                    const __m256 dmn = _mm256_mul_ps(dmin, q4k_lane_scale(H[2], H[3], bb, 1));    \
+                    y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(fold8(P)), _mm256_mul_ps(dsc, dx), y); \
+                    y = _mm256_fmadd_ps(_mm256_set1_ps((float)(-a->s[b])), _mm256_mul_ps(dmn, dx), y); \
+                }                                                                                 \
+            } else {                                                                              \
+                const uint8_t *sp[8];                                                             \
+                uint16_t dh[8];                                                                   \
+                for (int i = 0; i < 8; i++) sp[i] = blk[i] + 192, dh[i] = rd16(blk[i] + 208);     \
+                rows16_t(sp, H); /* the 16 int8 scales */                                        \
+                const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));           \
+                for (int bb = 0; bb < 8; bb++) {                                                  \
+                    const int b = 8 * sb + bb;                                                    \
+                    const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));      \
+                    for (int i = 0; i < 8; i++) P[i] = MULU(q6_values(blk[i], bb), xv);           \
+                    __m256i lo, hi;                                                               \
+                    fold8_halves(P, &lo, &hi);                                                    \
+                    lo = _mm256_sub_epi32(lo, _mm256_set1_epi32(32 * a->h[2 * b]));               \
+                    hi = _mm256_sub_epi32(hi, _mm256_set1_epi32(32 * a->h[2 * b + 1]));           \
+                    const __m256 dx = _mm256_set1_ps(a->d[b]);                                    \
+                    const __m256 d0 = _mm256_mul_ps(d, q6k_lane_scale(H, 2 * bb));                \
+                    const __m256 d1 = _mm256_mul_ps(d, q6k_lane_scale(H, 2 * bb + 1));            \
+                    y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), _mm256_mul_ps(d0, dx), y);        \
+                    y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), _mm256_mul_ps(d1, dx), y);        \
+                }                                                                                 \
+            }                                                                                     \
+        }                                                                                         \
+        _Alignas(32) float v[8];                                                                  \
+        _mm256_store_ps(v, y);                                                                    \
+        for (int i = keep_from; i < 8; i++) {                                                     \
+            const float s = v[i] + (bias ? bias[r + i] : 0.0f);                                   \
+            Y[r + i] = accumulate ? Y[r + i] + s : s;                                             \
+        }                                                                                         \
+    }                                                                                             \
+    /* nb inputs (act, astride apart); 0 without scratch (the caller has the per-row dots) */    \
+    ATTR static int kgemm_##SUFFIX(wb_qtype t, float *Y, size_t ldy, const uint8_t *act,         \
+                                   size_t astride, int nb, const uint8_t *W, size_t rb,           \
+                                   const float *bias, int in, int r0, int r1, int accumulate) {   \
+        const int nblk = in / 32, q4k = t == WB_QT_Q4_K;                                          \
+        const size_t bs = q4k ? 144 : 210;                                                        \
+        /* per block, the group's 8 d, then Q4_K: 8 (float)-s; Q6_K: 8 + 8 int32 32 h */         \
+        /* then the chunk's two float scales per row and block (Q4_K d sc, dmin m; Q6_K d sc16 \
+         * of each half), read once per chunk rather than once per group */                      \
+        float *dx = qscratch(1, (size_t)nblk * (8 * 3 + 2 * K_ROWS_CHUNK) * sizeof(float));      \
+        if (!dx) return 0;                                                                        \
+        float *ms = dx + (size_t)8 * nblk, *ws = dx + (size_t)24 * nblk;                          \
+        int32_t *h0 = (int32_t *)(void *)ms, *h1 = h0 + (size_t)8 * nblk;                         \
+        for (int c0 = r0; c0 < r1; c0 += K_ROWS_CHUNK) {                                          \
+            const int c1 = r1 - c0 < K_ROWS_CHUNK ? r1 : c0 + K_ROWS_CHUNK;                       \
+            for (int r = c0; r < c1; r++)                                                         \
+                for (int b = 0; b < nblk; b++) {                                                  \
+                    const uint8_t *blk = W + (size_t)r * rb + (size_t)(b / 8) * bs;               \
+                    float *w2 = ws + 2 * ((size_t)(r - c0) * nblk + b);                           \
+                    if (q4k) q4k_block_scales_h(blk, b % 8, &w2[0], &w2[1]);                      \
+                    else {                                                                        \
+                        const float d = h2f(blk + 208);                                           \
+                        w2[0] = d * (float)(int8_t)blk[192 + 2 * (b % 8)];                        \
+                        w2[1] = d * (float)(int8_t)blk[193 + 2 * (b % 8)];                        \
+                    }                                                                             \
+                }                                                                                 \
+            for (int j0 = 0; j0 < nb; j0 += 8) {                                                  \
+                const int jn = nb - j0 < 8 ? nb - j0 : 8;                                         \
+                const int8_t *xq[8];                                                              \
+                for (int j = 0; j < 8; j++) { /* a short group repeats its last input */          \
+                    const qact aj = act_view(act + astride * (size_t)(j0 + (j < jn ? j : jn - 1)), in); \
+                    xq[j] = aj.q;                                                                 \
+                    for (int b = 0; b < nblk; b++) {                                              \
+                        dx[8 * b + j] = aj.d[b];                                                  \
+                        if (q4k) ms[8 * b + j] = (float)(-aj.s[b]);                               \
+                        else h0[8 * b + j] = 32 * aj.h[2 * b], h1[8 * b + j] = 32 * aj.h[2 * b + 1]; \
+                    }                                                                             \
+                }                                                                                 \
+                for (int r = c0; r < c1; r++) {                                                   \
+                    const uint8_t *row = W + (size_t)r * rb;                                      \
+                    const float *w2 = ws + 2 * (size_t)(r - c0) * nblk;                           \
+                    __m256 y = _mm256_setzero_ps();                                               \
+                    __m256i P[8];                                                                 \
+                    for (int b = 0; b < nblk; b++) {                                              \
+                        const uint8_t *blk = row + (size_t)(b / 8) * bs;                          \
+                        const int bb = b % 8;                                                     \
+                        const __m256 dxv = _mm256_load_ps(dx + 8 * b);                            \
+                        if (q4k) {                                                                \
+                            const __m256i u = q4k_nibbles(blk + 16 + 32 * (bb / 2), bb & 1);      \
+                            for (int j = 0; j < 8; j++)                                           \
+                                P[j] = MULU(u, _mm256_loadu_si256((const __m256i *)(xq[j] + 32 * b))); \
+                            y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(fold8(P)),                     \
+                                                _mm256_mul_ps(_mm256_set1_ps(w2[2 * b]), dxv), y); \
+                            y = _mm256_fmadd_ps(_mm256_load_ps(ms + 8 * b),                       \
+                                                _mm256_mul_ps(_mm256_set1_ps(w2[2 * b + 1]), dxv), y); \
+                        } else {                                                                  \
+                            const __m256i u = q6_values(blk, bb);                                 \
+                            for (int j = 0; j < 8; j++)                                           \
+                                P[j] = MULU(u, _mm256_loadu_si256((const __m256i *)(xq[j] + 32 * b))); \
+                            __m256i lo, hi;                                                       \
+                            fold8_halves(P, &lo, &hi);                                            \
+                            lo = _mm256_sub_epi32(lo, _mm256_load_si256((const __m256i *)(h0 + 8 * b))); \
+                            hi = _mm256_sub_epi32(hi, _mm256_load_si256((const __m256i *)(h1 + 8 * b))); \
+                            y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo),                           \
+                                                _mm256_mul_ps(_mm256_set1_ps(w2[2 * b]), dxv), y); \
+                            y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi),                           \
+                                                _mm256_mul_ps(_mm256_set1_ps(w2[2 * b + 1]), dxv), y); \
+                        }                                                                         \
+                    }                                                                             \
+                    _Alignas(32) float v[8];                                                      \
+                    _mm256_store_ps(v, y);                                                        \
+                    for (int j = 0; j < jn; j++) {                                                \
+                        const float s = v[j] + (bias ? bias[r] : 0.0f);                           \
+                        float *yp = Y + (size_t)(j0 + j) * ldy + r;                               \
+                        *yp = accumulate ? *yp + s : s;                                           \
+                    }                                                                             \
+                }                                                                                 \
+            }                                                                                     \
+        }                                                                                         \
+        return 1;                                                                                 \
+    }
+DEFINE_KQUANT_256(avx2, AVX2, mul_u8s8)
+DEFINE_KQUANT_256(avxvnni, AVXVNNI, vnni_u8s8)
+
 #define DEFINE_GEMV_256(SUFFIX, ATTR, Q8MUL, Q8CORR)                                              \
     ATTR static void gemv8_##SUFFIX(const int q8, float *Y, const qact *a, const uint8_t *W,      \
                                     size_t rb, const float *bias, int nblk, int r, int keep_from, \
@@ -701,6 +896,12 @@ AVXVNNI static inline __m256i nib2_avxvnni(__m256i lo, __m256i xl, __m256i hi, _
                                    size_t rb, const float *bias, int in, int r0, int r1,          \
                                    int accumulate) {                                              \
         const qact a = act_view(act, in);                                                         \
+        if ((t == WB_QT_Q4_K || t == WB_QT_Q6_K) && r1 - r0 >= 8) {                              \
+            int r = r0;                                                                           \
+            for (; r + 8 <= r1; r += 8) kgemv8_##SUFFIX(t, Y, &a, W, rb, bias, in / 32, r, 0, accumulate); \
+            if (r < r1) kgemv8_##SUFFIX(t, Y, &a, W, rb, bias, in / 32, r1 - 8, 8 - (r1 - r), accumulate); \
+            return;                                                                               \
+        }                                                                                         \
         if ((t != WB_QT_Q8_0 && t != WB_QT_Q4_0) || r1 - r0 < 8) {                                \
             const qdot_fn dot = t == WB_QT_Q8_0   ? dot_q8_0_##SUFFIX                             \
                                 : t == WB_QT_Q4_0 ? dot_q4_0_##SUFFIX                             \
@@ -1462,6 +1663,9 @@ AVX2 static inline __m256i bcast4_256(const int8_t *p) {
             else gemm_tiles8_##SUFFIX(KIND8_##SUFFIX, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc); \
             return;                                                                               \
         }                                                                                         \
+        if ((t == WB_QT_Q4_K || t == WB_QT_Q6_K) &&                                               \
+            kgemm_##SUFFIX(t, Y, ldy, act, astride, nb, W, rb, bias, in, r0, r1, accumulate))     \
+            return;                                                                               \
         const qdot_fn dot = t == WB_QT_Q8_0   ? dot_q8_0_##SUFFIX                                 \
                             : t == WB_QT_Q4_0 ? dot_q4_0_##SUFFIX                                 \
                             : t == WB_QT_Q4_K ? dot_q4_k_##SUFFIX                                 \
