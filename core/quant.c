@@ -658,14 +658,12 @@ AVXVNNI static inline __m256i nib2_avxvnni(__m256i lo, __m256i xl, __m256i hi, _
  *   per row (fold8); each super-block's scales are read for the 8 rows at once (its first 16
  *   bytes, transposed to one 32-bit lane per row: d and dmin, then the 12 bytes of 6-bit scales
  *   and mins; Q6_K: its 16 int8 scales, and d).
- * - prompts: 8 inputs at a time, lane j input j, for a chunk of rows that stays in L1 while
- *   every group of 8 inputs passes; a block's weight values are unpacked once for the 8 inputs
- *   and folded to one lane per input (the shuffles of those folds bound it); the rows' block
- *   scales are read once per chunk, and the inputs' (d; Q4_K's -s as a float, Q6_K's 32 h) laid
- *   out per block once per group.
- * Measured (1 thread, thread CPU time, 896 x 4864 from cache, docs/performance.md Session 7):
- * Q4_K 4x faster at one input, 5-6x at 268; Q6_K 3.5x and 5x; prompts still about a third of the
- * AVX2 Q4_0 tile's rate (that tile reads weights transposed, with no folds). */
+ * - prompts of 2-7 inputs: 8 inputs at a time, lane j input j, for a chunk of rows that stays in
+ *   L1 while every group of 8 inputs passes; a block's weight values are unpacked once for the 8
+ *   inputs and folded to one lane per input; the rows' block scales are read once per chunk, and
+ *   the inputs' (d; Q4_K's -s as a float, Q6_K's 32 h) laid out per block once per group.
+ *   Prompts of 8 or more take the transposed tile further down (ktile), which needs no folds.
+ * Measured (1 thread, thread CPU time, 896 x 4864 from cache, docs/performance.md Session 7). */
 #define K_ROWS_CHUNK 16
 
 /* 8 rows' 16 bytes at p[i] as 4 vectors, lane i row i: bytes 0-3, 4-7, 8-11, 12-15 */
@@ -1573,6 +1571,111 @@ AVX2 static inline __m256i bcast4_256(const int8_t *p) {
 }
 
 /* acc[j] (8 rows) over the chunk, inputs j < N of a group record stream (grp_rec(N) a block) */
+/* Q4_K / Q6_K prompts of 8 inputs or more on the AVX2 level: 8 rows at a time, lane i row i, as
+ * the Q4_0 tile below. Each block's values of the 8 rows are transposed once (register k: values
+ * 4k..4k+3 of every row) and multiplied by every input's 4-byte groups broadcast, so no fold is
+ * needed; each input's float chain (the canonical one of its row, lane by lane) waits in acc[j]
+ * between blocks. Q4_K's eight 16-bit pair sums of a block add without overflow (8 x 2 x 15 x 127
+ * = 30480) before one widening madd; Q6_K's (2 x 63 x 127 each) two at a time, per half. */
+AVX2 static inline __m256i kbcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+AVX2 static inline __m256i q4k_isum_avx2(const __m256i R[8], const int8_t *x) {
+    __m256i s = _mm256_maddubs_epi16(R[0], kbcast4(x));
+    for (int k = 1; k < 8; k++) s = _mm256_add_epi16(s, _mm256_maddubs_epi16(R[k], kbcast4(x + 4 * k)));
+    return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+}
+AVX2 static inline __m256i q6k_half_avx2(const __m256i R[4], const int8_t *x) {
+    const __m256i one = _mm256_set1_epi16(1);
+    const __m256i a = _mm256_add_epi16(_mm256_maddubs_epi16(R[0], kbcast4(x)), _mm256_maddubs_epi16(R[1], kbcast4(x + 4)));
+    const __m256i b = _mm256_add_epi16(_mm256_maddubs_epi16(R[2], kbcast4(x + 8)), _mm256_maddubs_epi16(R[3], kbcast4(x + 12)));
+    return _mm256_add_epi32(_mm256_madd_epi16(a, one), _mm256_madd_epi16(b, one));
+}
+AVXVNNI static inline __m256i q4k_isum_avxvnni(const __m256i R[8], const int8_t *x) {
+    __m256i s = _mm256_setzero_si256();
+    for (int k = 0; k < 8; k++) s = _mm256_dpbusd_avx_epi32(s, R[k], kbcast4(x + 4 * k));
+    return s;
+}
+AVXVNNI static inline __m256i q6k_half_avxvnni(const __m256i R[4], const int8_t *x) {
+    __m256i s = _mm256_setzero_si256();
+    for (int k = 0; k < 4; k++) s = _mm256_dpbusd_avx_epi32(s, R[k], kbcast4(x + 4 * k));
+    return s;
+}
+
+#define DEFINE_KTILE_256(SUFFIX, ATTR)                                                            \
+    /* nb inputs, r1 - r0 >= 8; 0 without scratch */                                             \
+    ATTR static int ktile_##SUFFIX(wb_qtype t, float *Y, size_t ldy, const uint8_t *act,         \
+                                   size_t astride, int nb, const uint8_t *W, size_t rb,           \
+                                   const float *bias, int in, int r0, int r1, int accumulate) {   \
+        const int nblk = in / 32, q4k = t == WB_QT_Q4_K;                                          \
+        const size_t bs = q4k ? 144 : 210;                                                        \
+        float *acc = qscratch(1, (size_t)nb * 8 * sizeof(float));                                 \
+        if (!acc) return 0;                                                                       \
+        for (int r = r0; r < r1; r += 8) {                                                        \
+            const int rr = r1 - r < 8 ? r1 - 8 : r, keep = r - rr; /* the last 8 end at r1 */     \
+            memset(acc, 0, (size_t)nb * 8 * sizeof(float));                                       \
+            for (int sb = 0; sb < nblk / 8; sb++) {                                               \
+                const uint8_t *blk[8], *sp[8];                                                    \
+                for (int i = 0; i < 8; i++)                                                       \
+                    blk[i] = W + (size_t)(rr + i) * rb + (size_t)sb * bs, sp[i] = blk[i] + 192;   \
+                __m256i H[4];                                                                     \
+                __m256 d, dmin = _mm256_setzero_ps();                                             \
+                if (q4k) {                                                                        \
+                    rows16_t(blk, H);                                                             \
+                    const __m256i dd = _mm256_permute4x64_epi64(                                  \
+                        _mm256_packus_epi32(_mm256_and_si256(H[0], _mm256_set1_epi32(0xffff)),    \
+                                            _mm256_srli_epi32(H[0], 16)), 0xd8);                  \
+                    d = _mm256_cvtph_ps(_mm256_castsi256_si128(dd));                              \
+                    dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(dd, 1));                      \
+                } else {                                                                          \
+                    uint16_t dh[8];                                                               \
+                    for (int i = 0; i < 8; i++) dh[i] = rd16(blk[i] + 208);                       \
+                    rows16_t(sp, H);                                                              \
+                    d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));                    \
+                }                                                                                 \
+                for (int bb = 0; bb < 8; bb++) {                                                  \
+                    const int b = 8 * sb + bb;                                                    \
+                    __m256i V[8], R[8];                                                           \
+                    for (int i = 0; i < 8; i++)                                                   \
+                        V[i] = q4k ? q4k_nibbles(blk[i] + 16 + 32 * (bb / 2), bb & 1) : q6_values(blk[i], bb); \
+                    transpose8(V, R);                                                             \
+                    /* Q4_K: d sc and dmin m per row; Q6_K: d sc16 of each half */               \
+                    const __m256 s0 = _mm256_mul_ps(d, q4k ? q4k_lane_scale(H[1], H[3], bb, 0) : q6k_lane_scale(H, 2 * bb)); \
+                    const __m256 s1 = q4k ? _mm256_mul_ps(dmin, q4k_lane_scale(H[2], H[3], bb, 1))  \
+                                          : _mm256_mul_ps(d, q6k_lane_scale(H, 2 * bb + 1));       \
+                    for (int j = 0; j < nb; j++) {                                                \
+                        const qact a = act_view(act + astride * (size_t)j, in);                   \
+                        const int8_t *x = a.q + 32 * b;                                           \
+                        const __m256 dx = _mm256_set1_ps(a.d[b]);                                 \
+                        __m256 y = _mm256_load_ps(acc + 8 * (size_t)j);                           \
+                        if (q4k) {                                                                \
+                            y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q4k_isum_##SUFFIX(R, x)), _mm256_mul_ps(s0, dx), y); \
+                            y = _mm256_fmadd_ps(_mm256_set1_ps((float)(-a.s[b])), _mm256_mul_ps(s1, dx), y); \
+                        } else {                                                                  \
+                            const __m256i lo = _mm256_sub_epi32(q6k_half_##SUFFIX(R, x), _mm256_set1_epi32(32 * a.h[2 * b])); \
+                            const __m256i hi = _mm256_sub_epi32(q6k_half_##SUFFIX(R + 4, x + 16),  \
+                                                                _mm256_set1_epi32(32 * a.h[2 * b + 1])); \
+                            y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), _mm256_mul_ps(s0, dx), y); \
+                            y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), _mm256_mul_ps(s1, dx), y); \
+                        }                                                                         \
+                        _mm256_store_ps(acc + 8 * (size_t)j, y);                                  \
+                    }                                                                             \
+                }                                                                                 \
+            }                                                                                     \
+            for (int j = 0; j < nb; j++)                                                          \
+                for (int i = keep; i < 8; i++) {                                                  \
+                    const float s = acc[8 * (size_t)j + i] + (bias ? bias[rr + i] : 0.0f);        \
+                    float *yp = Y + (size_t)j * ldy + rr + i;                                     \
+                    *yp = accumulate ? *yp + s : s;                                               \
+                }                                                                                 \
+        }                                                                                         \
+        return 1;                                                                                 \
+    }
+DEFINE_KTILE_256(avx2, AVX2)
+DEFINE_KTILE_256(avxvnni, AVXVNNI)
+
 #define DEFINE_TILE8(SUFFIX, ATTR, DOT)                                                           \
     ATTR static inline __attribute__((always_inline)) void tile8_##SUFFIX(                        \
         const int kind, const int N, const pack8 *P, int nbk, const uint8_t *rec, float *acc) {   \
@@ -1664,7 +1767,9 @@ AVX2 static inline __m256i bcast4_256(const int8_t *p) {
             return;                                                                               \
         }                                                                                         \
         if ((t == WB_QT_Q4_K || t == WB_QT_Q6_K) &&                                               \
-            kgemm_##SUFFIX(t, Y, ldy, act, astride, nb, W, rb, bias, in, r0, r1, accumulate))     \
+            (nb >= 8 && r1 - r0 >= 8                                                              \
+                 ? ktile_##SUFFIX(t, Y, ldy, act, astride, nb, W, rb, bias, in, r0, r1, accumulate) \
+                 : kgemm_##SUFFIX(t, Y, ldy, act, astride, nb, W, rb, bias, in, r0, r1, accumulate))) \
             return;                                                                               \
         const qdot_fn dot = t == WB_QT_Q8_0   ? dot_q8_0_##SUFFIX                                 \
                             : t == WB_QT_Q4_0 ? dot_q4_0_##SUFFIX                                 \
