@@ -1575,7 +1575,8 @@ AVX2 static inline __m256i bcast4_256(const int8_t *p) {
  * the Q4_0 tile below. Each block's values of the 8 rows are transposed once (register k: values
  * 4k..4k+3 of every row) and multiplied by every input's 4-byte groups broadcast, so no fold is
  * needed; each input's float chain (the canonical one of its row, lane by lane) waits in acc[j]
- * between blocks. Q4_K's eight 16-bit pair sums of a block add without overflow (8 x 2 x 15 x 127
+ * between blocks. The inputs are first regrouped block by block (read with a stride of one input
+ * row, each input cost a line of values and two of scales per block: half the speed at 268). Q4_K's eight 16-bit pair sums of a block add without overflow (8 x 2 x 15 x 127
  * = 30480) before one widening madd; Q6_K's (2 x 63 x 127 each) two at a time, per half. */
 AVX2 static inline __m256i kbcast4(const int8_t *p) {
     int32_t v;
@@ -1610,9 +1611,25 @@ AVXVNNI static inline __m256i q6k_half_avxvnni(const __m256i R[4], const int8_t 
                                    size_t astride, int nb, const uint8_t *W, size_t rb,           \
                                    const float *bias, int in, int r0, int r1, int accumulate) {   \
         const int nblk = in / 32, q4k = t == WB_QT_Q4_K;                                          \
-        const size_t bs = q4k ? 144 : 210;                                                        \
-        float *acc = qscratch(1, (size_t)nb * 8 * sizeof(float));                                 \
+        const size_t bs = q4k ? 144 : 210, nx = (size_t)nblk * nb;                                \
+        /* acc [nb][8]; then the inputs regrouped by block (the 32 values of every input, block \
+         * after block) and per block and input d, then Q4_K's (float)-s or Q6_K's 32 h pair, so \
+         * the input loop reads one stream instead of a line per input row */                   \
+        float *acc = qscratch(1, (size_t)nb * 8 * sizeof(float) + nx * (32 + 3 * sizeof(float)));  \
         if (!acc) return 0;                                                                       \
+        int8_t *xg = (int8_t *)(acc + (size_t)nb * 8);                                            \
+        float *dg = (float *)(void *)(xg + 32 * nx), *mg = dg + nx;                               \
+        int32_t *g0 = (int32_t *)(void *)mg, *g1 = g0 + nx;                                       \
+        for (int j = 0; j < nb; j++) {                                                            \
+            const qact a = act_view(act + astride * (size_t)j, in);                               \
+            for (int b = 0; b < nblk; b++) {                                                      \
+                const size_t o = (size_t)b * nb + j;                                              \
+                memcpy(xg + 32 * o, a.q + 32 * b, 32);                                            \
+                dg[o] = a.d[b];                                                                   \
+                if (q4k) mg[o] = (float)(-a.s[b]);                                                \
+                else g0[o] = 32 * a.h[2 * b], g1[o] = 32 * a.h[2 * b + 1];                        \
+            }                                                                                     \
+        }                                                                                         \
         for (int r = r0; r < r1; r += 8) {                                                        \
             const int rr = r1 - r < 8 ? r1 - 8 : r, keep = r - rr; /* the last 8 end at r1 */     \
             memset(acc, 0, (size_t)nb * 8 * sizeof(float));                                       \
@@ -1646,17 +1663,17 @@ AVXVNNI static inline __m256i q6k_half_avxvnni(const __m256i R[4], const int8_t 
                     const __m256 s1 = q4k ? _mm256_mul_ps(dmin, q4k_lane_scale(H[2], H[3], bb, 1))  \
                                           : _mm256_mul_ps(d, q6k_lane_scale(H, 2 * bb + 1));       \
                     for (int j = 0; j < nb; j++) {                                                \
-                        const qact a = act_view(act + astride * (size_t)j, in);                   \
-                        const int8_t *x = a.q + 32 * b;                                           \
-                        const __m256 dx = _mm256_set1_ps(a.d[b]);                                 \
+                        const size_t o = (size_t)b * nb + j;                                      \
+                        const int8_t *x = xg + 32 * o;                                            \
+                        const __m256 dx = _mm256_set1_ps(dg[o]);                                  \
                         __m256 y = _mm256_load_ps(acc + 8 * (size_t)j);                           \
                         if (q4k) {                                                                \
                             y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q4k_isum_##SUFFIX(R, x)), _mm256_mul_ps(s0, dx), y); \
-                            y = _mm256_fmadd_ps(_mm256_set1_ps((float)(-a.s[b])), _mm256_mul_ps(s1, dx), y); \
+                            y = _mm256_fmadd_ps(_mm256_set1_ps(mg[o]), _mm256_mul_ps(s1, dx), y); \
                         } else {                                                                  \
-                            const __m256i lo = _mm256_sub_epi32(q6k_half_##SUFFIX(R, x), _mm256_set1_epi32(32 * a.h[2 * b])); \
+                            const __m256i lo = _mm256_sub_epi32(q6k_half_##SUFFIX(R, x), _mm256_set1_epi32(g0[o])); \
                             const __m256i hi = _mm256_sub_epi32(q6k_half_##SUFFIX(R + 4, x + 16),  \
-                                                                _mm256_set1_epi32(32 * a.h[2 * b + 1])); \
+                                                                _mm256_set1_epi32(g1[o]));         \
                             y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), _mm256_mul_ps(s0, dx), y); \
                             y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), _mm256_mul_ps(s1, dx), y); \
                         }                                                                         \
