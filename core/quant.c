@@ -1155,7 +1155,8 @@ static size_t grp_rec(int n) { return (size_t)n * 40; }
  * n x 32 q bytes, n float d, n int32 corrections. */
 static size_t grouped_bytes(int nb, int in) { return (size_t)nb * ((size_t)in + (size_t)(in / 32) * 8); }
 
-static void group_inputs(uint8_t *dst, const uint8_t *act, size_t astride, int nb, int in, int c, int nr) {
+static void group_inputs(uint8_t *dst, const uint8_t *act, size_t astride, int nb, int in, int c, int nr,
+                         uint32_t k0) {
     const int nblk = in / 32;
     for (int j0 = 0; j0 < nb; j0 += nr) {
         const int n = nb - j0 < nr ? nb - j0 : nr;
@@ -1165,7 +1166,7 @@ static void group_inputs(uint8_t *dst, const uint8_t *act, size_t astride, int n
             for (int b = 0; b < nblk; b++, r += grp_rec(n)) {
                 memcpy(r + 32 * j, a.q + 32 * b, 32);
                 memcpy(r + 32 * n + 4 * j, a.d + b, 4);
-                const int32_t cs = c * a.s[b];
+                const int32_t cs = (int32_t)((uint32_t)(c * a.s[b]) + k0);
                 memcpy(r + 36 * n + 4 * j, &cs, 4);
             }
         }
@@ -1313,7 +1314,7 @@ VNNI512 static void gemm_q_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *
         uint8_t *grp = qscratch(1, gb + 64 * (size_t)nb);
         if (grp) { /* (without the memory: the tile kernel below, the same sums) */
             const int q8 = t == WB_QT_Q8_0;
-            group_inputs(grp, act, astride, nb, in, q8 ? -128 : -8, NR);
+            group_inputs(grp, act, astride, nb, in, q8 ? -128 : -8, NR, 0);
             float *acc = (float *)(grp + gb);
             if (q8) gemm_tiles(1, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc);
             else gemm_tiles(0, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc);
@@ -1347,16 +1348,56 @@ INLINE_VNNI512 __m512i tile_reg(const int q8, const uint8_t *p, int k) {
     return _mm512_and_si512(k < 4 ? g : _mm512_srli_epi32(g, 4), m4);
 }
 
-/* tile_run over tile-layout blocks T (TB bytes each) instead of packed ones */
+/* The lanes of the group at row g that fall in [r0, r1) */
+static inline __mmask16 group_lanes(int g, int r0, int r1) {
+    const int lo = r0 > g ? r0 - g : 0, hi = r1 - g < 16 ? r1 - g : 16;
+    return (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+
+/* store16 for the lanes m of the group at row g */
+INLINE_VNNI512 void store16m(float *Y, size_t ldy, int j, int g, __mmask16 m, __m512 v,
+                             const float *bias, int accumulate) {
+    float *y = Y + (size_t)j * ldy + g;
+    if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + g));
+    else v = _mm512_add_ps(v, _mm512_setzero_ps());
+    if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, y), v);
+    _mm512_mask_storeu_ps(y, m, v);
+}
+
+/* The bits of the float 1.5 * 2^23: an int32 n with |n| < 2^22 added to them reads, as a float,
+ * 1.5 * 2^23 + n exactly, so subtracting 1.5 * 2^23 gives (float)n. A block's sum is under
+ * 32 * 128 * 127 in size (Q8_0 at its widest; Q4_0 32 * 8 * 127), so the tile-layout tile starts
+ * its integer sums from these bits (added to the inputs' corrections by group_inputs) and turns
+ * them into floats with a subtraction, which runs on port 5 beside the vpdpbusd of port 0, where
+ * vcvtdq2ps would take a port-0 slot per input and block: the same value, so the same bits. */
+#define TMAGIC 0x4B400000u
+#define TMAGICF 12582912.0f
+
+/* Where the last chunk of a row group leaves its sums: stored into Y (bias, accumulate) from the
+ * registers as each input group finishes, so the stores drain while the next group computes
+ * (stored from acc after the whole group, every input's line a miss, they stalled the store
+ * buffer: 77% of gemm_t_512's own samples, 15% of the tile's, sat on that loop) */
+typedef struct tile_dst {
+    float *Y;
+    size_t ldy;
+    const float *bias;
+    int g, accumulate;
+    __mmask16 m;
+} tile_dst;
+
+/* tile_run over tile-layout blocks T (TB bytes each) instead of packed ones: y from acc (zero
+ * for the first chunk), into acc, or into o's rows of Y (the last chunk) */
 INLINE_VNNI512 void tile_run_t(const int q8, const int N, const uint8_t *T, int nbk, const uint8_t *rec,
-                               float *acc, const char *pf, int lpb, int pfl) {
+                               float *acc, int first, const tile_dst *o, int j0, const char *pf, int lpb,
+                               int pfl) {
     __m512 y[NR];
-    for (int j = 0; j < N; j++) y[j] = _mm512_load_ps(acc + 16 * j);
+    for (int j = 0; j < N; j++) y[j] = first ? _mm512_setzero_ps() : _mm512_load_ps(acc + 16 * j);
+    const __m512 mf = _mm512_set1_ps(TMAGICF);
     for (int i = 0; i < nbk; i++, rec += 40 * N, T += TB(q8)) {
         for (int l = i * lpb; l < (i + 1) * lpb && l < pfl; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_T1);
         const int8_t *x = (const int8_t *)rec;
         const float *dx = (const float *)(rec + 32 * N);
-        const int32_t *cs = (const int32_t *)(rec + 36 * N);
+        const int32_t *cs = (const int32_t *)(rec + 36 * N); /* corrections + TMAGIC */
         __m512i s[NR];
         for (int j = 0; j < N; j++) s[j] = _mm512_set1_epi32(cs[j]);
 #pragma GCC unroll 8
@@ -1366,50 +1407,40 @@ INLINE_VNNI512 void tile_run_t(const int q8, const int N, const uint8_t *T, int 
         }
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(T + TQ(q8))));
         for (int j = 0; j < N; j++)
-            y[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[j]), _mm512_mul_ps(d, _mm512_set1_ps(dx[j])), y[j]);
+            y[j] = _mm512_fmadd_ps(_mm512_sub_ps(_mm512_castsi512_ps(s[j]), mf),
+                                   _mm512_mul_ps(d, _mm512_set1_ps(dx[j])), y[j]);
     }
-    for (int j = 0; j < N; j++) _mm512_store_ps(acc + 16 * j, y[j]);
+    if (o)
+        for (int j = 0; j < N; j++) store16m(o->Y, o->ldy, j0 + j, o->g, o->m, y[j], o->bias, o->accumulate);
+    else
+        for (int j = 0; j < N; j++) _mm512_store_ps(acc + 16 * j, y[j]);
 }
 
 #define TILE_RUN_T_N(Q8)                                                                          \
     VNNI512 static void tile_run_t_n##Q8(int n, const uint8_t *T, int nbk, const uint8_t *rec,     \
-                                         float *acc, const char *pf, int lpb, int pfl) {                                            \
+                                         float *acc, int first, const tile_dst *o, int j0,        \
+                                         const char *pf, int lpb, int pfl) {                      \
         switch (n) {                                                                              \
-        case 1: tile_run_t(Q8, 1, T, nbk, rec, acc, pf, lpb, pfl); break;                                       \
-        case 2: tile_run_t(Q8, 2, T, nbk, rec, acc, pf, lpb, pfl); break;                                       \
-        case 3: tile_run_t(Q8, 3, T, nbk, rec, acc, pf, lpb, pfl); break;                                       \
-        case 4: tile_run_t(Q8, 4, T, nbk, rec, acc, pf, lpb, pfl); break;                                       \
-        case 5: tile_run_t(Q8, 5, T, nbk, rec, acc, pf, lpb, pfl); break;                                       \
-        case 6: tile_run_t(Q8, 6, T, nbk, rec, acc, pf, lpb, pfl); break;                                       \
-        case 7: tile_run_t(Q8, 7, T, nbk, rec, acc, pf, lpb, pfl); break;                                       \
-        case 8: tile_run_t(Q8, 8, T, nbk, rec, acc, pf, lpb, pfl); break;                                       \
-        case 9: tile_run_t(Q8, 9, T, nbk, rec, acc, pf, lpb, pfl); break;                                       \
-        default: tile_run_t(Q8, NR, T, nbk, rec, acc, pf, lpb, pfl); break;                                     \
+        case 1: tile_run_t(Q8, 1, T, nbk, rec, acc, first, o, j0, pf, lpb, pfl); break;           \
+        case 2: tile_run_t(Q8, 2, T, nbk, rec, acc, first, o, j0, pf, lpb, pfl); break;           \
+        case 3: tile_run_t(Q8, 3, T, nbk, rec, acc, first, o, j0, pf, lpb, pfl); break;           \
+        case 4: tile_run_t(Q8, 4, T, nbk, rec, acc, first, o, j0, pf, lpb, pfl); break;           \
+        case 5: tile_run_t(Q8, 5, T, nbk, rec, acc, first, o, j0, pf, lpb, pfl); break;           \
+        case 6: tile_run_t(Q8, 6, T, nbk, rec, acc, first, o, j0, pf, lpb, pfl); break;           \
+        case 7: tile_run_t(Q8, 7, T, nbk, rec, acc, first, o, j0, pf, lpb, pfl); break;           \
+        case 8: tile_run_t(Q8, 8, T, nbk, rec, acc, first, o, j0, pf, lpb, pfl); break;           \
+        case 9: tile_run_t(Q8, 9, T, nbk, rec, acc, first, o, j0, pf, lpb, pfl); break;           \
+        default: tile_run_t(Q8, NR, T, nbk, rec, acc, first, o, j0, pf, lpb, pfl); break;         \
         }                                                                                         \
     }
 TILE_RUN_T_N(0)
 TILE_RUN_T_N(1)
 
-/* The lanes of the group at row g that fall in [r0, r1) */
-static inline __mmask16 group_lanes(int g, int r0, int r1) {
-    const int lo = r0 > g ? r0 - g : 0, hi = r1 - g < 16 ? r1 - g : 16;
-    return (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
-}
-
-/* store16 for the lanes m of the group at row g */
-VNNI512 static void store16m(float *Y, size_t ldy, int j, int g, __mmask16 m, __m512 v,
-                             const float *bias, int accumulate) {
-    float *y = Y + (size_t)j * ldy + g;
-    if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + g));
-    else v = _mm512_add_ps(v, _mm512_setzero_ps());
-    if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, y), v);
-    _mm512_mask_storeu_ps(y, m, v);
-}
-
 /* Prefill / batches from the tile layout: gemm_tiles without the packing. A group's blocks
  * are one linear stream; the next chunk is prefetched in shares, one per input group, and each
  * share a few lines per block inside the tile (all of a share at once stalled on the line fill
- * buffers: 8% of gemm_t_512's samples sat behind those prefetches in a 44-token prefill). */
+ * buffers: 8% of gemm_t_512's samples sat behind those prefetches in a 44-token prefill). grp
+ * from group_inputs with TMAGIC added to the corrections. */
 INLINE_VNNI512 void gemm_tiles_t(const int q8, float *Y, size_t ldy, const uint8_t *grp, int nb,
                                  const uint8_t *W, size_t rb, const float *bias, int in, int r0,
                                  int r1, int accumulate, float *acc) {
@@ -1417,10 +1448,10 @@ INLINE_VNNI512 void gemm_tiles_t(const int q8, float *Y, size_t ldy, const uint8
     const size_t gbytes = 16 * rb, end = (size_t)((r1 + 15) & ~15) * rb;
     for (int g = r0 & ~15; g < r1; g += 16) {
         const uint8_t *T = W + (size_t)(g / 16) * gbytes;
-        const __mmask16 m = group_lanes(g, r0, r1);
-        memset(acc, 0, sizeof(float) * 16 * (size_t)nb);
+        const tile_dst o = {Y, ldy, bias, g, accumulate, group_lanes(g, r0, r1)};
         for (int b0 = 0; b0 < nblk; b0 += KC) {
             const int nbk = nblk - b0 < KC ? nblk - b0 : KC;
+            const tile_dst *dst = b0 + nbk >= nblk ? &o : NULL;
             /* the next chunk: the bytes after this one (of this group or the next) */
             const size_t pstart = (size_t)(T - W) + (size_t)(b0 + nbk) * TB(q8);
             const size_t plen = (size_t)KC * TB(q8);
@@ -1433,12 +1464,13 @@ INLINE_VNNI512 void gemm_tiles_t(const int q8, float *Y, size_t ldy, const uint8
                 const int pfl = zz > aa ? (int)((zz - aa + 63) / 64) : 0;
                 const int lpb = (pfl + nbk - 1) / nbk; /* spread over the blocks: a burst stalled */
                 const char *pf = (const char *)W + (pfl ? aa : 0);
-                if (q8) tile_run_t_n1(n, T + (size_t)b0 * TB(q8), nbk, gp + grp_rec(n) * (size_t)b0, acc + 16 * (size_t)j0, pf, lpb, pfl);
-                else tile_run_t_n0(n, T + (size_t)b0 * TB(q8), nbk, gp + grp_rec(n) * (size_t)b0, acc + 16 * (size_t)j0, pf, lpb, pfl);
+                const uint8_t *tb = T + (size_t)b0 * TB(q8), *rec = gp + grp_rec(n) * (size_t)b0;
+                float *ac = acc + 16 * (size_t)j0;
+                if (q8) tile_run_t_n1(n, tb, nbk, rec, ac, b0 == 0, dst, j0, pf, lpb, pfl);
+                else tile_run_t_n0(n, tb, nbk, rec, ac, b0 == 0, dst, j0, pf, lpb, pfl);
                 gp += grp_rec(n) * (size_t)nblk;
             }
         }
-        for (int j = 0; j < nb; j++) store16m(Y, ldy, j, g, m, _mm512_load_ps(acc + 16 * j), bias, accumulate);
     }
 }
 
@@ -1490,7 +1522,7 @@ VNNI512 static int gemm_t_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *a
     uint8_t *grp = qscratch(1, gb + 64 * (size_t)nb);
     if (!grp) return 0;
     const int q8 = t == WB_QT_Q8_0;
-    group_inputs(grp, act, astride, nb, in, q8 ? -128 : -8, NR);
+    group_inputs(grp, act, astride, nb, in, q8 ? -128 : -8, NR, TMAGIC);
     float *acc = (float *)(grp + gb);
     if (q8) gemm_tiles_t(1, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc);
     else gemm_tiles_t(0, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc);
@@ -1777,7 +1809,7 @@ DEFINE_KTILE_256(avxvnni, AVXVNNI)
         const size_t gb = (grouped_bytes(nb, in) + 63) & ~(size_t)63;                             \
         if ((t == WB_QT_Q8_0 || t == WB_QT_Q4_0) && (grp = qscratch(1, gb + 32 * (size_t)nb))) { \
             const int kind = t == WB_QT_Q4_0 ? 2 : KIND8_##SUFFIX;                                \
-            group_inputs(grp, act, astride, nb, in, kind == 2 ? -8 : kind == 1 ? -128 : 0, NR2);  \
+            group_inputs(grp, act, astride, nb, in, kind == 2 ? -8 : kind == 1 ? -128 : 0, NR2, 0); \
             float *acc = (float *)(grp + gb);                                                     \
             if (kind == 2) gemm_tiles8_##SUFFIX(2, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc); \
             else gemm_tiles8_##SUFFIX(KIND8_##SUFFIX, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc); \
