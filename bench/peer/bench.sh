@@ -6,13 +6,15 @@
 #   bench/peer/bench.sh [ROUNDS=5] [REPS=3]          (from the source root, after a Release build)
 #   LLAMA_CPP=/path/to/llama.cpp   source tree with build/bin/llama-bench (default /work/peer/llama.cpp)
 #   WB_BUILD=build                 the workbench build directory
-#   MODELS="qwen tinylm"           which models; TYPES="bf16 f32 q8_0 q4_0"; THREADS="1 2"
+#   MODELS="qwen tinylm"           which models; TYPES="bf16 f32 q8_0 q4_0 q4_k_m"; THREADS="1 2"
 #   TABLE_ONLY=1                   print the table of the results already in $WORK, run nothing
 #
 # Models: bench_llama's Qwen2.5-0.5B-shaped random BF16 checkpoint (bench_peer_fixture writes it)
 # and TinyLM. The workbench loads the directory (bf16: as stored; f32: compute_f32; q8_0/q4_0:
 # quantized at load); llama.cpp gets the GGUF the workbench writes of it in the same type
-# (model:save_gguf), so both run exactly the same weights. Tests, as llama-bench names them:
+# (model:save_gguf), so both run exactly the same weights; q4_k_m is llama.cpp's own llama-quantize
+# of the F32 GGUF, and both programs load that file (a Q4_K_M download's mix of types: at these
+# widths mostly the fallback Q5_0, which the workbench reads as Q8_0). Tests, as llama-bench names them:
 # pp44 and pp268 (TinyLM: pp44, pp96, its context being 128) prefill into an empty cache, tg32 =
 # ms per token of 32 decodes. Each round runs every (model, type, threads) once in each program,
 # alternating which goes first; a run is a fresh process reporting the median of REPS
@@ -24,7 +26,7 @@ REPS=${2:-3}
 LLAMA_CPP=${LLAMA_CPP:-/work/peer/llama.cpp}
 WB_BUILD=${WB_BUILD:-build}
 MODELS=${MODELS:-qwen tinylm}
-TYPES=${TYPES:-bf16 f32 q8_0 q4_0}
+TYPES=${TYPES:-bf16 f32 q8_0 q4_0 q4_k_m}
 THREADS=${THREADS:-1 2}
 LB=$LLAMA_CPP/build/bin/llama-bench
 if [[ ! -x $LB ]]; then
@@ -51,12 +53,22 @@ for model in $MODELS; do
   fi
   for t in $TYPES; do
     g=$WORK/$model-$t.gguf
-    [[ -f $g ]] || "$WB" -e "wb.load('$dir'):save_gguf('$g', {type = '$t', name = 'peer-bench-$model'})"
+    [[ -f $g ]] && continue
+    if [[ $t == q4_k_m ]]; then
+      f=$WORK/$model-f32.gguf
+      [[ -f $f ]] || "$WB" -e "wb.load('$dir'):save_gguf('$f', {type = 'f32', name = 'peer-bench-$model'})"
+      "$LLAMA_CPP/build/bin/llama-quantize" "$f" "$g" Q4_K_M > "$WORK/quantize-$model.log" 2>&1 ||
+        { echo "bench.sh: llama-quantize failed (see $WORK/quantize-$model.log)" >&2; exit 2; }
+    else
+      "$WB" -e "wb.load('$dir'):save_gguf('$g', {type = '$t', name = 'peer-bench-$model'})"
+    fi
   done
 done
 
-run_wb() { # model type threads -> lines "test ms"
-  "$WB" bench/peer/wb_time.lua "$(model_dir "$1")" "$2" "$3" "$REPS" |
+run_wb() { # model type threads -> lines "test ms" (q4_k_m: the GGUF itself)
+  local src; src=$(model_dir "$1")
+  [[ $2 == q4_k_m ]] && src=$WORK/$1-$2.gguf
+  "$WB" bench/peer/wb_time.lua "$src" "$2" "$3" "$REPS" |
     awk -v m="$1" -v t="$2" -v n="$3" '{ print m, t, n, $1, "workbench", $2 }' >> "$RES"
 }
 run_llama() { # the CSV header names the columns

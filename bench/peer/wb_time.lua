@@ -3,7 +3,8 @@
 --   pp<N> <ms>     prefill of N tokens (44 and 268; 44 and 96 when the context is shorter) into an
 --                  empty cache (median of REPS)
 --   tg<N> <ms>     ms per token of N single-token decodes from an empty cache (median of REPS)
---   workbench bench/peer/wb_time.lua DIR WEIGHTS THREADS REPS   (WEIGHTS: bf16 f32 q8_0 q4_0)
+--   workbench bench/peer/wb_time.lua DIR WEIGHTS THREADS REPS   (WEIGHTS: bf16 f32 q8_0 q4_0;
+--   anything else, such as q4_k_m: the weights as stored, DIR then usually a .gguf file)
 local wb = require("wb")
 local dir, weights, threads, reps = arg[1], arg[2], tonumber(arg[3]), tonumber(arg[4] or 3)
 assert(dir and weights and threads, "usage: wb_time.lua DIR WEIGHTS THREADS [REPS]")
