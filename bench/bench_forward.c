@@ -165,8 +165,10 @@ static int sync_bench(int reps) {
  * timing every one of its first FRESH_N decode steps, then FRESH_N more after a warm-up, as the
  * steady state, then the CPU time the process uses in 300 ms of idleness from 5 ms after the
  * last step (an idle pool must sleep). Per process: ms/token of step 1, of steps 1-8, of steps
- * 1-64, steady, and idle CPU ms; the parent prints median [min - max] over processes. */
-enum { FRESH_N = 64, FRESH_WARM = 3, FRESH_STEADY = 9, FRESH_COLS = 5 };
+ * 1-64, steady, idle CPU ms, and the ms wb_session_new took (it runs the first session's warm-up:
+ * what it moves out of the first steps shows there); the parent prints median [min - max] over
+ * processes (an older build that does not print the last figure gets -1 there). */
+enum { FRESH_N = 64, FRESH_WARM = 3, FRESH_STEADY = 9, FRESH_COLS = 6 };
 
 static int fresh_child(const char *dir, int nt) {
     wb_model *m = NULL;
@@ -177,10 +179,12 @@ static int fresh_child(const char *dir, int nt) {
     }
     wb_threads_set(nt);
     wb_session *s = NULL;
+    const double s0 = wb_clock_ms();
     if (wb_session_new(m, 0, &s, &err)) {
         fprintf(stderr, "bench_forward: %s\n", err.msg);
         return 1;
     }
+    const double session_ms = wb_clock_ms() - s0;
     float *logits = malloc((size_t)V * sizeof *logits);
     double step[FRESH_N + 1], rep[FRESH_STEADY];
     step[0] = wb_clock_ms();
@@ -205,15 +209,15 @@ static int fresh_child(const char *dir, int nt) {
     nanosleep(&nap, NULL);
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
     const double idle = (c1.tv_sec - c0.tv_sec) * 1e3 + (c1.tv_nsec - c0.tv_nsec) * 1e-6;
-    printf("fresh %.5f %.5f %.5f %.5f %.5f\n", step[1] - step[0], (step[8] - step[0]) / 8,
-           (step[FRESH_N] - step[0]) / FRESH_N, stats(rep, FRESH_STEADY).med, idle);
+    printf("fresh %.5f %.5f %.5f %.5f %.5f %.5f\n", step[1] - step[0], (step[8] - step[0]) / 8,
+           (step[FRESH_N] - step[0]) / FRESH_N, stats(rep, FRESH_STEADY).med, idle, session_ms);
     wb_session_free(s);
     wb_model_free(m);
     free(logits);
     return 0;
 }
 
-/* Run exe as a fresh child on dir at nt threads; its four figures into out. */
+/* Run exe as a fresh child on dir at nt threads; its figures into out (-1: not printed). */
 static int fresh_run(const char *exe, const char *dir, int nt, double out[FRESH_COLS]) {
     char cmd[1400];
     snprintf(cmd, sizeof cmd, "WB_BENCH_FRESH='%s' WB_BENCH_THREADS=%d '%s'", dir, nt, exe);
@@ -221,10 +225,14 @@ static int fresh_run(const char *exe, const char *dir, int nt, double out[FRESH_
     if (!p) return -1;
     char line[256];
     int ok = 0;
-    while (fgets(line, sizeof line, p))
-        if (sscanf(line, "fresh %lf %lf %lf %lf %lf", &out[0], &out[1], &out[2], &out[3],
-                   &out[4]) == 5)
+    while (fgets(line, sizeof line, p)) {
+        double v[FRESH_COLS] = {0, 0, 0, 0, 0, -1};
+        if (sscanf(line, "fresh %lf %lf %lf %lf %lf %lf", &v[0], &v[1], &v[2], &v[3], &v[4],
+                   &v[5]) >= 5) {
+            memcpy(out, v, sizeof v);
             ok = 1;
+        }
+    }
     return pclose(p) == 0 && ok ? 0 : -1;
 }
 
@@ -257,14 +265,16 @@ static int fresh_parent(const char *dir, int procs) {
     printf("  ms/token (idle: CPU ms), median [min - max] over processes:\n");
     static const char *const col[FRESH_COLS] = {"step 1", "steps 1-8", "steps 1-64",
                                                 "steady (64 after warm-up)",
-                                                "idle CPU ms, 300 ms from +5"};
+                                                "idle CPU ms, 300 ms from +5",
+                                                "wb_session_new ms"};
     for (int e = 0; e < n_exe; e++)
         for (int nt = 1; nt <= 2; nt++) {
             printf("  %s, %d thread%s\n", e ? "other (WB_BENCH_OTHER)" : "this build", nt,
                    nt > 1 ? "s" : "");
             for (int c = 0; c < FRESH_COLS; c++) {
                 stat3 s = stats(v + (((size_t)e * 2 + nt - 1) * FRESH_COLS + c) * procs, procs);
-                printf("    %-28s %8.4f [%.4f - %.4f]\n", col[c], s.med, s.min, s.max);
+                if (s.max < 0) printf("    %-28s (not printed by that build)\n", col[c]);
+                else printf("    %-28s %8.4f [%.4f - %.4f]\n", col[c], s.med, s.min, s.max);
             }
         }
     free(v);

@@ -13,7 +13,11 @@
  * (warm_step), so that what a process pays once (the decode code's first execution, the weights
  * into each thread's caches, the activations' allocation, the workers settling on their own
  * cores) is paid here, not by the user's first tokens: measured on TinyLM at 1 thread, a fresh
- * process's first step took 0.33 ms and its second 0.16-0.23, against 0.145 after.
+ * process's first step took 0.33 ms and its second 0.16-0.23, against 0.145 after. Before it,
+ * a job every worker must run (pool_ready), so the workers take part in that step: a decode step
+ * does not wait for a worker, and one that had not run yet (measured in fresh TinyLM processes:
+ * absent from the warm step in 6 of 10, then from the first 8-20 steps) left the weights of its
+ * share out of its core's cache and the first steps to the caller alone.
  */
 #include "model_family.h"
 
@@ -50,6 +54,11 @@ static wb_status warm_step(wb_session *s, wb_err *err) {
     free(logits);
     return st;
 }
+
+/* A job every worker must run (wb_pool_run waits for all of them): a worker just started, or
+ * asleep on a core that has been idle, may take milliseconds to run for the first time, and a
+ * decode step does not wait for it (wb_pool_run_helped), so its first steps would run alone. */
+static void pool_ready(void *arg, int tid, int nt) { (void)arg, (void)tid, (void)nt; }
 
 static size_t cache_floats(const wb_model *m, int n_ctx) {
     return (size_t)m->cfg.n_layer * (size_t)n_ctx * wb_model_kv_width(m);
@@ -89,7 +98,9 @@ wb_status wb_session_new(const wb_model *m, int n_ctx, wb_session **out, wb_err 
         }
         wb_pool_slot_release(wb_model_pool(m));
     }
-    if (wb_pool_slot_claim_warm(wb_model_pool(m), nt) && (st = warm_step(s, err))) {
+    if (wb_pool_slot_claim_warm(wb_model_pool(m), nt) &&
+        ((st = wb_pool_slot_run(wb_model_pool(m), nt, pool_ready, NULL, err)) ||
+         (st = warm_step(s, err)))) {
         wb_session_free(s);
         return st;
     }

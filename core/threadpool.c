@@ -42,10 +42,15 @@
  *   whole token), and an idle pool still costs no CPU a fraction of a millisecond later.
  * - Barriers separate phases of a few us; SPIN_BARRIER_NS covers a peer late by a scheduler
  *   hiccup, and a peer descheduled for longer wakes us through the futex.
- * - The yields are for a loaded machine: a waiter that only PAUSEs holds the core its
- *   descheduled peer needs (measured on 2 cores with one taken by another process: 0.7-1.6
- *   ms/token at 2 threads with a 200 us PAUSE spin, 0.06-0.09 with the yields). A yield returns
- *   at once when nothing else is runnable on the core.
+ * - The yields are for a waiter whose peer is queued on its own CPU: one that only PAUSEs holds
+ *   the core that peer needs (measured on 2 cores with one taken by another process: 0.7-1.6
+ *   ms/token at 2 threads with a 200 us PAUSE spin, 0.06-0.09 with the yields). A waiter whose
+ *   peers all last ran on other CPUs keeps PAUSEing instead: there a yield helps none of them,
+ *   and when another process is runnable on the waiter's CPU it hands that process the CPU for
+ *   the rest of its time slice (measured on TinyLM decode with other processes on both cores:
+ *   1-14 ms stalls every few dozen steps, the caller yielding in a phase wait or the worker
+ *   yielding between steps and coming back milliseconds later). A yield returns at once when
+ *   nothing else is runnable on the core.
  * A 1-thread pool never waits: wb_pool_run calls the function, barriers return at once. */
 #define SPIN_IDLE_NS 200000
 #define SPIN_BARRIER_NS 50000
@@ -58,26 +63,6 @@ static long long now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-/* One poll of a bounded wait: pause or yield, and 0 once budget_ns has passed since the first
- * clock reading. Once it yields, the clock is read at every poll: a yield to another process
- * can take a whole time slice, and 32 of them between readings once cost 1-3 ms of CPU per
- * "200 us" idle spin on a loaded machine (each switch is CPU time of ours too). */
-typedef struct spin {
-    unsigned i;
-    long long t0, t;
-} spin;
-
-static int spin_more(spin *sp, long long budget_ns) {
-    if (++sp->i % SPIN_CHECK == 0 || (sp->t0 && sp->t - sp->t0 >= SPIN_PAUSE_NS)) {
-        sp->t = now_ns();
-        if (!sp->t0) sp->t0 = sp->t;
-        else if (sp->t - sp->t0 > budget_ns) return 0;
-    }
-    if (sp->t - sp->t0 < SPIN_PAUSE_NS) cpu_relax();
-    else sched_yield();
-    return 1;
 }
 
 /* One cache line per thread for its barrier count, so an arrival is one store to a line of its
@@ -117,6 +102,43 @@ static int this_cpu(void) {
 #endif
 }
 
+/* One poll of a bounded wait: pause or yield, and 0 once budget_ns has passed since the first
+ * clock reading. Past SPIN_PAUSE_NS it yields if a peer of thread tid in pool p last ran on the
+ * caller's CPU (or p is NULL), else it keeps pausing; the clock is then read at every poll: a
+ * yield to another process can take a whole time slice, and 32 of them between readings once
+ * cost 1-3 ms of CPU per "200 us" idle spin on a loaded machine (each switch is CPU time of ours
+ * too). */
+typedef struct spin {
+    unsigned i;
+    unsigned char decided, yield; /* past SPIN_PAUSE_NS: whether to yield (decided once) */
+    long long t0, t;
+} spin;
+
+/* 1 when a thread of p other than tid last took a job on the CPU the caller runs on. */
+static int shares_cpu(const wb_pool *p, int tid) {
+    const int me = this_cpu();
+    if (me < 0) return 1;
+    for (int i = 0; i < p->n; i++)
+        if (i != tid && atomic_load_explicit(&p->flags[i].cpu, memory_order_relaxed) == me) return 1;
+    return 0;
+}
+
+static int spin_more(spin *sp, long long budget_ns, const wb_pool *p, int tid) {
+    if (++sp->i % SPIN_CHECK == 0 || (sp->t0 && sp->t - sp->t0 >= SPIN_PAUSE_NS)) {
+        sp->t = now_ns();
+        if (!sp->t0) sp->t0 = sp->t;
+        else if (sp->t - sp->t0 > budget_ns) return 0;
+    }
+    if (sp->t - sp->t0 < SPIN_PAUSE_NS) {
+        cpu_relax();
+        return 1;
+    }
+    if (!sp->decided) sp->decided = 1, sp->yield = (unsigned char)(!p || shares_cpu(p, tid));
+    if (sp->yield) sched_yield();
+    else cpu_relax();
+    return 1;
+}
+
 typedef struct worker_arg {
     wb_pool *p;
     int tid;
@@ -142,11 +164,12 @@ static void fwake(atomic_uint *addr) {
 /* Wait until *addr != val: poll for up to spin_ns (spin_more), then sleep with a registered
  * sleeper count so the waker only pays for a syscall when someone is actually asleep. The seq_cst
  * increment of the sleeper count before the futex's own compare closes the lost-wakeup window. */
-static void wait_change(atomic_uint *addr, unsigned val, atomic_int *sleepers, long long spin_ns) {
+static void wait_change(atomic_uint *addr, unsigned val, atomic_int *sleepers, long long spin_ns,
+                        const wb_pool *p, int tid) {
     spin sp = {0};
     do {
         if (atomic_load_explicit(addr, memory_order_acquire) != val) return;
-    } while (spin_more(&sp, spin_ns));
+    } while (spin_more(&sp, spin_ns, p, tid));
     while (atomic_load(addr) == val) {
         atomic_fetch_add(sleepers, 1);
         fwait(addr, val);
@@ -166,7 +189,7 @@ static void *worker_main(void *a) {
     unsigned seen = 0;
     tl_tid = wa.tid;
     for (;;) {
-        wait_change(&p->gen, seen, &p->sleepers, SPIN_IDLE_NS);
+        wait_change(&p->gen, seen, &p->sleepers, SPIN_IDLE_NS, p, wa.tid);
         seen = atomic_load(&p->gen);
         if (atomic_load(&p->stop)) break;
         atomic_store_explicit(&p->flags[wa.tid].cpu, this_cpu(), memory_order_relaxed);
@@ -278,7 +301,7 @@ static void wait_zero(wb_pool *p, atomic_uint *cnt) {
     spin sp = {0};
     do {
         if (atomic_load_explicit(cnt, memory_order_acquire) == 0) return;
-    } while (spin_more(&sp, SPIN_IDLE_NS));
+    } while (spin_more(&sp, SPIN_IDLE_NS, p, 0));
     for (;;) {
         unsigned v = atomic_load(cnt);
         if (v == 0) break;
@@ -294,6 +317,7 @@ static void wait_zero(wb_pool *p, atomic_uint *cnt) {
  * for the load balancer, milliseconds. One CPU read per job when nothing needs moving. */
 static void spread_workers(wb_pool *p) {
     const int me = this_cpu();
+    atomic_store_explicit(&p->flags[0].cpu, me, memory_order_relaxed); /* for shares_cpu */
     if (me < 0) return;
     for (int i = 1; i < p->n; i++) {
         if (atomic_load_explicit(&p->flags[i].cpu, memory_order_relaxed) != me) continue;
@@ -355,7 +379,7 @@ void wb_pool_count_wait(wb_pool *p, atomic_uint *c, unsigned target) {
     spin sp = {0};
     unsigned v;
     while ((int)((v = atomic_load_explicit(c, memory_order_acquire)) - target) < 0) {
-        if (spin_more(&sp, SPIN_BARRIER_NS) || !p) continue;
+        if (spin_more(&sp, SPIN_BARRIER_NS, p, tl_tid) || !p) continue;
         atomic_fetch_add(&p->bar_sleepers, 1);
         if ((int)(atomic_load(c) - target) < 0) fwait(c, v);
         atomic_fetch_sub(&p->bar_sleepers, 1);
@@ -382,7 +406,7 @@ void wb_pool_barrier(wb_pool *p) {
         spin sp = {0};
         unsigned v;
         while ((int)((v = atomic_load_explicit(f, memory_order_acquire)) - mine) < 0) {
-            if (spin_more(&sp, SPIN_BARRIER_NS)) continue;
+            if (spin_more(&sp, SPIN_BARRIER_NS, p, me)) continue;
             atomic_fetch_add(&p->bar_sleepers, 1);
             if ((int)(atomic_load(f) - mine) < 0) fwait(f, v);
             atomic_fetch_sub(&p->bar_sleepers, 1);
