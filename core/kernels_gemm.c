@@ -122,6 +122,9 @@ typedef struct gemm_level {
     /* inputs of up to short_rows rows (0: none) packed in 16-row blocks and multiplied by
      * gshort, which reads the weights in place */
     int short_rows;
+    /* the next panel is prefetched during a panel's tiles for prompts of up to pf_blocks row
+     * blocks (0: PF_BLOCKS) */
+    int pf_blocks;
     void (*gshort)(float *Y, size_t ldy, const float *P, int nb, const void *W, int bf16,
                    const float *b, int in, int r0, int r1, int accumulate);
 } gemm_level;
@@ -230,7 +233,9 @@ static int gemm_kc(int nb, int in) {
 
 /* Y rows r0 .. r1 - 1 of every input from packed inputs P; wp: NR x kc floats, cb: nb x NR
  * floats when kc < in. */
-enum { PF_BLOCKS = 8, HALF_BLOCKS = 4 };
+/* PF_BLOCKS: the levels' default limit (AVX2); PF_ALL: no limit (AVX-512, where a 268-row prompt
+ * measured 3-7% faster with it, docs/performance.md Session 7) */
+enum { PF_BLOCKS = 8, HALF_BLOCKS = 4, PF_ALL = 1 << 20 };
 
 static void gemm_tiles(const gemm_level *g, float *Y, size_t ldy, const float *P, int nb,
                        const void *W, int bf16, const float *b, int in, int r0, int r1,
@@ -240,12 +245,13 @@ static void gemm_tiles(const gemm_level *g, float *Y, size_t ldy, const float *P
     for (int r = r0; r < r1; r += NR) {
         const int nr = r1 - r < NR ? r1 - r : NR;
         /* the next panel's weights (contiguous rows; with wpk, the next prepacked panel),
-         * spread over this panel's tiles, for short prompts (up to PF_BLOCKS row blocks), whose
-         * panels are done too fast for the hardware prefetcher to keep up with the weights from
-         * memory */
+         * spread over this panel's tiles, for prompts of up to the level's pf_blocks row blocks:
+         * the packing otherwise waits on the weights from memory (its 32 rows are 32 short
+         * streams the hardware prefetcher picks up late); K-blocked products (kc < in) do not
+         * prefetch */
         const int nn = r + NR < r1 ? (r1 - r - NR < NR ? r1 - r - NR : NR) : 0;
         const size_t pfn = wpk ? (nn ? (size_t)NR * in * 4 : 0) : (size_t)nn * in * esz;
-        const int lines = kc == in && nmb <= PF_BLOCKS ? (int)((pfn + 63) / 64) : 0;
+        const int lines = kc == in && nmb <= (g->pf_blocks ? g->pf_blocks : PF_BLOCKS) ? (int)((pfn + 63) / 64) : 0;
         const int per = (lines + nmb - 1) / nmb;
         const float *panel = wpk ? wpk + (size_t)(r / NR) * NR * in : NULL;
         const char *pfb = !nn ? NULL
@@ -434,7 +440,7 @@ AVX2 static inline void tr8(__m256 r[8]) {
     }
 }
 
-#define AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")))
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,prfchw")))
 enum { NR512 = 32 };
 
 /* 16 x 16 transpose: r[j] row j in, r[c] column c out. */
@@ -599,6 +605,21 @@ AVX512 static inline __attribute__((always_inline)) void acc_finish_512(
     }
 }
 
+/* The Y lines a finishing tile stores to (MR rows x nr columns), fetched for writing as it
+ * starts: without it each tile's stores missed to L3 (Y, 268 x 4864 floats, is far from the
+ * caches) and the next tile waited on them, 3-5% of the 268-row products (docs/performance.md,
+ * Session 7). A chain continued in the next K block (cout) stores nothing to Y. */
+AVX512 static inline __attribute__((always_inline)) void y_prefetch_512(const int MR, float *Y,
+                                                                        size_t ldy, int nr,
+                                                                        const float *cout) {
+    if (cout) return;
+#pragma GCC unroll 14
+    for (int m = 0; m < MR; m++) {
+        __builtin_prefetch(Y + (size_t)m * ldy, 1, 3);
+        if (nr > 16) __builtin_prefetch(Y + (size_t)m * ldy + 16, 1, 3);
+    }
+}
+
 /* One step of K: the tile's two column vectors times each of its MR rows' broadcast inputs. */
 AVX512 static inline __attribute__((always_inline)) void fma_rows_512(const int MR, __m512 w0,
                                                                       __m512 w1, const float *xp,
@@ -614,6 +635,7 @@ AVX512 static inline __attribute__((always_inline)) void fma_rows_512(const int 
 AVX512 static inline __attribute__((always_inline)) void tile_512(
     const int MR, int kc, const float *xp, const float *wp, const float *cin, float *cout,
     float *Y, size_t ldy, int nr, const float *b, int accumulate, const char *pf, int npf) {
+    y_prefetch_512(MR, Y, ldy, nr, cout);
     __m512 a0[MR_MAX], a1[MR_MAX];
     acc_start_512(MR, cin, a0, a1);
     for (int k = 0; k < kc; k++, xp += MR, wp += NR512) {
@@ -630,6 +652,7 @@ AVX512 static inline __attribute__((always_inline)) void tile_512(
 AVX512 static inline __attribute__((always_inline)) void tileh_512(
     const int MR, int kc, const float *xp, const float *wp, const float *cin, float *cout,
     float *Y, size_t ldy, int nr, const float *b, int accumulate, const char *pf, int npf) {
+    y_prefetch_512(MR, Y, ldy, nr, cout);
     __m512 a0[MR_MAX], a1[MR_MAX];
     acc_start_512(MR, cin, a0, a1);
     int k = 0;
@@ -797,7 +820,7 @@ static const gemm_level level512 = {
     packh_512,
     {NULL, tileh512_1, tileh512_2, tileh512_3, tileh512_4, tileh512_5, tileh512_6, tileh512_7,
      tileh512_8, tileh512_9, tileh512_10, tileh512_11, tileh512_12, tileh512_13, tileh512_14},
-    SHORT512, gemm_short_512};
+    SHORT512, PF_ALL, gemm_short_512};
 
 static void gemm_xpack_avx512(float *P, const float *X, size_t ldx, int nb, int in, int i0,
                               int i1, int bf16) {
@@ -957,7 +980,7 @@ TILE256(1) TILE256(2) TILE256(3) TILE256(4) TILE256(5) TILE256(6)
 static const gemm_level level256 = {
     NR256, MR256, pack_256, xpack_256,
     {NULL, tile256_1, tile256_2, tile256_3, tile256_4, tile256_5, tile256_6},
-    NULL, {NULL}, 0, NULL};
+    NULL, {NULL}, 0, 0, NULL};
 
 static void gemm_xpack_avx2(float *P, const float *X, size_t ldx, int nb, int in, int i0,
                             int i1, int bf16) {
