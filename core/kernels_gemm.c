@@ -247,12 +247,13 @@ static void gemm_tiles(const gemm_level *g, float *Y, size_t ldy, const float *P
         /* the next panel's weights (contiguous rows; with wpk, the next prepacked panel),
          * spread over this panel's tiles, for prompts of up to the level's pf_blocks row blocks:
          * the packing otherwise waits on the weights from memory (its 32 rows are 32 short
-         * streams the hardware prefetcher picks up late); K-blocked products (kc < in) do not
-         * prefetch */
+         * streams the hardware prefetcher picks up late); in K-blocked products (kc < in) the
+         * whole next panel, over the tiles of every K block */
         const int nn = r + NR < r1 ? (r1 - r - NR < NR ? r1 - r - NR : NR) : 0;
         const size_t pfn = wpk ? (nn ? (size_t)NR * in * 4 : 0) : (size_t)nn * in * esz;
-        const int lines = kc == in && nmb <= (g->pf_blocks ? g->pf_blocks : PF_BLOCKS) ? (int)((pfn + 63) / 64) : 0;
-        const int per = (lines + nmb - 1) / nmb;
+        const int nkb = (in + kc - 1) / kc, nt = nkb * nmb;
+        const int lines = nmb <= (g->pf_blocks ? g->pf_blocks : PF_BLOCKS) ? (int)((pfn + 63) / 64) : 0;
+        const int per = (lines + nt - 1) / nt;
         const float *panel = wpk ? wpk + (size_t)(r / NR) * NR * in : NULL;
         const char *pfb = !nn ? NULL
                           : wpk ? (const char *)(panel + (size_t)NR * in)
@@ -271,11 +272,12 @@ static void gemm_tiles(const gemm_level *g, float *Y, size_t ldy, const float *P
             if (!panel) (half ? g->packh : g->pack)(wp, W, bf16, in, r, nr, k0, kn);
             for (int i = 0; i < nmb; i++) {
                 const int a = xblock0(nb, nmb, i), mr = xblock0(nb, nmb, i + 1) - a;
+                const int t = (k0 / kc) * nmb + i; /* this tile's share of the prefetch */
                 float *c = cb + (size_t)a * NR;
                 (half ? g->tileh : g->tile)[mr](kn, P + (size_t)a * in + (size_t)k0 * mr, w, k0 ? c : NULL,
                             last ? NULL : c, Y + (size_t)a * ldy + r, ldy, nr, b ? b + r : NULL,
-                            accumulate, pfb + (size_t)i * per * 64,
-                            lines - i * per < per ? lines - i * per : per);
+                            accumulate, pfb + (size_t)t * per * 64,
+                            lines - t * per < per ? lines - t * per : per);
             }
         }
     }
