@@ -95,6 +95,80 @@ AVX2 static double stream_gbs(const float *p, size_t n) {
     return (double)n * 4 / (ms * 1e6);
 }
 
+/* The prompt GEMM's tile against where its operands are (issue 15: is the 268-row prefill limited
+ * by the tile's loop or by its feed?). Over F32 panels packed beforehand (gemm_f32_panels, so no
+ * packing is timed) and inputs packed by gemm_xpack: 56 inputs x 32 rows x 128 columns (the 32 x
+ * 128 panel and the inputs, 44 KB: L1), 268 x 32 x 896 (a 115 KB panel and 960 KB of inputs: L2),
+ * 268 x 4864 x 896 (17 MB of panels: L3 after the first call), the same over FEED_COPIES copies
+ * of the panels in turn (from memory); then the calls a prefill makes, packing included, BF16
+ * and F32 weights from memory (copies in turn). 1 thread, thread CPU time, interleaved. */
+enum { FEED_COPIES = 16, FEED_CASES = 6 };
+static int prompt_feed(const float *Wf, const uint16_t *W, const float *X, int reps, double P512,
+                       double P256) {
+    static const char *what[FEED_CASES] = {
+        "tile over prepacked panels, 56 x 32 x 128 (L1)", "268 x 32 x 896 (panel and inputs in L2)",
+        "268 x 4864 x 896 (panels in L3)", "268 x 4864 x 896, panels from memory",
+        "BF16 packed call, 268 x 4864 x 896, weights from memory (packing included)",
+        "F32 packed call, weights from memory (packing included)"};
+    const size_t wn = (size_t)ROWS * IN;
+    const int levels = (int)wb_isa_best();
+    size_t pn = 0;
+    for (int lv = WB_ISA_AVX2; lv <= levels; lv++) {
+        wb_isa o = wb_isa_limit((wb_isa)lv);
+        if (wb_kt()->gemm_f32_panels_size && wb_kt()->gemm_f32_panels_size(ROWS, IN) > pn)
+            pn = wb_kt()->gemm_f32_panels_size(ROWS, IN);
+        wb_isa_limit(o);
+    }
+    /* the panels are read by aligned loads */
+    float *Pk = aligned_alloc(64, (4ull * FEED_COPIES * pn + 63) & ~63ull), *Fc = malloc(4ull * FEED_COPIES * wn);
+    uint16_t *Bc = malloc(2ull * FEED_COPIES * wn);
+    float *xp = aligned_alloc(64, 4ull * 268 * IN), *y = malloc(4ull * 268 * ROWS);
+    if (!Pk || !Fc || !Bc || !xp || !y || !pn) {
+        free(Pk), free(Fc), free(Bc), free(xp), free(y);
+        return !pn ? 0 : 1;
+    }
+    for (int c = 0; c < FEED_COPIES; c++) {
+        memcpy(Fc + c * wn, Wf, 4 * wn);
+        memcpy(Bc + c * wn, W, 2 * wn);
+    }
+    static double g[WB_ISA_COUNT][FEED_CASES][MAXR];
+    int turn = 0;
+    for (int lv = WB_ISA_AVX2; lv <= levels; lv++) {
+        wb_isa o = wb_isa_limit((wb_isa)lv);
+        const wb_kernel_table *kt = wb_kt();
+        for (int c = 0; c < FEED_COPIES; c++) kt->gemm_f32_panels(Pk + c * pn, Fc + c * wn, ROWS, IN);
+        for (int k = 0; k < reps; k++) {
+            for (int q = 0; q < FEED_CASES; q++) {
+                const int nb = q ? 268 : 56, in = q ? IN : 128, rows = q >= 2 ? ROWS : 32;
+                const int calls = q == 0 ? 400 : q == 1 ? 20 : 1, cp = 1 + turn++ % (FEED_COPIES - 1);
+                kt->gemm_xpack(xp, X, in, nb, in, 0, nb, q == 4);
+                const float *pk = q == 3 ? Pk + cp * pn : Pk;
+                double t0 = cpu_ms();
+                for (int i = 0; i < calls; i++) {
+                    if (q == 4)
+                        kt->gemm_bf16_packed(y, rows, xp, nb, Bc + cp * wn, NULL, in, 0, rows, 0);
+                    else if (q == 5)
+                        kt->gemm_f32_packed(y, rows, xp, nb, Fc + cp * wn, NULL, in, 0, rows, 0);
+                    else
+                        kt->gemm_f32_prepacked_packed(y, rows, xp, nb, pk, Fc, NULL, in, 0, rows, 0);
+                }
+                g[lv][q][k] = 2.0 * calls * nb * rows * in / ((cpu_ms() - t0) * 1e6);
+            }
+        }
+        wb_isa_limit(o);
+    }
+    printf("\nPrompt GEMM tile against where its operands are, 1 thread, thread CPU time, GFLOP/s median [min - max]\n\n");
+    printf("| level | case | GFLOP/s | of FMA peak |\n|---|---|---|---|\n");
+    for (int lv = WB_ISA_AVX2; lv <= levels; lv++)
+        for (int q = 0; q < FEED_CASES; q++) {
+            const double m = med(g[lv][q], reps), peak = lv >= WB_ISA_AVX512 ? P512 : P256;
+            printf("| %s | %s | %.0f [%.0f - %.0f] | %.0f%% |\n", wb_isa_name(lv), what[q], m,
+                   lo(g[lv][q], reps), hi(g[lv][q], reps), 100 * m / peak);
+        }
+    free(Pk), free(Fc), free(Bc), free(xp), free(y);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     bench_args(argc, argv, "[REPS=7]\n  every kernel path this CPU supports against the portable one", NULL);
     int reps = argc > 1 ? atoi(argv[1]) : 7;
@@ -306,6 +380,7 @@ int main(int argc, char **argv) {
                        hi(gv, reps), m, lo(gm, reps), hi(gm, reps), 100 * m / peak, med(ra, reps));
             }
     free(Yp), free(Yd);
+    if (prompt_feed(Wf, W, X, reps, P512, P256)) return 1;
     free(Df), free(Dyb);
     free(Db), free(Dq), free(S), free(Dy);
     free(W), free(Wf), free(X), free(Y), free(Wq), free(xq);
