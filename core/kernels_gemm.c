@@ -26,11 +26,14 @@
  * loads NR consecutive floats, BF16 widened on the way (exact; for BF16 pairs of columns are
  * transposed as one dword and split even/odd after; at AVX-512, for prompts of up to
  * HALF_BLOCKS row blocks, the pairs are stored as they are and the tiles split them, since each
- * panel then serves so few tiles that the pack's widening cost more). For short prompts (up to PF_BLOCKS row
- * blocks) the tiles prefetch the next panel's weight rows, which the packing otherwise waited on
- * from memory (25% of a 44-token prefill); for longer ones that measured 3-8% slower, so not
- * there. KC is the whole row unless the inputs' block would not stay in L2 (panels sized for L1
- * measured no faster).
+ * panel then serves so few tiles that the pack's widening cost more). The tiles prefetch the next
+ * panel's weight rows (into L2, spread over the panel's tiles), which the packing otherwise waited
+ * on from memory (25% of a 44-token prefill); AVX2 only for short prompts (up to PF_BLOCKS row
+ * blocks: Session 3 measured it 3-8% slower for longer ones there), AVX-512 for every prompt
+ * (268 rows: 4-8% faster products, Session 7). A finishing AVX-512 tile fetches its Y lines for
+ * writing as it starts (prefetchw). KC is the whole row unless the inputs' block would not stay in
+ * L2: panels sized for L1 measured no faster, and the tile reading a 115 KB panel and its inputs
+ * from L2 runs as fast as from L1 (bench_kernels' feed table).
  * At AVX-512, prompts of up to 48 rows (SHORT512) skip the weight panels: the tile is turned
  * around (the rows in the vector lanes, the inputs packed in 16-row blocks, the weights read in
  * place by broadcasts, gemm_short_512), since at 44 tokens a panel served only 4 row blocks.
