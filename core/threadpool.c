@@ -103,21 +103,23 @@ static int this_cpu(void) {
 }
 
 /* One poll of a bounded wait: pause or yield, and 0 once budget_ns has passed since the first
- * clock reading. Past SPIN_PAUSE_NS it yields if a peer of thread tid in pool p last ran on the
- * caller's CPU (or p is NULL), else it keeps pausing; the clock is then read at every poll: a
- * yield to another process can take a whole time slice, and 32 of them between readings once
- * cost 1-3 ms of CPU per "200 us" idle spin on a loaded machine (each switch is CPU time of ours
- * too). */
+ * clock reading. Past SPIN_PAUSE_NS it yields if a peer of thread tid in pool p was last seen on
+ * the caller's CPU (or p is NULL), else it keeps pausing, deciding again every SPIN_PAUSE_NS
+ * (the peers' records move as they wait too); the clock is then read at every poll: a yield to
+ * another process can take a whole time slice, and 32 of them between readings once cost 1-3 ms
+ * of CPU per "200 us" idle spin on a loaded machine (each switch is CPU time of ours too). */
 typedef struct spin {
     unsigned i;
-    unsigned char decided, yield; /* past SPIN_PAUSE_NS: whether to yield (decided once) */
-    long long t0, t;
+    unsigned char yield;          /* past SPIN_PAUSE_NS: whether to yield */
+    long long t0, t, decided;     /* decided: when yield was last set (0: not yet) */
 } spin;
 
-/* 1 when a thread of p other than tid last took a job on the CPU the caller runs on. */
+/* 1 when a thread of p other than tid was last seen (taking a job or in a long wait) on the CPU
+ * the caller runs on; records the caller's CPU as its own. */
 static int shares_cpu(const wb_pool *p, int tid) {
     const int me = this_cpu();
     if (me < 0) return 1;
+    atomic_store_explicit(&p->flags[tid].cpu, me, memory_order_relaxed);
     for (int i = 0; i < p->n; i++)
         if (i != tid && atomic_load_explicit(&p->flags[i].cpu, memory_order_relaxed) == me) return 1;
     return 0;
@@ -133,7 +135,8 @@ static int spin_more(spin *sp, long long budget_ns, const wb_pool *p, int tid) {
         cpu_relax();
         return 1;
     }
-    if (!sp->decided) sp->decided = 1, sp->yield = (unsigned char)(!p || shares_cpu(p, tid));
+    if (!sp->decided || sp->t - sp->decided >= SPIN_PAUSE_NS)
+        sp->decided = sp->t, sp->yield = (unsigned char)(!p || shares_cpu(p, tid));
     if (sp->yield) sched_yield();
     else cpu_relax();
     return 1;
