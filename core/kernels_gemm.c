@@ -29,11 +29,12 @@
  * panel then serves so few tiles that the pack's widening cost more). The tiles prefetch the next
  * panel's weight rows (into L2, spread over the panel's tiles), which the packing otherwise waited
  * on from memory (25% of a 44-token prefill); AVX2 only for short prompts (up to PF_BLOCKS row
- * blocks: Session 3 measured it 3-8% slower for longer ones there), AVX-512 for every prompt
- * (268 rows: 4-8% faster products, Session 7). A finishing AVX-512 tile fetches its Y lines for
- * writing as it starts (prefetchw). KC is the whole row unless the inputs' block would not stay in
- * L2: panels sized for L1 measured no faster, and the tile reading a 115 KB panel and its inputs
- * from L2 runs as fast as from L1 (bench_kernels' feed table).
+ * blocks: Session 3 measured it 3-8% slower for longer ones there), AVX-512 for every prompt (a
+ * few percent at 268 rows, not well resolved on the shared VM: docs/performance.md Session 7).
+ * A finishing AVX-512 tile fetches its Y lines for writing as it starts (prefetchw). KC is the
+ * whole row unless the inputs' block would not stay in L2: panels sized for L1 measured no
+ * faster, and the tile reading a 115 KB panel and its inputs from L2 runs as fast as from L1
+ * (bench_kernels' feed table).
  * At AVX-512, prompts of up to 48 rows (SHORT512) skip the weight panels: the tile is turned
  * around (the rows in the vector lanes, the inputs packed in 16-row blocks, the weights read in
  * place by broadcasts, gemm_short_512), since at 44 tokens a panel served only 4 row blocks.
@@ -236,8 +237,9 @@ static int gemm_kc(int nb, int in) {
 
 /* Y rows r0 .. r1 - 1 of every input from packed inputs P; wp: NR x kc floats, cb: nb x NR
  * floats when kc < in. */
-/* PF_BLOCKS: the levels' default limit (AVX2); PF_ALL: no limit (AVX-512, where a 268-row prompt
- * measured 3-7% faster with it, docs/performance.md Session 7) */
+/* PF_BLOCKS: the levels' default limit (AVX2); PF_ALL: no limit (AVX-512: at 268 rows the packing
+ * waited on the weights, 6.3% of a prefill's samples, 3.8% with the prefetch; docs/performance.md
+ * Session 7) */
 enum { PF_BLOCKS = 8, HALF_BLOCKS = 4, PF_ALL = 1 << 20 };
 
 static void gemm_tiles(const gemm_level *g, float *Y, size_t ldy, const float *P, int nb,
@@ -255,7 +257,8 @@ static void gemm_tiles(const gemm_level *g, float *Y, size_t ldy, const float *P
         const int nn = r + NR < r1 ? (r1 - r - NR < NR ? r1 - r - NR : NR) : 0;
         const size_t pfn = wpk ? (nn ? (size_t)NR * in * 4 : 0) : (size_t)nn * in * esz;
         const int nkb = (in + kc - 1) / kc, nt = nkb * nmb;
-        const int lines = nmb <= (g->pf_blocks ? g->pf_blocks : PF_BLOCKS) ? (int)((pfn + 63) / 64) : 0;
+        const int pfl = g->pf_blocks ? g->pf_blocks : PF_BLOCKS;
+        const int lines = nmb <= pfl ? (int)((pfn + 63) / 64) : 0;
         const int per = (lines + nt - 1) / nt;
         const float *panel = wpk ? wpk + (size_t)(r / NR) * NR * in : NULL;
         const char *pfb = !nn ? NULL
@@ -611,9 +614,9 @@ AVX512 static inline __attribute__((always_inline)) void acc_finish_512(
 }
 
 /* The Y lines a finishing tile stores to (MR rows x nr columns), fetched for writing as it
- * starts: without it each tile's stores missed to L3 (Y, 268 x 4864 floats, is far from the
- * caches) and the next tile waited on them, 3-5% of the 268-row products (docs/performance.md,
- * Session 7). A chain continued in the next K block (cout) stores nothing to Y. */
+ * starts: Y (268 x 4864 floats) is far from the caches, and a tile storing to new columns
+ * measured 3-5% slower than one storing to the same ones (docs/performance.md, Session 7).
+ * A chain continued in the next K block (cout) stores nothing to Y. */
 AVX512 static inline __attribute__((always_inline)) void y_prefetch_512(const int MR, float *Y,
                                                                         size_t ldy, int nr,
                                                                         const float *cout) {
