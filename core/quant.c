@@ -1440,11 +1440,11 @@ TILE_RUN_T_N(1)
  * are one linear stream; the next chunk is prefetched in shares, one per input group, and each
  * share a few lines per block inside the tile (all of a share at once stalled on the line fill
  * buffers: 8% of gemm_t_512's samples sat behind those prefetches in a 44-token prefill). grp
- * from group_inputs with TMAGIC added to the corrections. */
+ * from group_inputs in groups of gs inputs (the last shorter) with TMAGIC added to the corrections. */
 INLINE_VNNI512 void gemm_tiles_t(const int q8, float *Y, size_t ldy, const uint8_t *grp, int nb,
                                  const uint8_t *W, size_t rb, const float *bias, int in, int r0,
-                                 int r1, int accumulate, float *acc) {
-    const int nblk = in / 32, groups = (nb + NR - 1) / NR;
+                                 int r1, int accumulate, float *acc, int gs) {
+    const int nblk = in / 32, groups = (nb + gs - 1) / gs;
     const size_t gbytes = 16 * rb, end = (size_t)((r1 + 15) & ~15) * rb;
     for (int g = r0 & ~15; g < r1; g += 16) {
         const uint8_t *T = W + (size_t)(g / 16) * gbytes;
@@ -1456,8 +1456,8 @@ INLINE_VNNI512 void gemm_tiles_t(const int q8, float *Y, size_t ldy, const uint8
             const size_t pstart = (size_t)(T - W) + (size_t)(b0 + nbk) * TB(q8);
             const size_t plen = (size_t)KC * TB(q8);
             const uint8_t *gp = grp;
-            for (int j0 = 0, gi = 0; j0 < nb; j0 += NR, gi++) {
-                const int n = nb - j0 < NR ? nb - j0 : NR;
+            for (int j0 = 0, gi = 0; j0 < nb; j0 += gs, gi++) {
+                const int n = nb - j0 < gs ? nb - j0 : gs;
                 const size_t a = pstart + plen * (size_t)gi / (size_t)groups,
                              z = pstart + plen * (size_t)(gi + 1) / (size_t)groups;
                 const size_t zz = z < end ? z : end, aa = a & ~(size_t)63;
@@ -1521,11 +1521,13 @@ VNNI512 static int gemm_t_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *a
     const size_t gb = (grouped_bytes(nb, in) + 63) & ~(size_t)63;
     uint8_t *grp = qscratch(1, gb + 64 * (size_t)nb);
     if (!grp) return 0;
-    const int q8 = t == WB_QT_Q8_0;
-    group_inputs(grp, act, astride, nb, in, q8 ? -128 : -8, NR, TMAGIC);
+    const int q8 = t == WB_QT_Q8_0, ng = (nb + NR - 1) / NR, gs = (nb + ng - 1) / ng;
+    /* as few groups as of NR, evened out (44 inputs: 9, 9, 9, 9, 8, not 10, 10, 10, 10, 4, whose
+     * last paid a block's weight loads, scales and loop for 4 inputs) */
+    group_inputs(grp, act, astride, nb, in, q8 ? -128 : -8, gs, TMAGIC);
     float *acc = (float *)(grp + gb);
-    if (q8) gemm_tiles_t(1, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc);
-    else gemm_tiles_t(0, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc);
+    if (q8) gemm_tiles_t(1, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc, gs);
+    else gemm_tiles_t(0, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc, gs);
     return 1;
 }
 /* ------------------------------------------------------------------ AVX2 tile GEMM
