@@ -1174,9 +1174,49 @@ static void group_inputs(uint8_t *dst, const uint8_t *act, size_t astride, int n
     }
 }
 
-INLINE_VNNI512 void tile_run(const int N, const pack16 *P, int nbk, const uint8_t *rec, float *acc) {
+/* The lanes of the group at row g that fall in [r0, r1) */
+static inline __mmask16 group_lanes(int g, int r0, int r1) {
+    const int lo = r0 > g ? r0 - g : 0, hi = r1 - g < 16 ? r1 - g : 16;
+    return (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+
+/* store16 for the lanes m of the group at row g */
+INLINE_VNNI512 void store16m(float *Y, size_t ldy, int j, int g, __mmask16 m, __m512 v,
+                             const float *bias, int accumulate) {
+    float *y = Y + (size_t)j * ldy + g;
+    if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + g));
+    else v = _mm512_add_ps(v, _mm512_setzero_ps());
+    if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, y), v);
+    _mm512_mask_storeu_ps(y, m, v);
+}
+
+/* The bits of the float 1.5 * 2^23: an int32 n with |n| < 2^22 added to them reads, as a float,
+ * 1.5 * 2^23 + n exactly, so subtracting 1.5 * 2^23 gives (float)n. A block's sum is under
+ * 32 * 128 * 127 in size (Q8_0 at its widest; Q4_0 32 * 8 * 127), so both AVX-512 tiles start
+ * its integer sums from these bits (added to the inputs' corrections by group_inputs) and turns
+ * them into floats with a subtraction, which runs on port 5 beside the vpdpbusd of port 0, where
+ * vcvtdq2ps would take a port-0 slot per input and block: the same value, so the same bits. */
+#define TMAGIC 0x4B400000u
+#define TMAGICF 12582912.0f
+
+/* Where the last chunk of a row group leaves its sums: stored into Y (bias, accumulate) from the
+ * registers as each input group finishes, so the stores drain while the next group computes
+ * (stored from acc after the whole group, every input's line a miss, they stalled the store
+ * buffer: 77% of gemm_t_512's own samples, 15% of the tile's, sat on that loop) */
+typedef struct tile_dst {
+    float *Y;
+    size_t ldy;
+    const float *bias;
+    int g, accumulate;
+    __mmask16 m;
+} tile_dst;
+/* y from acc (zero for the first chunk), the chunk's blocks, then into acc or into o's rows of Y
+ * (the last chunk); the inputs' corrections carry TMAGIC (group_inputs) */
+INLINE_VNNI512 void tile_run(const int N, const pack16 *P, int nbk, const uint8_t *rec, float *acc,
+                             int first, const tile_dst *o, int j0) {
     __m512 y[NR];
-    for (int j = 0; j < N; j++) y[j] = _mm512_load_ps(acc + 16 * j);
+    for (int j = 0; j < N; j++) y[j] = first ? _mm512_setzero_ps() : _mm512_load_ps(acc + 16 * j);
+    const __m512 mf = _mm512_set1_ps(TMAGICF);
     for (int i = 0; i < nbk; i++, rec += 40 * N) {
         const __m512i w0 = P[i].w[0], w1 = P[i].w[1], w2 = P[i].w[2], w3 = P[i].w[3];
         const __m512i w4 = P[i].w[4], w5 = P[i].w[5], w6 = P[i].w[6], w7 = P[i].w[7];
@@ -1195,23 +1235,28 @@ INLINE_VNNI512 void tile_run(const int N, const pack16 *P, int nbk, const uint8_
         for (int j = 0; j < N; j++) s[j] = _mm512_dpbusd_epi32(s[j], w7, bcast4(x + 32 * j + 28));
         const __m512 d = P[i].d;
         for (int j = 0; j < N; j++)
-            y[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[j]), _mm512_mul_ps(d, _mm512_set1_ps(dx[j])), y[j]);
+            y[j] = _mm512_fmadd_ps(_mm512_sub_ps(_mm512_castsi512_ps(s[j]), mf),
+                                   _mm512_mul_ps(d, _mm512_set1_ps(dx[j])), y[j]);
     }
-    for (int j = 0; j < N; j++) _mm512_store_ps(acc + 16 * j, y[j]);
+    if (o)
+        for (int j = 0; j < N; j++) store16m(o->Y, o->ldy, j0 + j, o->g, o->m, y[j], o->bias, o->accumulate);
+    else
+        for (int j = 0; j < N; j++) _mm512_store_ps(acc + 16 * j, y[j]);
 }
 
-VNNI512 static void tile_run_n(int n, const pack16 *P, int nbk, const uint8_t *rec, float *acc) {
+VNNI512 static void tile_run_n(int n, const pack16 *P, int nbk, const uint8_t *rec, float *acc, int first,
+                               const tile_dst *o, int j0) {
     switch (n) {
-    case 1: tile_run(1, P, nbk, rec, acc); break;
-    case 2: tile_run(2, P, nbk, rec, acc); break;
-    case 3: tile_run(3, P, nbk, rec, acc); break;
-    case 4: tile_run(4, P, nbk, rec, acc); break;
-    case 5: tile_run(5, P, nbk, rec, acc); break;
-    case 6: tile_run(6, P, nbk, rec, acc); break;
-    case 7: tile_run(7, P, nbk, rec, acc); break;
-    case 8: tile_run(8, P, nbk, rec, acc); break;
-    case 9: tile_run(9, P, nbk, rec, acc); break;
-    default: tile_run(NR, P, nbk, rec, acc); break;
+    case 1: tile_run(1, P, nbk, rec, acc, first, o, j0); break;
+    case 2: tile_run(2, P, nbk, rec, acc, first, o, j0); break;
+    case 3: tile_run(3, P, nbk, rec, acc, first, o, j0); break;
+    case 4: tile_run(4, P, nbk, rec, acc, first, o, j0); break;
+    case 5: tile_run(5, P, nbk, rec, acc, first, o, j0); break;
+    case 6: tile_run(6, P, nbk, rec, acc, first, o, j0); break;
+    case 7: tile_run(7, P, nbk, rec, acc, first, o, j0); break;
+    case 8: tile_run(8, P, nbk, rec, acc, first, o, j0); break;
+    case 9: tile_run(9, P, nbk, rec, acc, first, o, j0); break;
+    default: tile_run(NR, P, nbk, rec, acc, first, o, j0); break;
     }
 }
 
@@ -1284,7 +1329,7 @@ INLINE_VNNI512 void gemm_tiles(const int q8, float *Y, size_t ldy, const uint8_t
     for (int r = r0; r < r1; r += 16) {
         const uint8_t *rows[16];
         const __m512i offs = group_rows(W, rb, r, r1, rows);
-        memset(acc, 0, sizeof(float) * 16 * (size_t)nb);
+        const tile_dst o = {Y, ldy, bias, r, accumulate, group_lanes(r, r, r1)};
         for (int b0 = 0; b0 < nblk; b0 += KC) {
             const int nbk = nblk - b0 < KC ? nblk - b0 : KC;
             pack_chunk(q8, P, offs, rows, b0, nbk);
@@ -1296,12 +1341,11 @@ INLINE_VNNI512 void gemm_tiles(const int q8, float *Y, size_t ldy, const uint8_t
             for (int j0 = 0, gi = 0; j0 < nb; j0 += NR, gi++) {
                 const int n = nb - j0 < NR ? nb - j0 : NR;
                 prefetch_rows(W, rb, nr + 16 * gi / groups, nr + 16 * (gi + 1) / groups, r1, poff, plen);
-                tile_run_n(n, P, nbk, g + grp_rec(n) * (size_t)b0, acc + 16 * (size_t)j0);
+                tile_run_n(n, P, nbk, g + grp_rec(n) * (size_t)b0, acc + 16 * (size_t)j0, b0 == 0,
+                           b0 + nbk >= nblk ? &o : NULL, j0);
                 g += grp_rec(n) * (size_t)nblk;
             }
         }
-        for (int j = 0; j < nb; j++)
-            store16(Y, ldy, j, r, r1 - r, _mm512_load_ps(acc + 16 * j), bias, accumulate);
     }
 }
 
@@ -1314,7 +1358,7 @@ VNNI512 static void gemm_q_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *
         uint8_t *grp = qscratch(1, gb + 64 * (size_t)nb);
         if (grp) { /* (without the memory: the tile kernel below, the same sums) */
             const int q8 = t == WB_QT_Q8_0;
-            group_inputs(grp, act, astride, nb, in, q8 ? -128 : -8, NR, 0);
+            group_inputs(grp, act, astride, nb, in, q8 ? -128 : -8, NR, TMAGIC);
             float *acc = (float *)(grp + gb);
             if (q8) gemm_tiles(1, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc);
             else gemm_tiles(0, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc);
@@ -1348,42 +1392,6 @@ INLINE_VNNI512 __m512i tile_reg(const int q8, const uint8_t *p, int k) {
     return _mm512_and_si512(k < 4 ? g : _mm512_srli_epi32(g, 4), m4);
 }
 
-/* The lanes of the group at row g that fall in [r0, r1) */
-static inline __mmask16 group_lanes(int g, int r0, int r1) {
-    const int lo = r0 > g ? r0 - g : 0, hi = r1 - g < 16 ? r1 - g : 16;
-    return (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
-}
-
-/* store16 for the lanes m of the group at row g */
-INLINE_VNNI512 void store16m(float *Y, size_t ldy, int j, int g, __mmask16 m, __m512 v,
-                             const float *bias, int accumulate) {
-    float *y = Y + (size_t)j * ldy + g;
-    if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + g));
-    else v = _mm512_add_ps(v, _mm512_setzero_ps());
-    if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, y), v);
-    _mm512_mask_storeu_ps(y, m, v);
-}
-
-/* The bits of the float 1.5 * 2^23: an int32 n with |n| < 2^22 added to them reads, as a float,
- * 1.5 * 2^23 + n exactly, so subtracting 1.5 * 2^23 gives (float)n. A block's sum is under
- * 32 * 128 * 127 in size (Q8_0 at its widest; Q4_0 32 * 8 * 127), so the tile-layout tile starts
- * its integer sums from these bits (added to the inputs' corrections by group_inputs) and turns
- * them into floats with a subtraction, which runs on port 5 beside the vpdpbusd of port 0, where
- * vcvtdq2ps would take a port-0 slot per input and block: the same value, so the same bits. */
-#define TMAGIC 0x4B400000u
-#define TMAGICF 12582912.0f
-
-/* Where the last chunk of a row group leaves its sums: stored into Y (bias, accumulate) from the
- * registers as each input group finishes, so the stores drain while the next group computes
- * (stored from acc after the whole group, every input's line a miss, they stalled the store
- * buffer: 77% of gemm_t_512's own samples, 15% of the tile's, sat on that loop) */
-typedef struct tile_dst {
-    float *Y;
-    size_t ldy;
-    const float *bias;
-    int g, accumulate;
-    __mmask16 m;
-} tile_dst;
 
 /* tile_run over tile-layout blocks T (TB bytes each) instead of packed ones: y from acc (zero
  * for the first chunk), into acc, or into o's rows of Y (the last chunk) */
