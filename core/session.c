@@ -14,10 +14,10 @@
  * into each thread's caches, the activations' allocation, the workers settling on their own
  * cores) is paid here, not by the user's first tokens: measured on TinyLM at 1 thread, a fresh
  * process's first step took 0.33 ms and its second 0.16-0.23, against 0.145 after. Before it,
- * a job every worker must run (pool_ready), so the workers take part in that step: a decode step
- * does not wait for a worker, and one that had not run yet (measured in fresh TinyLM processes:
- * absent from the warm step in 6 of 10, then from the first 8-20 steps) left the weights of its
- * share out of its core's cache and the first steps to the caller alone.
+ * the caller waits (up to READY_WAIT_MS) for the workers to run a job, so they take part in that
+ * step: a decode step does not wait for a worker, and one that had not run yet (measured in fresh
+ * TinyLM processes: absent from the warm step in 6 of 10, then from the first 8-20 steps) left
+ * the weights of its share out of its core's cache and the first steps to the caller alone.
  */
 #include "model_family.h"
 
@@ -55,10 +55,39 @@ static wb_status warm_step(wb_session *s, wb_err *err) {
     return st;
 }
 
-/* A job every worker must run (wb_pool_run waits for all of them): a worker just started, or
- * asleep on a core that has been idle, may take milliseconds to run for the first time, and a
- * decode step does not wait for it (wb_pool_run_helped), so its first steps would run alone. */
-static void pool_ready(void *arg, int tid, int nt) { (void)arg, (void)tid, (void)nt; }
+/* Before the warm-up step, the caller waits up to READY_WAIT_MS for every worker to join a job:
+ * a worker just started, or asleep on a core that has been idle, may take milliseconds to run for
+ * the first time, and a decode step does not wait for it (wb_pool_run_helped), so it would miss
+ * the warm-up and the first steps would run alone. Bounded: under load another process can keep
+ * a worker off its CPU for a whole time slice (measured with load 7 on 2 cores: waiting for all
+ * of them made wb_session_new take 6-9 ms, median, against 1-2), and a late worker still joins
+ * the decode steps it finds running. */
+#define READY_WAIT_MS 1.0
+
+typedef struct ready_job {
+    wb_pool *pool;
+    atomic_uint joined; /* workers that ran the job */
+} ready_job;
+
+static void pool_ready(void *arg, int tid, int nt) {
+    ready_job *j = arg;
+    if (tid) {
+        wb_pool_count_add(j->pool, &j->joined, 1);
+        return;
+    }
+    const double t0 = wb_clock_ms();
+    while (atomic_load(&j->joined) < (unsigned)(nt - 1) && wb_clock_ms() - t0 < READY_WAIT_MS) {
+    }
+}
+
+static wb_status wait_workers(const wb_model *m, int nt, wb_err *err) {
+    ready_job j = {NULL, 0};
+    wb_status st = wb_pool_slot_acquire(wb_model_pool(m), nt, &j.pool, err);
+    if (st) return st;
+    wb_pool_run_helped(j.pool, pool_ready, &j);
+    wb_pool_slot_release(wb_model_pool(m));
+    return WB_OK;
+}
 
 static size_t cache_floats(const wb_model *m, int n_ctx) {
     return (size_t)m->cfg.n_layer * (size_t)n_ctx * wb_model_kv_width(m);
@@ -99,7 +128,7 @@ wb_status wb_session_new(const wb_model *m, int n_ctx, wb_session **out, wb_err 
         wb_pool_slot_release(wb_model_pool(m));
     }
     if (wb_pool_slot_claim_warm(wb_model_pool(m), nt) &&
-        ((st = wb_pool_slot_run(wb_model_pool(m), nt, pool_ready, NULL, err)) ||
+        ((nt > 1 && (st = wait_workers(m, nt, err))) ||
          (st = warm_step(s, err)))) {
         wb_session_free(s);
         return st;
