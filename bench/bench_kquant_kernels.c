@@ -17,21 +17,11 @@
 #include <time.h>
 
 #include "bench_args.h"
+#include "bench_cputime.h"
 #include "quant.h"
 #include "wb_model.h"
 
-static double cpu_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static unsigned long long rs = 88172645463325252ull;
-static unsigned xr(void) {
-    rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
-    return (unsigned)(rs >> 32);
-}
-static float frand(void) { return (float)(xr() % 20001) / 10000.0f - 1.0f; }
+static float frand(void) { return (float)(bench_rand32() % 20001) / 10000.0f - 1.0f; }
 static void put16(unsigned char *p, float f) {
     const uint16_t h = wb_f32_to_f16(f);
     p[0] = (unsigned char)(h & 255), p[1] = (unsigned char)(h >> 8);
@@ -73,7 +63,7 @@ int main(int argc, char **argv) {
                 wb_quantize_row(qt, row, tmp, IN);
                 continue;
             }
-            for (size_t i = 0; i < rb; i++) row[i] = (unsigned char)xr();
+            for (size_t i = 0; i < rb; i++) row[i] = (unsigned char)bench_rand32();
             for (int b = 0; b < IN / 256; b++) {
                 unsigned char *blk = row + (size_t)b * bs;
                 if (qt == WB_QT_Q4_K) put16(blk, 0.01f), put16(blk + 2, 0.02f);
@@ -84,10 +74,10 @@ int main(int argc, char **argv) {
             for (int n = 0; n < 2; n++) {
                 const int nb = n ? nbig : 1, inner = n ? 1 : 100;
                 for (int r = 0; r < reps; r++) {
-                    const double a = cpu_ms();
+                    const double a = bench_thread_ms();
                     for (int q = 0; q < inner; q++)
                         wb_gemm_q_with(v[k], qt, Y, ROWS, X, IN, nb, W, NULL, IN, 0, ROWS, 0, NULL);
-                    t[r] = (cpu_ms() - a) / inner;
+                    t[r] = (bench_thread_ms() - a) / inner;
                 }
                 qsort(t, (size_t)reps, sizeof *t, cmp);
                 const double med = t[reps / 2];

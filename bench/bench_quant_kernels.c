@@ -22,35 +22,25 @@
 #include <time.h>
 
 #include "bench_args.h"
+#include "bench_cputime.h"
 #include "cpu.h"
 #include "quant.h"
 #include "wb_model.h"
 
 #define MAXR 31
 
-static double cpu_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static unsigned long long rs = 88172645463325252ull;
-static unsigned xr(void) {
-    rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
-    return (unsigned)(rs >> 32);
-}
 
 #define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 VNNI static double int8_peak(long iters) { /* Gop/s (multiply + add per byte pair), this thread */
     __m512i a[24];
     for (int i = 0; i < 24; i++) a[i] = _mm512_set1_epi32(i);
     const __m512i u = _mm512_set1_epi8(3), s8 = _mm512_set1_epi8(-2);
-    const double t0 = cpu_ms();
+    const double t0 = bench_thread_ms();
     for (long k = 0; k < iters; k++) {
 #pragma GCC unroll 24
         for (int i = 0; i < 24; i++) a[i] = _mm512_dpbusd_epi32(a[i], u, s8);
     }
-    const double ms = cpu_ms() - t0;
+    const double ms = bench_thread_ms() - t0;
     long long s = 0;
     for (int i = 0; i < 24; i++) s += _mm512_reduce_add_epi32(a[i]);
     if (s == 12345) puts("");
@@ -85,7 +75,7 @@ int main(int argc, char **argv) {
     float *X = malloc(sizeof(float) * MAXNB * MAXIN), *Y = malloc(sizeof(float) * MAXNB * MAXIN);
     float *row = malloc(sizeof(float) * MAXIN);
     if (!X || !Y || !row) return 1;
-    for (int i = 0; i < MAXNB * MAXIN; i++) X[i] = (float)((int)(xr() >> 22) - 512) / 512.0f;
+    for (int i = 0; i < MAXNB * MAXIN; i++) X[i] = (float)((int)(bench_rand32() >> 22) - 512) / 512.0f;
     printf("%s", stream ? "weights streamed from memory (--stream)\n" : "");
     printf("| type | rows x cols | variant | inputs | ms (CPU) | Gop/s | int8 peak Gop/s | of peak |\n");
     printf("|---|---|---|---|---|---|---|---|\n");
@@ -98,7 +88,7 @@ int main(int argc, char **argv) {
             unsigned char *W = aligned_alloc(64, mb * (size_t)copies);
             if (!W) return 1;
             for (int r = 0; r < R; r++) {
-                for (int i = 0; i < IN; i++) row[i] = (float)((int)(xr() >> 22) - 512) / 512.0f;
+                for (int i = 0; i < IN; i++) row[i] = (float)((int)(bench_rand32() >> 22) - 512) / 512.0f;
                 wb_quantize_row(qt, W + rb * (size_t)r, row, IN);
             }
             for (int c = 1; c < copies; c++) memcpy(W + mb * (size_t)c, W, mb);
@@ -117,11 +107,11 @@ int main(int argc, char **argv) {
                     else wb_gemm_q_with(v[k], qt, Y, (size_t)R, X, IN, nb, M, NULL, IN, 0, R, 0, NULL);
                     for (int rep = 0; rep < reps; rep++) {
                         pk[rep] = have512 ? int8_peak(200000) : 0;
-                        const double t0 = cpu_ms();
+                        const double t0 = bench_thread_ms();
                         for (int i = 0; i < it; i++)
                             if (tl) wb_gemm_qt_with(v[k], qt, 0, Y, (size_t)R, X, IN, nb, M + mb * (size_t)(i % copies), NULL, IN, 0, R, 0, NULL);
                             else wb_gemm_q_with(v[k], qt, Y, (size_t)R, X, IN, nb, M + mb * (size_t)(i % copies), NULL, IN, 0, R, 0, NULL);
-                        ts[rep] = (cpu_ms() - t0) / it;
+                        ts[rep] = (bench_thread_ms() - t0) / it;
                     }
                     qsort(ts, (size_t)reps, sizeof *ts, cmpd);
                     qsort(pk, (size_t)reps, sizeof *pk, cmpd);

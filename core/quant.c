@@ -698,6 +698,38 @@ AVX2 static inline __m256 q6k_lane_scale(const __m256i S[4], int idx) {
     return _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(S[idx / 4], sh), 24));
 }
 
+/* A super-block's scales for 8 rows (blk[i] row i's super-block), lane i row i: Q4_K d, dmin
+ * and H = its first 16 bytes transposed (d | dmin, the 6-bit scales 0-3, 4-7, 8-11); Q6_K d and
+ * H = its 16 int8 scales transposed (dmin unused). */
+AVX2 static inline void ksuper_scales(int q4k, const uint8_t *const blk[8], __m256i H[4], __m256 *d,
+                                      __m256 *dmin) {
+    if (q4k) {
+        rows16_t(blk, H);
+        const __m256i dd = _mm256_permute4x64_epi64(
+            _mm256_packus_epi32(_mm256_and_si256(H[0], _mm256_set1_epi32(0xffff)), _mm256_srli_epi32(H[0], 16)),
+            0xd8);
+        *d = _mm256_cvtph_ps(_mm256_castsi256_si128(dd));
+        *dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(dd, 1));
+        return;
+    }
+    const uint8_t *sp[8];
+    uint16_t dh[8];
+    for (int i = 0; i < 8; i++) sp[i] = blk[i] + 192, dh[i] = rd16(blk[i] + 208);
+    rows16_t(sp, H);
+    *d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
+    *dmin = _mm256_setzero_ps();
+}
+/* Rows r+keep_from..r+7 of Y from the 8 lanes of y, with bias, added to Y when accumulating */
+AVX2 static inline void store8_rows(float *Y, __m256 y, const float *bias, int r, int keep_from,
+                                    int accumulate) {
+    _Alignas(32) float v[8];
+    _mm256_store_ps(v, y);
+    for (int i = keep_from; i < 8; i++) {
+        const float s = v[i] + (bias ? bias[r + i] : 0.0f);
+        Y[r + i] = accumulate ? Y[r + i] + s : s;
+    }
+}
+
 #define DEFINE_KQUANT_256(SUFFIX, ATTR, MULU)                                                     \
     /* rows r..r+7 (lanes below keep_from computed, not stored) against one input */             \
     ATTR static void kgemv8_##SUFFIX(wb_qtype t, float *Y, const qact *a, const uint8_t *W,      \
@@ -711,13 +743,9 @@ AVX2 static inline __m256 q6k_lane_scale(const __m256i S[4], int idx) {
             const uint8_t *blk[8];                                                                \
             for (int i = 0; i < 8; i++) blk[i] = rows[i] + (size_t)sb * bs;                       \
             __m256i P[8], H[4];                                                                   \
+            __m256 d, dmin;                                                                       \
+            ksuper_scales(t == WB_QT_Q4_K, blk, H, &d, &dmin);                                    \
             if (t == WB_QT_Q4_K) {                                                                \
-                rows16_t(blk, H); /* d | dmin, scales 0-3, 4-7, 8-11 */                          \
-                const __m256i h16 = _mm256_packus_epi32(_mm256_and_si256(H[0], _mm256_set1_epi32(0xffff)), \
-                                                        _mm256_srli_epi32(H[0], 16));             \
-                const __m256i dd = _mm256_permute4x64_epi64(h16, 0xd8);                           \
-                const __m256 d = _mm256_cvtph_ps(_mm256_castsi256_si128(dd));                     \
-                const __m256 dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(dd, 1));             \
                 for (int bb = 0; bb < 8; bb++) {                                                  \
                     const int b = 8 * sb + bb;                                                    \
                     const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));      \
@@ -730,11 +758,6 @@ AVX2 static inline __m256 q6k_lane_scale(const __m256i S[4], int idx) {
                     y = _mm256_fmadd_ps(_mm256_set1_ps((float)(-a->s[b])), _mm256_mul_ps(dmn, dx), y); \
                 }                                                                                 \
             } else {                                                                              \
-                const uint8_t *sp[8];                                                             \
-                uint16_t dh[8];                                                                   \
-                for (int i = 0; i < 8; i++) sp[i] = blk[i] + 192, dh[i] = rd16(blk[i] + 208);     \
-                rows16_t(sp, H); /* the 16 int8 scales */                                        \
-                const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));           \
                 for (int bb = 0; bb < 8; bb++) {                                                  \
                     const int b = 8 * sb + bb;                                                    \
                     const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));      \
@@ -751,12 +774,7 @@ AVX2 static inline __m256 q6k_lane_scale(const __m256i S[4], int idx) {
                 }                                                                                 \
             }                                                                                     \
         }                                                                                         \
-        _Alignas(32) float v[8];                                                                  \
-        _mm256_store_ps(v, y);                                                                    \
-        for (int i = keep_from; i < 8; i++) {                                                     \
-            const float s = v[i] + (bias ? bias[r + i] : 0.0f);                                   \
-            Y[r + i] = accumulate ? Y[r + i] + s : s;                                             \
-        }                                                                                         \
+        store8_rows(Y, y, bias, r, keep_from, accumulate);                                        \
     }                                                                                             \
     /* nb inputs (act, astride apart); 0 without scratch (the caller has the per-row dots) */    \
     ATTR static int kgemm_##SUFFIX(wb_qtype t, float *Y, size_t ldy, const uint8_t *act,         \
@@ -883,12 +901,7 @@ DEFINE_KQUANT_256(avxvnni, AVXVNNI, vnni_u8s8)
             const __m256 dw = scales8(c, rb);                                                     \
             y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(a->d[b])), y); \
         }                                                                                         \
-        _Alignas(32) float v[8];                                                                  \
-        _mm256_store_ps(v, y);                                                                    \
-        for (int i = keep_from; i < 8; i++) {                                                     \
-            const float s = v[i] + (bias ? bias[r + i] : 0.0f);                                   \
-            Y[r + i] = accumulate ? Y[r + i] + s : s;                                             \
-        }                                                                                         \
+        store8_rows(Y, y, bias, r, keep_from, accumulate);                                        \
     }                                                                                             \
     ATTR static void gemv_##SUFFIX(wb_qtype t, float *Y, const uint8_t *act, const uint8_t *W,    \
                                    size_t rb, const float *bias, int in, int r0, int r1,          \
@@ -1210,13 +1223,27 @@ typedef struct tile_dst {
     int g, accumulate;
     __mmask16 m;
 } tile_dst;
+/* A block's float step for both tiles: y[j] += (float)(sum j) * (d * dx[j]), the sums read
+ * through the TMAGIC bits */
+INLINE_VNNI512 void tile_block_fma(const int N, __m512 *y, const __m512i *s, __m512 d, const float *dx) {
+    const __m512 mf = _mm512_set1_ps(TMAGICF);
+    for (int j = 0; j < N; j++)
+        y[j] = _mm512_fmadd_ps(_mm512_sub_ps(_mm512_castsi512_ps(s[j]), mf),
+                               _mm512_mul_ps(d, _mm512_set1_ps(dx[j])), y[j]);
+}
+/* The chunk's end for both tiles: into o's rows of Y (the last chunk), else into acc */
+INLINE_VNNI512 void tile_chunk_end(const int N, const __m512 *y, float *acc, const tile_dst *o, int j0) {
+    if (o)
+        for (int j = 0; j < N; j++) store16m(o->Y, o->ldy, j0 + j, o->g, o->m, y[j], o->bias, o->accumulate);
+    else
+        for (int j = 0; j < N; j++) _mm512_store_ps(acc + 16 * j, y[j]);
+}
 /* y from acc (zero for the first chunk), the chunk's blocks, then into acc or into o's rows of Y
  * (the last chunk); the inputs' corrections carry TMAGIC (group_inputs) */
 INLINE_VNNI512 void tile_run(const int N, const pack16 *P, int nbk, const uint8_t *rec, float *acc,
                              int first, const tile_dst *o, int j0) {
     __m512 y[NR];
     for (int j = 0; j < N; j++) y[j] = first ? _mm512_setzero_ps() : _mm512_load_ps(acc + 16 * j);
-    const __m512 mf = _mm512_set1_ps(TMAGICF);
     for (int i = 0; i < nbk; i++, rec += 40 * N) {
         const __m512i w0 = P[i].w[0], w1 = P[i].w[1], w2 = P[i].w[2], w3 = P[i].w[3];
         const __m512i w4 = P[i].w[4], w5 = P[i].w[5], w6 = P[i].w[6], w7 = P[i].w[7];
@@ -1233,15 +1260,9 @@ INLINE_VNNI512 void tile_run(const int N, const pack16 *P, int nbk, const uint8_
         for (int j = 0; j < N; j++) s[j] = _mm512_dpbusd_epi32(s[j], w5, bcast4(x + 32 * j + 20));
         for (int j = 0; j < N; j++) s[j] = _mm512_dpbusd_epi32(s[j], w6, bcast4(x + 32 * j + 24));
         for (int j = 0; j < N; j++) s[j] = _mm512_dpbusd_epi32(s[j], w7, bcast4(x + 32 * j + 28));
-        const __m512 d = P[i].d;
-        for (int j = 0; j < N; j++)
-            y[j] = _mm512_fmadd_ps(_mm512_sub_ps(_mm512_castsi512_ps(s[j]), mf),
-                                   _mm512_mul_ps(d, _mm512_set1_ps(dx[j])), y[j]);
+        tile_block_fma(N, y, s, P[i].d, dx);
     }
-    if (o)
-        for (int j = 0; j < N; j++) store16m(o->Y, o->ldy, j0 + j, o->g, o->m, y[j], o->bias, o->accumulate);
-    else
-        for (int j = 0; j < N; j++) _mm512_store_ps(acc + 16 * j, y[j]);
+    tile_chunk_end(N, y, acc, o, j0);
 }
 
 VNNI512 static void tile_run_n(int n, const pack16 *P, int nbk, const uint8_t *rec, float *acc, int first,
@@ -1400,7 +1421,6 @@ INLINE_VNNI512 void tile_run_t(const int q8, const int N, const uint8_t *T, int 
                                int pfl) {
     __m512 y[NR];
     for (int j = 0; j < N; j++) y[j] = first ? _mm512_setzero_ps() : _mm512_load_ps(acc + 16 * j);
-    const __m512 mf = _mm512_set1_ps(TMAGICF);
     for (int i = 0; i < nbk; i++, rec += 40 * N, T += TB(q8)) {
         for (int l = i * lpb; l < (i + 1) * lpb && l < pfl; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_T1);
         const int8_t *x = (const int8_t *)rec;
@@ -1413,15 +1433,9 @@ INLINE_VNNI512 void tile_run_t(const int q8, const int N, const uint8_t *T, int 
             const __m512i w = tile_reg(q8, T, k);
             for (int j = 0; j < N; j++) s[j] = _mm512_dpbusd_epi32(s[j], w, bcast4(x + 32 * j + 4 * k));
         }
-        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(T + TQ(q8))));
-        for (int j = 0; j < N; j++)
-            y[j] = _mm512_fmadd_ps(_mm512_sub_ps(_mm512_castsi512_ps(s[j]), mf),
-                                   _mm512_mul_ps(d, _mm512_set1_ps(dx[j])), y[j]);
+        tile_block_fma(N, y, s, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(T + TQ(q8)))), dx);
     }
-    if (o)
-        for (int j = 0; j < N; j++) store16m(o->Y, o->ldy, j0 + j, o->g, o->m, y[j], o->bias, o->accumulate);
-    else
-        for (int j = 0; j < N; j++) _mm512_store_ps(acc + 16 * j, y[j]);
+    tile_chunk_end(N, y, acc, o, j0);
 }
 
 #define TILE_RUN_T_N(Q8)                                                                          \
@@ -1676,24 +1690,11 @@ AVXVNNI static inline __m256i q6k_half_avxvnni(const __m256i R[4], const int8_t 
             const int rr = r1 - r < 8 ? r1 - 8 : r, keep = r - rr; /* the last 8 end at r1 */     \
             memset(acc, 0, (size_t)nb * 8 * sizeof(float));                                       \
             for (int sb = 0; sb < nblk / 8; sb++) {                                               \
-                const uint8_t *blk[8], *sp[8];                                                    \
-                for (int i = 0; i < 8; i++)                                                       \
-                    blk[i] = W + (size_t)(rr + i) * rb + (size_t)sb * bs, sp[i] = blk[i] + 192;   \
+                const uint8_t *blk[8];                                                            \
+                for (int i = 0; i < 8; i++) blk[i] = W + (size_t)(rr + i) * rb + (size_t)sb * bs; \
                 __m256i H[4];                                                                     \
-                __m256 d, dmin = _mm256_setzero_ps();                                             \
-                if (q4k) {                                                                        \
-                    rows16_t(blk, H);                                                             \
-                    const __m256i dd = _mm256_permute4x64_epi64(                                  \
-                        _mm256_packus_epi32(_mm256_and_si256(H[0], _mm256_set1_epi32(0xffff)),    \
-                                            _mm256_srli_epi32(H[0], 16)), 0xd8);                  \
-                    d = _mm256_cvtph_ps(_mm256_castsi256_si128(dd));                              \
-                    dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(dd, 1));                      \
-                } else {                                                                          \
-                    uint16_t dh[8];                                                               \
-                    for (int i = 0; i < 8; i++) dh[i] = rd16(blk[i] + 208);                       \
-                    rows16_t(sp, H);                                                              \
-                    d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));                    \
-                }                                                                                 \
+                __m256 d, dmin;                                                                   \
+                ksuper_scales(q4k, blk, H, &d, &dmin);                                            \
                 for (int bb = 0; bb < 8; bb++) {                                                  \
                     const int b = 8 * sb + bb;                                                    \
                     __m256i V[8], R[8];                                                           \
