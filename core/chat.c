@@ -269,6 +269,14 @@ static cJSON *parse_part(const char *text, size_t len, const char *what, int wan
     return j;
 }
 
+/* Adds item to obj under key, taking it; 0 (and item deleted) when item is NULL or the key
+ * cannot be copied. */
+static int add_owned(cJSON *obj, const char *key, cJSON *item) {
+    if (item && cJSON_AddItemToObject(obj, key, item)) return 1;
+    cJSON_Delete(item);
+    return 0;
+}
+
 /* Render with messages already parsed (owned by the caller). */
 static wb_status render_tree(const wb_chat_template *t, cJSON *messages, const wb_chat_render_params *p, char **text,
                              size_t *len, wb_err *err) {
@@ -291,27 +299,35 @@ static wb_status render_tree(const wb_chat_template *t, cJSON *messages, const w
     }
     /* The variables in transformers' order: messages, tools, documents, add_generation_prompt,
      * then the special tokens, then the caller's extras (which may override them). The messages
-     * tree is borrowed: detached again before vars is deleted. */
+     * tree and the extras are borrowed by reference or copied, never moved. */
     vars = cJSON_CreateObject();
     if (!vars) {
         st = wb_err_set(err, WB_ERR_NOMEM, "wb_chat_render: out of memory");
         goto done;
     }
-    cJSON_AddItemReferenceToObject(vars, "messages", messages);
-    cJSON_AddItemToObject(vars, "tools", tools ? tools : cJSON_CreateNull());
+    /* every addition checked: a variable lost to a failed allocation would render a different
+     * prompt, not an error */
+    /* references made here, not by cJSON_AddItemReferenceToObject, which leaks its reference
+     * when the key cannot be copied (cJSON 1.7.15) */
+    int ok = add_owned(vars, "messages", cJSON_CreateArrayReference(messages->child));
+    ok = ok && add_owned(vars, "tools", tools ? tools : cJSON_CreateNull());
     tools = NULL;
-    cJSON_AddItemToObject(vars, "documents", docs ? docs : cJSON_CreateNull());
+    ok = ok && add_owned(vars, "documents", docs ? docs : cJSON_CreateNull());
     docs = NULL;
-    cJSON_AddBoolToObject(vars, "add_generation_prompt", p->add_generation_prompt != 0);
-    for (const cJSON *s = t->special->child; s; s = s->next) {
+    ok = ok && add_owned(vars, "add_generation_prompt", cJSON_CreateBool(p->add_generation_prompt != 0));
+    for (const cJSON *s = t->special->child; ok && s; s = s->next) {
         if (extra && cJSON_GetObjectItemCaseSensitive(extra, s->string)) continue;
-        cJSON_AddItemToObject(vars, s->string, cJSON_Duplicate(s, 1));
+        ok = add_owned(vars, s->string, cJSON_Duplicate(s, 1));
     }
     if (extra)
-        for (cJSON *e = extra->child; e; e = e->next) {
+        for (cJSON *e = extra->child; ok && e; e = e->next) {
             cJSON_DeleteItemFromObjectCaseSensitive(vars, e->string);
-            cJSON_AddItemReferenceToObject(vars, e->string, e);
+            ok = add_owned(vars, e->string, cJSON_Duplicate(e, 1));
         }
+    if (!ok) {
+        st = wb_err_set(err, WB_ERR_NOMEM, "wb_chat_render: out of memory");
+        goto done;
+    }
     wb_jinja_params jp = wb_jinja_default_params();
     jp.now = p->now;
     st = wb_jinja_render(j, vars, &jp, text, len, err);

@@ -346,10 +346,13 @@ wb_status wb_gguf_config_json(const wb_gguf *g, const char *path, cJSON **out, w
         cJSON_Delete(root);
         return s;
     }
-    if (!strcmp(ai->arch, "gpt2") &&
-        !cJSON_AddItemToObject(root, "n_ctx",
-                               cJSON_Duplicate(cJSON_GetObjectItem(root, "n_positions"), 1)))
-        goto nomem;
+    if (!strcmp(ai->arch, "gpt2")) {
+        cJSON *nc = cJSON_Duplicate(cJSON_GetObjectItem(root, "n_positions"), 1);
+        if (!nc || !cJSON_AddItemToObject(root, "n_ctx", nc)) { /* not taken when it fails */
+            cJSON_Delete(nc);
+            goto nomem;
+        }
+    }
     /* vocab_size: the embedding's rows (dims[1]; a tokenizer with more ids is refused at load),
      * else the tokenizer's token count */
     const int64_t ti = wb_gguf_find(g, "tokenizer.ggml.tokens");

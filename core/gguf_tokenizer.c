@@ -8,6 +8,7 @@
  * pre-tokenizer names and refuses the ones llama.cpp cannot reproduce. */
 #include "gguf_tokenizer.h"
 
+#include "json_build.h"
 #include "tokenizer_internal.h"
 
 #include <cjson/cJSON.h>
@@ -117,41 +118,44 @@ static const pre_def *pre_find(const char *name, size_t len) {
 }
 
 static cJSON *byte_level(int use_regex) {
+    jsb jb_ = {0}, *b = &jb_;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "type", "ByteLevel");
-    cJSON_AddBoolToObject(o, "add_prefix_space", 0);
-    cJSON_AddBoolToObject(o, "trim_offsets", 1);
-    cJSON_AddBoolToObject(o, "use_regex", use_regex);
-    return o;
+    jsb_str(b, o, "type", "ByteLevel");
+    jsb_bool(b, o, "add_prefix_space", 0);
+    jsb_bool(b, o, "trim_offsets", 1);
+    jsb_bool(b, o, "use_regex", use_regex);
+    return jsb_done(b, o);
 }
 
 static cJSON *split_regex(const char *rx) {
+    jsb jb_ = {0}, *b = &jb_;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "type", "Split");
-    cJSON *p = cJSON_AddObjectToObject(o, "pattern");
-    cJSON_AddStringToObject(p, "Regex", rx);
-    cJSON_AddStringToObject(o, "behavior", "Isolated");
-    cJSON_AddBoolToObject(o, "invert", 0);
-    return o;
+    jsb_str(b, o, "type", "Split");
+    cJSON *p = jsb_obj(b, o, "pattern");
+    jsb_str(b, p, "Regex", rx);
+    jsb_str(b, o, "behavior", "Isolated");
+    jsb_bool(b, o, "invert", 0);
+    return jsb_done(b, o);
 }
 
 /* The pre_tokenizer section a name stands for (a new tree). */
 static cJSON *pre_json(const pre_def *d) {
     if (d->shape == SHAPE_BYTELEVEL_REGEX) return byte_level(1);
+    jsb jb_ = {0}, *b = &jb_;
     cJSON *seq = cJSON_CreateObject();
-    cJSON_AddStringToObject(seq, "type", "Sequence");
-    cJSON *arr = cJSON_AddArrayToObject(seq, "pretokenizers");
+    jsb_str(b, seq, "type", "Sequence");
+    cJSON *arr = jsb_arr(b, seq, "pretokenizers");
     if (d->shape == SHAPE_DIGITS_BYTELEVEL) {
         cJSON *dg = cJSON_CreateObject();
-        cJSON_AddStringToObject(dg, "type", "Digits");
-        cJSON_AddBoolToObject(dg, "individual_digits", 1);
-        cJSON_AddItemToArray(arr, dg);
-        cJSON_AddItemToArray(arr, byte_level(1));
-        return seq;
+        jsb_str(b, dg, "type", "Digits");
+        jsb_bool(b, dg, "individual_digits", 1);
+        jsb_push(b, arr, dg);
+        jsb_push(b, arr, byte_level(1));
+        return jsb_done(b, seq);
     }
-    for (int i = 0; i < 7 && d->regex[i]; i++) cJSON_AddItemToArray(arr, split_regex(d->regex[i]));
-    cJSON_AddItemToArray(arr, byte_level(0));
-    return seq;
+    for (int i = 0; i < 7 && d->regex[i]; i++) jsb_push(b, arr, split_regex(d->regex[i]));
+    jsb_push(b, arr, byte_level(0));
+    return jsb_done(b, seq);
 }
 
 /* ---- canonical forms, to recognise a tokenizer's pipeline ------------------------------------- */
@@ -182,48 +186,55 @@ static int canon(const cJSON *j, cJSON *arr, int depth) {
             if (canon(e, arr, depth + 1)) return -1;
         return 0;
     }
+    jsb jb_ = {0}, *b = &jb_; /* out of memory: -1 as well (the caller cannot go on) */
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddItemToArray(arr, o);
-    cJSON_AddStringToObject(o, "type", t);
+    jsb_push(b, arr, o);
+    jsb_str(b, o, "type", t);
     if (!strcmp(t, "ByteLevel")) {
-        cJSON_AddBoolToObject(o, "add_prefix_space", jbool(j, "add_prefix_space", 1));
-        cJSON_AddBoolToObject(o, "use_regex", jbool(j, "use_regex", 1));
+        jsb_bool(b, o, "add_prefix_space", jbool(j, "add_prefix_space", 1));
+        jsb_bool(b, o, "use_regex", jbool(j, "use_regex", 1));
     } else if (!strcmp(t, "Split")) {
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "pattern");
         const char *rx = jstr(p, "Regex"), *lit = jstr(p, "String");
         if (!rx && !lit) return -1;
-        cJSON_AddStringToObject(o, rx ? "Regex" : "String", rx ? rx : lit);
-        cJSON_AddStringToObject(o, "behavior", jstr(j, "behavior") ? jstr(j, "behavior") : "?");
-        cJSON_AddBoolToObject(o, "invert", jbool(j, "invert", 0));
+        jsb_str(b, o, rx ? "Regex" : "String", rx ? rx : lit);
+        jsb_str(b, o, "behavior", jstr(j, "behavior") ? jstr(j, "behavior") : "?");
+        jsb_bool(b, o, "invert", jbool(j, "invert", 0));
     } else if (!strcmp(t, "Digits")) {
-        cJSON_AddBoolToObject(o, "individual_digits", jbool(j, "individual_digits", 0));
+        jsb_bool(b, o, "individual_digits", jbool(j, "individual_digits", 0));
     } else if (!strcmp(t, "Metaspace")) {
         const char *r = jstr(j, "replacement");
         const char *ps = jstr(j, "prepend_scheme");
         if (!ps) ps = jbool(j, "add_prefix_space", 1) ? "always" : "never";
-        cJSON_AddStringToObject(o, "replacement", r ? r : "\xe2\x96\x81");
-        cJSON_AddStringToObject(o, "prepend_scheme", ps);
-        cJSON_AddBoolToObject(o, "split", jbool(j, "split", 1));
+        jsb_str(b, o, "replacement", r ? r : "\xe2\x96\x81");
+        jsb_str(b, o, "prepend_scheme", ps);
+        jsb_bool(b, o, "split", jbool(j, "split", 1));
     } else if (!strcmp(t, "Prepend")) {
-        cJSON_AddStringToObject(o, "prepend", jstr(j, "prepend") ? jstr(j, "prepend") : "");
+        jsb_str(b, o, "prepend", jstr(j, "prepend") ? jstr(j, "prepend") : "");
     } else if (!strcmp(t, "Replace")) {
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "pattern");
         const char *rx = jstr(p, "Regex"), *lit = jstr(p, "String");
         if (!rx && !lit) return -1;
-        cJSON_AddStringToObject(o, rx ? "Regex" : "String", rx ? rx : lit);
-        cJSON_AddStringToObject(o, "content", jstr(j, "content") ? jstr(j, "content") : "");
+        jsb_str(b, o, rx ? "Regex" : "String", rx ? rx : lit);
+        jsb_str(b, o, "content", jstr(j, "content") ? jstr(j, "content") : "");
     } else if (strcmp(t, "NFC") && strcmp(t, "NFD") && strcmp(t, "NFKC") && strcmp(t, "NFKD") &&
                strcmp(t, "Lowercase")) {
         return -1;
     }
-    return 0;
+    return b->failed ? -1 : 0;
 }
 
-/* canon() of a section kept as text by the tokenizer (NULL text = the section was absent). */
+/* canon() of a section kept as text by the tokenizer (NULL text = the section was absent); NULL
+ * when out of memory (the text was valid JSON when the tokenizer kept it). */
 static cJSON *canon_text(const char *text, int *bad) {
     cJSON *arr = cJSON_CreateArray();
     cJSON *j = text ? cJSON_Parse(text) : NULL;
-    *bad = !arr || canon(j, arr, 0) != 0;
+    if (!arr || (text && !j)) {
+        cJSON_Delete(arr);
+        cJSON_Delete(j);
+        return NULL;
+    }
+    *bad = canon(j, arr, 0) != 0;
     cJSON_Delete(j);
     return arr;
 }
@@ -429,60 +440,65 @@ wb_status wb_gguf_tokenizer_specials(const wb_gguf *g, wb_gguf_tok_specials *out
 }
 
 static cJSON *special_item(const char *tok, int type_id) {
-    cJSON *o = cJSON_CreateObject(), *s = cJSON_AddObjectToObject(o, "SpecialToken");
-    cJSON_AddStringToObject(s, "id", tok);
-    cJSON_AddNumberToObject(s, "type_id", type_id);
-    return o;
+    jsb jb_ = {0}, *b = &jb_;
+    cJSON *o = cJSON_CreateObject(), *s = jsb_obj(b, o, "SpecialToken");
+    jsb_str(b, s, "id", tok);
+    jsb_num(b, s, "type_id", type_id);
+    return jsb_done(b, o);
 }
 
 static cJSON *seq_item(const char *id, int type_id) {
-    cJSON *o = cJSON_CreateObject(), *s = cJSON_AddObjectToObject(o, "Sequence");
-    cJSON_AddStringToObject(s, "id", id);
-    cJSON_AddNumberToObject(s, "type_id", type_id);
-    return o;
+    jsb jb_ = {0}, *b = &jb_;
+    cJSON *o = cJSON_CreateObject(), *s = jsb_obj(b, o, "Sequence");
+    jsb_str(b, s, "id", id);
+    jsb_num(b, s, "type_id", type_id);
+    return jsb_done(b, o);
 }
 
 /* TemplateProcessing adding BOS / EOS as add_bos_token / add_eos_token say (the tokenizer's
  * encode never adds them; the section is kept so that saving and writing back preserve it). */
 static cJSON *post_json(const char *bos, const char *eos, int32_t bos_id, int32_t eos_id) {
+    jsb jb_ = {0}, *b = &jb_;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "type", "TemplateProcessing");
-    cJSON *single = cJSON_AddArrayToObject(o, "single"), *pair = cJSON_AddArrayToObject(o, "pair");
+    jsb_str(b, o, "type", "TemplateProcessing");
+    cJSON *single = jsb_arr(b, o, "single"), *pair = jsb_arr(b, o, "pair");
     for (int t = 0; t < 2; t++) {
         cJSON *a = t ? pair : single;
         for (int part = 0; part <= t; part++) {
-            if (bos) cJSON_AddItemToArray(a, special_item(bos, part));
-            cJSON_AddItemToArray(a, seq_item(part ? "B" : "A", part));
-            if (eos) cJSON_AddItemToArray(a, special_item(eos, part));
+            if (bos) jsb_push(b, a, special_item(bos, part));
+            jsb_push(b, a, seq_item(part ? "B" : "A", part));
+            if (eos) jsb_push(b, a, special_item(eos, part));
         }
     }
-    cJSON *sp = cJSON_AddObjectToObject(o, "special_tokens");
+    cJSON *sp = jsb_obj(b, o, "special_tokens");
     for (int k = 0; k < 2; k++) {
         const char *t = k ? eos : bos;
         if (!t || cJSON_GetObjectItemCaseSensitive(sp, t)) continue;
-        cJSON *e = cJSON_AddObjectToObject(sp, t);
-        cJSON_AddStringToObject(e, "id", t);
-        cJSON *ids = cJSON_AddArrayToObject(e, "ids");
-        cJSON_AddItemToArray(ids, cJSON_CreateNumber(k ? eos_id : bos_id));
-        cJSON *toks = cJSON_AddArrayToObject(e, "tokens");
-        cJSON_AddItemToArray(toks, cJSON_CreateString(t));
+        cJSON *e = jsb_obj(b, sp, t);
+        jsb_str(b, e, "id", t);
+        cJSON *ids = jsb_arr(b, e, "ids");
+        jsb_push(b, ids, cJSON_CreateNumber(k ? eos_id : bos_id));
+        cJSON *toks = jsb_arr(b, e, "tokens");
+        jsb_push(b, toks, cJSON_CreateString(t));
     }
-    return o;
+    return jsb_done(b, o);
 }
 
 static cJSON *replace_json(const char *from, const char *to) {
+    jsb jb_ = {0}, *b = &jb_;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "type", "Replace");
-    cJSON *p = cJSON_AddObjectToObject(o, "pattern");
-    cJSON_AddStringToObject(p, "String", from);
-    cJSON_AddStringToObject(o, "content", to);
-    return o;
+    jsb_str(b, o, "type", "Replace");
+    cJSON *p = jsb_obj(b, o, "pattern");
+    jsb_str(b, p, "String", from);
+    jsb_str(b, o, "content", to);
+    return jsb_done(b, o);
 }
 
 static cJSON *type_only(const char *t) {
+    jsb jb_ = {0}, *b = &jb_;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "type", t);
-    return o;
+    jsb_str(b, o, "type", t);
+    return jsb_done(b, o);
 }
 
 #define SPACE_MARK "\xe2\x96\x81" /* ▁ */
@@ -571,6 +587,7 @@ wb_status wb_gguf_tokenizer_load(const wb_gguf *g, wb_tokenizer **out, char **ch
     if (!g || !out) return wb_err_set(err, WB_ERR_ARG, "wb_gguf_tokenizer_load: NULL argument");
     const char *nm = wb_gguf_name(g);
     wb_status st = WB_OK;
+    jsb tb_ = {0}, *tb = &tb_; /* the tokenizer.json tree's builder */
     char **strs = NULL, *text = NULL, *tmpl = NULL;
     uint32_t *lens = NULL;
     int *types = NULL, *aflags = NULL;
@@ -682,85 +699,85 @@ wb_status wb_gguf_tokenizer_load(const wb_gguf *g, wb_tokenizer **out, char **ch
     /* tokenizer.json */
     root = cJSON_CreateObject();
     if (!root) FAIL(WB_ERR_NOMEM, "%s: out of memory", nm);
-    cJSON_AddStringToObject(root, "version", "1.0");
-    cJSON_AddNullToObject(root, "truncation");
-    cJSON_AddNullToObject(root, "padding");
-    cJSON *added = cJSON_AddArrayToObject(root, "added_tokens");
+    jsb_str(tb, root, "version", "1.0");
+    jsb_null(tb, root, "truncation");
+    jsb_null(tb, root, "padding");
+    cJSON *added = jsb_arr(tb, root, "added_tokens");
     for (uint64_t i = 0; i < n; i++) {
         if (aflags[i] & AF_NOT_ADDED) continue;
         cJSON *a = cJSON_CreateObject();
-        cJSON_AddItemToArray(added, a);
-        cJSON_AddNumberToObject(a, "id", (double)i);
-        cJSON_AddStringToObject(a, "content", strs[i]);
-        cJSON_AddBoolToObject(a, "single_word", !!(aflags[i] & AF_SINGLE_WORD));
-        cJSON_AddBoolToObject(a, "lstrip", !!(aflags[i] & AF_LSTRIP));
-        cJSON_AddBoolToObject(a, "rstrip", !!(aflags[i] & AF_RSTRIP));
-        cJSON_AddBoolToObject(a, "normalized", !!(aflags[i] & AF_NORMALIZED));
-        cJSON_AddBoolToObject(a, "special", !!(aflags[i] & AF_SPECIAL));
+        jsb_push(tb, added, a);
+        jsb_num(tb, a, "id", (double)i);
+        jsb_str(tb, a, "content", strs[i]);
+        jsb_bool(tb, a, "single_word", !!(aflags[i] & AF_SINGLE_WORD));
+        jsb_bool(tb, a, "lstrip", !!(aflags[i] & AF_LSTRIP));
+        jsb_bool(tb, a, "rstrip", !!(aflags[i] & AF_RSTRIP));
+        jsb_bool(tb, a, "normalized", !!(aflags[i] & AF_NORMALIZED));
+        jsb_bool(tb, a, "special", !!(aflags[i] & AF_SPECIAL));
     }
     int add_space = 1;
     if (spm) {
         if ((st = get_flag(g, K_ADD_SPACE, &add_space, err))) goto done;
         if (prep) { /* Metaspace(prepend_scheme): unlike Prepend, never a second ▁ before a space */
-            cJSON_AddNullToObject(root, "normalizer");
-            cJSON *ms = cJSON_AddObjectToObject(root, "pre_tokenizer");
-            cJSON_AddStringToObject(ms, "type", "Metaspace");
-            cJSON_AddStringToObject(ms, "replacement", SPACE_MARK);
-            cJSON_AddStringToObject(ms, "prepend_scheme", add_space ? scheme : "never");
-            cJSON_AddBoolToObject(ms, "split", 0);
+            jsb_null(tb, root, "normalizer");
+            cJSON *ms = jsb_obj(tb, root, "pre_tokenizer");
+            jsb_str(tb, ms, "type", "Metaspace");
+            jsb_str(tb, ms, "replacement", SPACE_MARK);
+            jsb_str(tb, ms, "prepend_scheme", add_space ? scheme : "never");
+            jsb_bool(tb, ms, "split", 0);
         } else { /* the legacy Llama-2 shape, which is also what llama.cpp does */
-            cJSON *nz = cJSON_AddObjectToObject(root, "normalizer");
-            cJSON_AddStringToObject(nz, "type", "Sequence");
-            cJSON *arr = cJSON_AddArrayToObject(nz, "normalizers");
+            cJSON *nz = jsb_obj(tb, root, "normalizer");
+            jsb_str(tb, nz, "type", "Sequence");
+            cJSON *arr = jsb_arr(tb, nz, "normalizers");
             if (add_space) {
                 cJSON *p = cJSON_CreateObject();
-                cJSON_AddStringToObject(p, "type", "Prepend");
-                cJSON_AddStringToObject(p, "prepend", SPACE_MARK);
-                cJSON_AddItemToArray(arr, p);
+                jsb_str(tb, p, "type", "Prepend");
+                jsb_str(tb, p, "prepend", SPACE_MARK);
+                jsb_push(tb, arr, p);
             }
-            cJSON_AddItemToArray(arr, replace_json(" ", SPACE_MARK));
-            cJSON_AddNullToObject(root, "pre_tokenizer");
+            jsb_push(tb, arr, replace_json(" ", SPACE_MARK));
+            jsb_null(tb, root, "pre_tokenizer");
         }
-        cJSON *dec = cJSON_AddObjectToObject(root, "decoder");
-        cJSON_AddStringToObject(dec, "type", "Sequence");
-        cJSON *arr = cJSON_AddArrayToObject(dec, "decoders");
-        cJSON_AddItemToArray(arr, replace_json(SPACE_MARK, " "));
-        cJSON_AddItemToArray(arr, type_only("ByteFallback"));
-        cJSON_AddItemToArray(arr, type_only("Fuse"));
+        cJSON *dec = jsb_obj(tb, root, "decoder");
+        jsb_str(tb, dec, "type", "Sequence");
+        cJSON *arr = jsb_arr(tb, dec, "decoders");
+        jsb_push(tb, arr, replace_json(SPACE_MARK, " "));
+        jsb_push(tb, arr, type_only("ByteFallback"));
+        jsb_push(tb, arr, type_only("Fuse"));
         if (add_space) {
             cJSON *s = type_only("Strip");
-            cJSON_AddStringToObject(s, "content", " ");
-            cJSON_AddNumberToObject(s, "start", 1);
-            cJSON_AddNumberToObject(s, "stop", 0);
-            cJSON_AddItemToArray(arr, s);
+            jsb_str(tb, s, "content", " ");
+            jsb_num(tb, s, "start", 1);
+            jsb_num(tb, s, "stop", 0);
+            jsb_push(tb, arr, s);
         }
     } else {
-        if (pd->nfc) cJSON_AddItemToObject(root, "normalizer", type_only("NFC"));
-        else cJSON_AddNullToObject(root, "normalizer");
-        cJSON_AddItemToObject(root, "pre_tokenizer", pre_json(pd));
-        cJSON_AddItemToObject(root, "decoder", byte_level(1));
+        if (pd->nfc) jsb_put(tb, root, "normalizer", type_only("NFC"));
+        else jsb_null(tb, root, "normalizer");
+        jsb_put(tb, root, "pre_tokenizer", pre_json(pd));
+        jsb_put(tb, root, "decoder", byte_level(1));
     }
     if (sp.add_bos || sp.add_eos)
-        cJSON_AddItemToObject(root, "post_processor",
+        jsb_put(tb, root, "post_processor",
                               post_json(sp.add_bos ? strs[sp.bos_id] : NULL, sp.add_eos ? strs[sp.eos_id] : NULL,
                                         sp.bos_id, sp.eos_id));
     else
-        cJSON_AddNullToObject(root, "post_processor");
+        jsb_null(tb, root, "post_processor");
 
-    cJSON *mdl = cJSON_AddObjectToObject(root, "model");
-    cJSON_AddStringToObject(mdl, "type", "BPE");
-    cJSON_AddNullToObject(mdl, "dropout");
+    cJSON *mdl = jsb_obj(tb, root, "model");
+    jsb_str(tb, mdl, "type", "BPE");
+    jsb_null(tb, mdl, "dropout");
     int32_t unk = sp.unk_id;
     if (unk < 0)
         for (uint64_t i = 0; i < n && unk < 0; i++)
             if (types[i] == TT_UNKNOWN) unk = (int32_t)i;
-    if (unk >= 0) cJSON_AddStringToObject(mdl, "unk_token", strs[unk]);
-    else cJSON_AddNullToObject(mdl, "unk_token");
-    cJSON_AddNullToObject(mdl, "continuing_subword_prefix");
-    cJSON_AddNullToObject(mdl, "end_of_word_suffix");
-    cJSON_AddBoolToObject(mdl, "fuse_unk", spm);
-    cJSON_AddBoolToObject(mdl, "byte_fallback", spm);
-    cJSON_AddBoolToObject(mdl, "ignore_merges", pd && pd->ignore_merges);
+    if (unk >= 0) jsb_str(tb, mdl, "unk_token", strs[unk]);
+    else jsb_null(tb, mdl, "unk_token");
+    jsb_null(tb, mdl, "continuing_subword_prefix");
+    jsb_null(tb, mdl, "end_of_word_suffix");
+    jsb_bool(tb, mdl, "fuse_unk", spm);
+    jsb_bool(tb, mdl, "byte_fallback", spm);
+    jsb_bool(tb, mdl, "ignore_merges", pd && pd->ignore_merges);
     /* vocab and merges are written as text (json_with_vocab): a cJSON tree of them costs more
      * than the load itself */
     pairs = malloc(((mi >= 0 ? nmg : 0) + 1) * 2 * sizeof *pairs);
@@ -812,9 +829,11 @@ wb_status wb_gguf_tokenizer_load(const wb_gguf *g, wb_tokenizer **out, char **ch
         st = WB_OK;
     }
 
+    if (tb->failed) FAIL(WB_ERR_NOMEM, "%s: out of memory", nm);
     char *head = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     root = NULL;
+    if (!head) FAIL(WB_ERR_NOMEM, "%s: out of memory", nm);
     text = json_with_vocab(head, (const char *const *)strs, lens, n, pairs, n_pairs, sm, n_sm);
     free(head);
     if (!text) FAIL(WB_ERR_NOMEM, "%s: out of memory", nm);
@@ -921,10 +940,13 @@ wb_status wb_gguf_tokenizer_put_ex(wb_gguf_writer *w, const wb_tokenizer *tok,
     if (tok->json_pre || tok->pre_parsed) {
         cp = canon_text(tok->json_pre, &bad_p);
     } else { /* a trained tokenizer: ByteLevel(add_prefix_space, use_regex) */
-        cJSON *bl = byte_level(tok->use_regex);
-        cJSON_ReplaceItemInObjectCaseSensitive(bl, "add_prefix_space", cJSON_CreateBool(tok->add_prefix_space));
-        cp = cJSON_CreateArray();
-        bad_p = !cp || canon(bl, cp, 0) != 0;
+        cJSON *bl = byte_level(tok->use_regex), *aps = cJSON_CreateBool(tok->add_prefix_space);
+        if (bl && aps && cJSON_ReplaceItemInObjectCaseSensitive(bl, "add_prefix_space", aps)) {
+            aps = NULL;
+            cp = cJSON_CreateArray();
+            bad_p = !cp || canon(bl, cp, 0) != 0;
+        }
+        cJSON_Delete(aps);
         cJSON_Delete(bl);
     }
     if (!cn || !cp) FAIL(WB_ERR_NOMEM, "%s: out of memory", nm);
@@ -942,18 +964,18 @@ wb_status wb_gguf_tokenizer_put_ex(wb_gguf_writer *w, const wb_tokenizer *tok,
         if (tok->byte_fallback) FAIL(WB_ERR_FORMAT, "%s: a byte-level tokenizer with byte_fallback cannot be written to GGUF", nm);
         cJSON *nfc = cJSON_CreateArray();
         int is_nfc = 0, is_none = cJSON_GetArraySize(cn) == 0;
-        if (nfc) {
-            cJSON *o = type_only("NFC");
-            canon(o, nfc, 0);
-            cJSON_Delete(o);
-            is_nfc = cJSON_Compare(cn, nfc, 1);
-        }
+        cJSON *o = nfc ? type_only("NFC") : NULL;
+        int built = o && canon(o, nfc, 0) == 0;
+        if (built) is_nfc = cJSON_Compare(cn, nfc, 1);
+        cJSON_Delete(o);
         cJSON_Delete(nfc);
+        if (!built) FAIL(WB_ERR_NOMEM, "%s: out of memory", nm);
         if (!is_nfc && !is_none)
             FAIL(WB_ERR_FORMAT, "%s: the tokenizer's normalizer is neither none nor NFC: llama.cpp has no equivalent", nm);
         for (size_t i = 0; i < N_PRE && !pd; i++) {
             if (k_pre[i].nfc != is_nfc || k_pre[i].ignore_merges != !!tok->ignore_merges) continue;
             cJSON *pj = pre_json(&k_pre[i]);
+            if (!pj) FAIL(WB_ERR_NOMEM, "%s: out of memory", nm);
             if (canon_equal(cp, pj)) pd = &k_pre[i];
             cJSON_Delete(pj);
         }

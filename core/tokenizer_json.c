@@ -2,6 +2,7 @@
  * the normalizer, pre-tokenizer and decoder sections are parsed in tokenizer_pipeline.c) with
  * errors that name the field at fault. */
 #include "fileio.h"
+#include "json_build.h"
 #include "json_strict.h"
 #include "tokenizer_internal.h"
 
@@ -323,15 +324,18 @@ wb_status wb_tokenizer_load(const char *path, wb_tokenizer **out, wb_err *err) {
 
 static cJSON *str_or_null(const char *s) { return s ? cJSON_CreateString(s) : cJSON_CreateNull(); }
 
+/* The tokenizer.json tree, NULL when out of memory: a tree short of a field would be written as a
+ * different tokenizer. */
 static cJSON *build_json(const wb_tokenizer *tok) {
+    jsb jb_ = {0}, *b = &jb_;
     cJSON *root = cJSON_CreateObject();
     if (!root) return NULL;
-    cJSON_AddStringToObject(root, "version", "1.0");
-    if (tok->json_truncation) cJSON_AddItemToObject(root, "truncation", cJSON_Parse(tok->json_truncation));
-    else cJSON_AddNullToObject(root, "truncation");
-    if (tok->json_padding) cJSON_AddItemToObject(root, "padding", cJSON_Parse(tok->json_padding));
-    else cJSON_AddNullToObject(root, "padding");
-    cJSON *added = cJSON_AddArrayToObject(root, "added_tokens");
+    jsb_str(b, root, "version", "1.0");
+    if (tok->json_truncation) jsb_put(b, root, "truncation", cJSON_Parse(tok->json_truncation));
+    else jsb_null(b, root, "truncation");
+    if (tok->json_padding) jsb_put(b, root, "padding", cJSON_Parse(tok->json_padding));
+    else jsb_null(b, root, "padding");
+    cJSON *added = jsb_arr(b, root, "added_tokens");
     /* HF writes added tokens ordered by id; reloading assigns new ids in that same order */
     int32_t *order = malloc((tok->n_added + 1) * sizeof *order);
     if (!order) goto fail;
@@ -344,70 +348,69 @@ static cJSON *build_json(const wb_tokenizer *tok) {
         }
     for (size_t i = 0; added && i < tok->n_added; i++) {
         const tk_added *a = &tok->added[order[i]];
-        cJSON *o = cJSON_CreateObject();
+        cJSON *o = jsb_push(b, added, cJSON_CreateObject());
         if (!o) break;
-        cJSON_AddItemToArray(added, o);
-        cJSON_AddNumberToObject(o, "id", a->id);
-        cJSON_AddStringToObject(o, "content", a->content);
-        cJSON_AddBoolToObject(o, "single_word", a->single_word);
-        cJSON_AddBoolToObject(o, "lstrip", a->lstrip);
-        cJSON_AddBoolToObject(o, "rstrip", a->rstrip);
-        cJSON_AddBoolToObject(o, "normalized", a->normalized);
-        cJSON_AddBoolToObject(o, "special", a->special);
+        jsb_num(b, o, "id", a->id);
+        jsb_str(b, o, "content", a->content);
+        jsb_bool(b, o, "single_word", a->single_word);
+        jsb_bool(b, o, "lstrip", a->lstrip);
+        jsb_bool(b, o, "rstrip", a->rstrip);
+        jsb_bool(b, o, "normalized", a->normalized);
+        jsb_bool(b, o, "special", a->special);
     }
     free(order);
-    if (tok->json_normalizer) cJSON_AddItemToObject(root, "normalizer", cJSON_Parse(tok->json_normalizer));
-    else cJSON_AddNullToObject(root, "normalizer");
-    cJSON *pre = tok->json_pre ? NULL : cJSON_AddObjectToObject(root, "pre_tokenizer");
-    if (tok->json_pre) cJSON_AddItemToObject(root, "pre_tokenizer", cJSON_Parse(tok->json_pre));
+    if (tok->json_normalizer) jsb_put(b, root, "normalizer", cJSON_Parse(tok->json_normalizer));
+    else jsb_null(b, root, "normalizer");
+    cJSON *pre = tok->json_pre ? NULL : jsb_obj(b, root, "pre_tokenizer");
+    if (tok->json_pre) jsb_put(b, root, "pre_tokenizer", cJSON_Parse(tok->json_pre));
     if (pre) {
-        cJSON_AddStringToObject(pre, "type", "ByteLevel");
-        cJSON_AddBoolToObject(pre, "add_prefix_space", tok->add_prefix_space);
-        cJSON_AddBoolToObject(pre, "trim_offsets", tok->trim_offsets);
-        cJSON_AddBoolToObject(pre, "use_regex", tok->use_regex);
+        jsb_str(b, pre, "type", "ByteLevel");
+        jsb_bool(b, pre, "add_prefix_space", tok->add_prefix_space);
+        jsb_bool(b, pre, "trim_offsets", tok->trim_offsets);
+        jsb_bool(b, pre, "use_regex", tok->use_regex);
     }
-    cJSON *post = tok->json_post ? NULL : cJSON_AddObjectToObject(root, "post_processor");
-    if (tok->json_post) cJSON_AddItemToObject(root, "post_processor", cJSON_Parse(tok->json_post));
+    cJSON *post = tok->json_post ? NULL : jsb_obj(b, root, "post_processor");
+    if (tok->json_post) jsb_put(b, root, "post_processor", cJSON_Parse(tok->json_post));
     if (post) {
-        cJSON_AddStringToObject(post, "type", "ByteLevel");
-        cJSON_AddBoolToObject(post, "add_prefix_space", tok->add_prefix_space);
-        cJSON_AddBoolToObject(post, "trim_offsets", tok->trim_offsets);
-        cJSON_AddBoolToObject(post, "use_regex", tok->use_regex);
+        jsb_str(b, post, "type", "ByteLevel");
+        jsb_bool(b, post, "add_prefix_space", tok->add_prefix_space);
+        jsb_bool(b, post, "trim_offsets", tok->trim_offsets);
+        jsb_bool(b, post, "use_regex", tok->use_regex);
     }
-    cJSON *dec = tok->json_decoder ? NULL : cJSON_AddObjectToObject(root, "decoder");
-    if (tok->json_decoder) cJSON_AddItemToObject(root, "decoder", cJSON_Parse(tok->json_decoder));
+    cJSON *dec = tok->json_decoder ? NULL : jsb_obj(b, root, "decoder");
+    if (tok->json_decoder) jsb_put(b, root, "decoder", cJSON_Parse(tok->json_decoder));
     if (dec) {
-        cJSON_AddStringToObject(dec, "type", "ByteLevel");
-        cJSON_AddBoolToObject(dec, "add_prefix_space", tok->add_prefix_space);
-        cJSON_AddBoolToObject(dec, "trim_offsets", tok->trim_offsets);
-        cJSON_AddBoolToObject(dec, "use_regex", tok->use_regex);
+        jsb_str(b, dec, "type", "ByteLevel");
+        jsb_bool(b, dec, "add_prefix_space", tok->add_prefix_space);
+        jsb_bool(b, dec, "trim_offsets", tok->trim_offsets);
+        jsb_bool(b, dec, "use_regex", tok->use_regex);
     }
-    cJSON *model = cJSON_AddObjectToObject(root, "model");
+    cJSON *model = jsb_obj(b, root, "model");
     if (!model) goto fail;
-    cJSON_AddStringToObject(model, "type", "BPE");
-    cJSON_AddNullToObject(model, "dropout");
-    cJSON_AddItemToObject(model, "unk_token", str_or_null(tok->unk_token));
-    cJSON_AddItemToObject(model, "continuing_subword_prefix", str_or_null(tok->cont_prefix));
-    cJSON_AddItemToObject(model, "end_of_word_suffix", str_or_null(tok->eow_suffix));
-    cJSON_AddBoolToObject(model, "fuse_unk", tok->fuse_unk);
-    cJSON_AddBoolToObject(model, "byte_fallback", tok->byte_fallback);
-    cJSON_AddBoolToObject(model, "ignore_merges", tok->ignore_merges);
-    cJSON *vocab = cJSON_AddObjectToObject(model, "vocab");
-    cJSON *merges = cJSON_AddArrayToObject(model, "merges");
+    jsb_str(b, model, "type", "BPE");
+    jsb_null(b, model, "dropout");
+    jsb_put(b, model, "unk_token", str_or_null(tok->unk_token));
+    jsb_put(b, model, "continuing_subword_prefix", str_or_null(tok->cont_prefix));
+    jsb_put(b, model, "end_of_word_suffix", str_or_null(tok->eow_suffix));
+    jsb_bool(b, model, "fuse_unk", tok->fuse_unk);
+    jsb_bool(b, model, "byte_fallback", tok->byte_fallback);
+    jsb_bool(b, model, "ignore_merges", tok->ignore_merges);
+    cJSON *vocab = jsb_obj(b, model, "vocab");
+    cJSON *merges = jsb_arr(b, model, "merges");
     if (!vocab || !merges) goto fail;
     for (int32_t i = 0; i < tok->n_model; i++) {
         cJSON *v = cJSON_CreateNumber(i);
         if (!v) goto fail;
-        cJSON_AddItemToObject(vocab, tok->str[i], v);
+        jsb_put(b, vocab, tok->str[i], v);
     }
     /* the ["a", "b"] form is unambiguous even when a token contains a space */
     for (size_t i = 0; i < tok->n_merges; i++) {
         const char *pair[2] = {tok->str[tok->merges[i][0]], tok->str[tok->merges[i][1]]};
         cJSON *m = cJSON_CreateStringArray(pair, 2);
         if (!m) goto fail;
-        cJSON_AddItemToArray(merges, m);
+        jsb_push(b, merges, m);
     }
-    return root;
+    return jsb_done(b, root);
 fail:
     cJSON_Delete(root);
     return NULL;
