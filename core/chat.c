@@ -310,9 +310,9 @@ static wb_status render_tree(const wb_chat_template *t, cJSON *messages, const w
     /* references made here, not by cJSON_AddItemReferenceToObject, which leaks its reference
      * when the key cannot be copied (cJSON 1.7.15) */
     int ok = add_owned(vars, "messages", cJSON_CreateArrayReference(messages->child));
-    ok = ok && add_owned(vars, "tools", tools ? tools : cJSON_CreateNull());
+    ok = add_owned(vars, "tools", tools ? tools : cJSON_CreateNull()) && ok; /* taken either way */
     tools = NULL;
-    ok = ok && add_owned(vars, "documents", docs ? docs : cJSON_CreateNull());
+    ok = add_owned(vars, "documents", docs ? docs : cJSON_CreateNull()) && ok;
     docs = NULL;
     ok = ok && add_owned(vars, "add_generation_prompt", cJSON_CreateBool(p->add_generation_prompt != 0));
     for (const cJSON *s = t->special->child; ok && s; s = s->next) {

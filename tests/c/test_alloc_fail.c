@@ -20,6 +20,9 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "lwb.h"
+#include <lauxlib.h>
+#include <lualib.h>
 #include "fixture.h"
 #include "gguf_save.h"
 #include "wb.h"
@@ -152,10 +155,12 @@ typedef int (*scenario_fn)(void *ctx);
 /* Runs fn with no failure (twice: the first warms the one-time caches of the libraries below,
  * such as a thread's scratch buffers; the second records where each allocation is made), then
  * with allocation N failing: for every N whose call site (the innermost frames) is seen for the
- * first time, and for `every` values of N spread evenly over the rest. Loading a model makes
+ * first time, and for `every` values of N spread evenly over the rest (at most max_runs in all
+ * when max_runs > 0). Loading a model makes
  * tens of thousands of allocations, most of them the same few sites in a loop over a JSON tree;
  * the sites are what differ in how a failure is handled. */
-static void drive(const char *name, scenario_fn fn, void *ctx, long every) {
+static void drive(const char *name, scenario_fn fn, void *ctx, long every, long max_runs) {
+    const double t0 = wb_clock_ms();
     CHECK_MSG(fn(ctx), "%s: fails without injection", name);
     long live0 = atomic_load(&inj_live);
     atomic_store(&inj_count, 0);
@@ -192,6 +197,16 @@ static void drive(const char *name, scenario_fn fn, void *ctx, long every) {
     for (long i = 0; i < every && total; i++)
         pick[total > every ? 1 + i * (total - 1) / (every - 1) : 1 + i % total] = 1;
     __libc_free(seen);
+    /* at most max_runs of them, thinned evenly (the Lua state's allocations come from hundreds
+     * of interpreter paths) */
+    long n_pick = 0;
+    for (long at = 1; at <= total; at++) n_pick += pick[at];
+    if (max_runs > 0 && n_pick > max_runs)
+        for (long at = 1, k = 0; at <= total; at++) {
+            if (!pick[at]) continue;
+            pick[at] = k * max_runs / n_pick != (k + 1) * max_runs / n_pick; /* max_runs of n_pick */
+            k++;
+        }
     long runs = 0, failed_calls = 0, leaks = 0, traced = 0;
     for (long at = 1; at <= total; at++) {
         if (!pick[at]) continue;
@@ -227,8 +242,8 @@ static void drive(const char *name, scenario_fn fn, void *ctx, long every) {
     }
     __libc_free(pick);
     CHECK_MSG(leaks == 0, "%s: %ld of %ld runs leaked", name, leaks, runs);
-    fprintf(stderr, "  %s: %ld allocations from %ld sites, %ld runs, %ld of them reported the failure\n",
-            name, total, n_sites, runs, failed_calls);
+    fprintf(stderr, "  %s: %ld allocations from %ld sites, %ld runs, %ld of them reported the failure (%.0f ms)\n",
+            name, total, n_sites, runs, failed_calls, wb_clock_ms() - t0);
 }
 
 /* A failed call must say what failed. */
@@ -526,20 +541,87 @@ static void saving_fails_cleanly(void) {
     if (m && dir) {
         save_case tk = {m, dir, "", 0, 0}, gg = {m, dir, "", 0, 1};
         snprintf(tk.file, sizeof tk.file, "%s/tokenizer.json", dir);
-        drive("wb_tokenizer_save", save_file, &tk, 100);
+        drive("wb_tokenizer_save", save_file, &tk, 40, 0);
         remove(tk.file);
         snprintf(gg.file, sizeof gg.file, "%s/model.gguf", dir);
-        drive("wb_model_save_gguf", save_file, &gg, 100);
+        drive("wb_model_save_gguf", save_file, &gg, 40, 0);
     }
     if (dir) fixture_rm_dir(dir);
     wb_model_free(m);
 }
 
+/* The Lua binding: a script touching the model, tokenizer, session, generation, streaming,
+ * constraints, batching and JSON, in a fresh state closed at the end. An allocation failing in
+ * the binding's C code or in Lua's own (which runs an emergency collection and retries once)
+ * must surface as a Lua error or not at all, and closing the state must free everything. */
+static const char lua_script[] =
+    "local dir = ...\n"
+    "local m = wb.load(dir)\n"
+    "local tok = m.tokenizer\n"
+    "local ids = tok:encode('Hello there, my order is late')\n"
+    "local out = {tok:decode(ids)}\n"
+    "local s <close> = m:session()\n"
+    "local l = s:prefill(ids)\n"
+    "l = s:decode((l:argmax()))\n"
+    "local f <close> = s:fork()\n"
+    "out[#out + 1] = f:pos()\n"
+    "local d = tok:detokenizer()\n"
+    "for _, id in ipairs(ids) do out[#out + 1] = d:push(id) end\n"
+    "local r = m:generate('Customer: hi', {temperature = 0, max_tokens = 4}, {ignore_eos = true})\n"
+    "out[#out + 1] = r.text\n"
+    "for piece in m:stream('Agent:', {temperature = 0, max_tokens = 3}, {ignore_eos = true}) do\n"
+    "  out[#out + 1] = piece\n"
+    "end\n"
+    "local c = wb.constraint.choice(tok, {'billing', 'shipping'})\n"
+    "out[#out + 1] = m:generate('Category:', {temperature = 0, max_tokens = 4}, {constraint = c}).text\n"
+    "local b <close> = m:batch()\n"
+    "b:add('Hi', {temperature = 0, max_tokens = 3}, {ignore_eos = true})\n"
+    "while b:active() > 0 do\n"
+    "  for _, ev in ipairs(b:step()) do\n"
+    "    if ev.error then error(ev.error) end -- a request that failed ends alone, with its error\n"
+    "    out[#out + 1] = ev.text\n"
+    "  end\n"
+    "end\n"
+    "out[#out + 1] = wb.json.encode(wb.json.decode('{\"a\": [1, 2, 3], \"b\": \"x\"}'))\n"
+    "return table.concat(out, '|')\n";
+
+static int lua_run(void *ctx) {
+    (void)ctx;
+    lua_State *L = luaL_newstate();
+    if (!L) return 0; /* the state itself could not be made: nothing to report it in */
+    int ok = 0;
+    luaL_openlibs(L);
+    luaL_requiref(L, "wb", luaopen_wb, 1); /* raises only on memory errors: under pcall below */
+    lua_pop(L, 1);
+    if (luaL_loadbuffer(L, lua_script, sizeof lua_script - 1, "=alloc_fail") == LUA_OK) {
+        lua_pushstring(L, TINYLM);
+        if (lua_pcall(L, 1, 1, 0) == LUA_OK) {
+            size_t n = 0;
+            const char *r = lua_tolstring(L, -1, &n);
+            atomic_fetch_add(&inj_paused, 1);
+            static uint64_t clean;
+            uint64_t h = r ? fnv(1469598103934665603ull, r, n) : 0;
+            if (!clean) clean = h;
+            CHECK_MSG(h && h == clean, "the script ran but returned %.200s", r ? r : "(nil)");
+            atomic_fetch_sub(&inj_paused, 1);
+            ok = 1;
+        } else {
+            const char *msg = lua_tostring(L, -1);
+            CHECK_MSG(msg && *msg, "a Lua error without a message");
+            if (!atomic_load(&inj_failed)) fprintf(stderr, "  the script failed: %s\n", msg ? msg : "?");
+        }
+    }
+    lua_close(L);
+    return ok;
+}
+
+static void the_lua_binding_fails_cleanly(void) { drive("the Lua binding (a script)", lua_run, NULL, 100, 250); }
+
 static void loading_fails_cleanly(void) {
     load_case st = {TINYLM, WB_WEIGHTS_AS_STORED, 0}, q8 = {TINYLM, WB_WEIGHTS_Q8_0, 0};
-    drive("wb_model_load (safetensors)", load_model, &st, 300);
-    drive("wb_model_load_ex (q8_0)", load_model, &q8, 200);
-    drive("wb_tokenizer_load", tokenizer_load, NULL, 300);
+    drive("wb_model_load (safetensors)", load_model, &st, 300, 0);
+    drive("wb_model_load_ex (q8_0)", load_model, &q8, 200, 0);
+    drive("wb_tokenizer_load", tokenizer_load, NULL, 300, 0);
 }
 
 static void gguf_loading_fails_cleanly(void) {
@@ -557,19 +639,78 @@ static void gguf_loading_fails_cleanly(void) {
     CHECK_MSG(wb_model_save_gguf(m, wb_model_tokenizer(m), NULL, path, 0, &e) == WB_OK, "%s", e.msg);
     wb_model_free(m);
     load_case gg = {path, WB_WEIGHTS_AS_STORED, 0};
-    drive("wb_model_load (gguf)", load_model, &gg, 300);
+    drive("wb_model_load (gguf written here)", load_model, &gg, 300, 0);
     fixture_rm_dir(dir);
+}
+
+/* GGUF files llama.cpp made (tests/vectors/gguf/README.md): the llama architecture with
+ * K-quant, Q5_0 and Q8_0 tensors, and TinyLM as Q4_K_M */
+#define KQ "tests/vectors/gguf/kq-llama-"
+static void llama_cpp_gguf_loading_fails_cleanly(void) {
+    load_case km = {KQ "q4_k_m.gguf", WB_WEIGHTS_AS_STORED, 0}, q5 = {KQ "q5_0.gguf", WB_WEIGHTS_AS_STORED, 0},
+              q8 = {KQ "q8_0.gguf", WB_WEIGHTS_AS_STORED, 0},
+              tk = {"tests/vectors/gguf/tinylm-q4_k_m.gguf", WB_WEIGHTS_AS_STORED, 0};
+    drive("wb_model_load (llama, Q4_K_M)", load_model, &km, 200, 0);
+    drive("wb_model_load (llama, Q5_0)", load_model, &q5, 100, 0);
+    drive("wb_model_load (llama, Q8_0)", load_model, &q8, 100, 0);
+    drive("wb_model_load (gpt2, Q4_K_M)", load_model, &tk, 100, 0);
+}
+
+/* a real chat template (Qwen2.5's, with tools) rendered from its directory */
+static int chat_qwen_tools(void *ctx) {
+    (void)ctx;
+    static const char msgs[] =
+        "[{\"role\":\"user\",\"content\":\"Where is order 4521?\"},{\"role\":\"assistant\","
+        "\"content\":\"\",\"tool_calls\":[{\"type\":\"function\",\"function\":{\"name\":"
+        "\"track\",\"arguments\":{\"order\":4521}}}]},{\"role\":\"tool\",\"content\":"
+        "\"in transit\"}]";
+    static const char tools[] =
+        "[{\"type\":\"function\",\"function\":{\"name\":\"track\",\"description\":\"Track an "
+        "order\",\"parameters\":{\"type\":\"object\",\"properties\":{\"order\":{\"type\":"
+        "\"integer\"}},\"required\":[\"order\"]}}}]";
+    wb_err e = {0};
+    wb_chat_template *t = NULL;
+    if (wb_chat_template_load("tests/vectors/chat/qwen2.5", &t, &e) != WB_OK)
+        return failed(&e, "wb_chat_template_load");
+    wb_chat_render_params rp = wb_chat_render_default_params();
+    rp.add_generation_prompt = 1;
+    rp.tools_json = tools;
+    char *out = NULL;
+    size_t len = 0;
+    int ok = 1;
+    if (wb_chat_render_json(t, msgs, sizeof msgs - 1, &rp, &out, &len, &e) != WB_OK) {
+        ok = failed(&e, "wb_chat_render_json");
+    } else {
+        atomic_fetch_add(&inj_paused, 1);
+        static uint64_t clean;
+        uint64_t h = fnv(1469598103934665603ull, out, len);
+        if (!clean) clean = h;
+        CHECK_MSG(h == clean, "rendered a different prompt: %.200s", out);
+        atomic_fetch_sub(&inj_paused, 1);
+    }
+    free(out);
+    wb_chat_template_free(t);
+    return ok;
 }
 
 static void running_fails_cleanly(void) {
     wb_model *m = shared_model();
     if (!m) return;
-    drive("wb_tokenizer_encode/decode", tokenize, m, 400);
-    drive("wb_session prefill/decode/fork", session_steps, m, 400);
-    drive("wb_gen_new/next", generate, m, 400);
-    drive("wb_constraint_json_schema_new", json_schema, m, 300);
-    drive("wb_chat_render_json", chat_template, NULL, 400);
+    drive("wb_tokenizer_encode/decode", tokenize, m, 400, 0);
+    drive("wb_session prefill/decode/fork", session_steps, m, 400, 0);
+    drive("wb_gen_new/next", generate, m, 400, 0);
+    drive("wb_constraint_json_schema_new", json_schema, m, 300, 0);
+    drive("wb_chat_render_json", chat_template, NULL, 400, 0);
+    drive("wb_chat_template_load + render (Qwen2.5, tools)", chat_qwen_tools, NULL, 400, 0);
     wb_model_free(m);
+    wb_err e = {0};
+    wb_model *l = NULL;
+    CHECK_MSG(wb_model_load(KQ "q4_k_m.gguf", &l, &e) == WB_OK, "%s", e.msg);
+    if (l) {
+        drive("wb_session prefill/decode/fork (llama, Q4_K_M)", session_steps, l, 400, 0);
+        drive("wb_gen_new/next (llama, Q4_K_M)", generate, l, 400, 0);
+    }
+    wb_model_free(l);
 }
 
 int main(void) {
@@ -577,8 +718,10 @@ int main(void) {
     (void)backtrace(warm, 2);
     RUN(loading_fails_cleanly);
     RUN(gguf_loading_fails_cleanly);
+    RUN(llama_cpp_gguf_loading_fails_cleanly);
     RUN(running_fails_cleanly);
     RUN(saving_fails_cleanly);
+    RUN(the_lua_binding_fails_cleanly);
     return check_summary();
 }
 #else
