@@ -175,7 +175,7 @@ static int count_piece(void *ud, const char *p, size_t n) {
 }
 
 static void trainer_free(trainer *t) {
-    for (size_t i = 0; i < t->n_words; i++) free(t->syms[i]);
+    for (size_t i = 0; t->syms && i < t->n_words; i++) free(t->syms[i]); /* syms may have failed */
     free(t->syms);
     free(t->n_syms);
     free(t->freq);

@@ -30,6 +30,7 @@
 #include "wb_constraint.h"
 #include "wb_generate.h"
 #include "wb_jinja.h"
+#include <cjson/cJSON.h>
 #include "wb_model.h"
 #include "wb_sampler.h"
 #include "wb_tokenizer.h"
@@ -468,7 +469,7 @@ typedef struct save_case {
     char *dir;         /* scratch directory holding only `file` between runs */
     char file[512];    /* the path saved to (holds the previous clean save) */
     uint64_t clean;    /* what the clean save loads as */
-    int gguf;          /* 1: wb_model_save_gguf, 0: wb_tokenizer_save */
+    int gguf;          /* 1: wb_model_save_gguf (F32), 2: (Q8_0), 0: wb_tokenizer_save */
 } save_case;
 
 /* the names in dir other than the saved file's (temporary files left behind) */
@@ -522,7 +523,8 @@ static uint64_t saved_fingerprint(const save_case *c) {
 static int save_file(void *ctx) {
     save_case *c = ctx;
     wb_err e = {0};
-    wb_status st = c->gguf ? wb_model_save_gguf(c->m, wb_model_tokenizer(c->m), NULL, c->file, 0, &e)
+    wb_status st = c->gguf ? wb_model_save_gguf(c->m, wb_model_tokenizer(c->m), NULL, c->file,
+                                                c->gguf == 2 ? WB_GGML_Q8_0 : WB_GGML_F32, &e)
                            : wb_tokenizer_save(wb_model_tokenizer(c->m), c->file, &e);
     CHECK_MSG(stray_files(c) == 0, "%s: a temporary file was left beside it", c->file);
     uint64_t fp = saved_fingerprint(c);
@@ -616,6 +618,156 @@ static int lua_run(void *ctx) {
 }
 
 static void the_lua_binding_fails_cleanly(void) { drive("the Lua binding (a script)", lua_run, NULL, 100, 250); }
+
+/* ---- more entry points: regex constraints, BPE training, every committed chat template ---- */
+
+static int regex_constraint(void *ctx) {
+    const wb_model *m = ctx;
+    wb_err e = {0};
+    wb_constraint_vocab v;
+    if (wb_constraint_vocab_init(&v, wb_model_tokenizer(m), &e) != WB_OK)
+        return failed(&e, "wb_constraint_vocab_init");
+    static const char rx[] = "(order|ticket) #[0-9]{3,5}( is (late|lost))?";
+    wb_constraint *c = NULL;
+    int ok = 1;
+    if (wb_constraint_regex_new(&v, rx, sizeof rx - 1, &c, &e) != WB_OK)
+        ok = failed(&e, "wb_constraint_regex_new");
+    wb_constraint_state *st = NULL;
+    if (ok && wb_constraint_state_new(c, &st, &e) != WB_OK) ok = failed(&e, "wb_constraint_state_new");
+    int32_t gen[1] = {0};
+    size_t n_gen = 0;
+    for (int step = 0; ok && step < 3; step++) {
+        const uint32_t *mask;
+        int32_t n_allowed;
+        if (wb_constraint_state_allowed(st, gen, n_gen, &mask, &n_allowed, &e) != WB_OK) {
+            ok = failed(&e, "wb_constraint_state_allowed");
+            break;
+        }
+        int32_t id = 0;
+        while (!(mask[id / 32] >> (id % 32) & 1)) id++; /* the first allowed id */
+        if (wb_constraint_state_advance(st, id, &e) != WB_OK) ok = failed(&e, "wb_constraint_state_advance");
+        gen[0] = id, n_gen = 1;
+    }
+    wb_constraint_state_free(st);
+    wb_constraint_free(c);
+    wb_constraint_vocab_release(&v);
+    return ok;
+}
+
+static int bpe_train(void *ctx) {
+    (void)ctx;
+    static const char text[] =
+        "Hello, my order 4521 is late. Hello again: my order is still late!<|endoftext|>"
+        "Thanks for your patience; your ticket 88 is open.<|endoftext|>caf\xc3\xa9 \xe2\x82\xac 12";
+    const char *specials[] = {"<|endoftext|>"};
+    wb_bpe_train_params p = wb_bpe_train_default_params();
+    p.vocab_size = 290;
+    p.special_tokens = specials;
+    p.n_special_tokens = 1;
+    p.min_pair_count = 1;
+    wb_err e = {0};
+    wb_tokenizer *tok = NULL;
+    if (wb_bpe_train(text, sizeof text - 1, &p, &tok, &e) != WB_OK) return failed(&e, "wb_bpe_train");
+    atomic_fetch_add(&inj_paused, 1);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    static uint64_t clean;
+    uint64_t h = 0;
+    if (wb_tokenizer_encode(tok, text, sizeof text - 1, &ids, &n, &e) == WB_OK)
+        h = fnv(1469598103934665603ull, ids, n * sizeof *ids);
+    wb_free(ids);
+    if (!clean) clean = h;
+    CHECK_MSG(h && h == clean, "trained, but not the tokenizer a clean run trains");
+    atomic_fetch_sub(&inj_paused, 1);
+    wb_tokenizer_free(tok);
+    return 1;
+}
+
+/* one template file rendered with a tool-using conversation (ctx: its path); its clean render
+ * is the reference (a template that refuses these messages in a clean run is skipped) */
+typedef struct tmpl_case {
+    char path[512];
+    char *src;
+    size_t len;
+    uint64_t clean;
+} tmpl_case;
+
+static int render_template(void *ctx) {
+    tmpl_case *c = ctx;
+    static const char vars_json[] =
+        "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\","
+        "\"content\":\"Where is order 4521?\"},{\"role\":\"assistant\",\"content\":\"Checking.\"},"
+        "{\"role\":\"user\",\"content\":\"Thanks\"}],\"add_generation_prompt\":true,"
+        "\"bos_token\":\"<s>\",\"eos_token\":\"</s>\",\"tools\":[{\"type\":\"function\",\"function\":"
+        "{\"name\":\"track\",\"parameters\":{\"type\":\"object\",\"properties\":{\"order\":"
+        "{\"type\":\"integer\"}}}}}]}";
+    wb_err e = {0};
+    cJSON *vars = cJSON_Parse(vars_json);
+    if (!vars) return 0; /* cJSON says nothing: the scenario itself cannot run */
+    wb_jinja *t = NULL;
+    int ok = 1;
+    if (wb_jinja_parse(c->src, c->len, c->path, &t, &e) != WB_OK) {
+        ok = failed(&e, "wb_jinja_parse");
+    } else {
+        wb_jinja_params jp = wb_jinja_default_params();
+        jp.now = 1700000000;
+        char *out = NULL;
+        size_t len = 0;
+        if (wb_jinja_render(t, vars, &jp, &out, &len, &e) != WB_OK) {
+            ok = failed(&e, "wb_jinja_render");
+        } else {
+            atomic_fetch_add(&inj_paused, 1);
+            uint64_t h = fnv(1469598103934665603ull, out, len);
+            if (!c->clean) c->clean = h;
+            CHECK_MSG(h == c->clean, "%s rendered differently: %.200s", c->path, out);
+            atomic_fetch_sub(&inj_paused, 1);
+        }
+        wb_free(out);
+    }
+    wb_jinja_free(t);
+    cJSON_Delete(vars);
+    return ok;
+}
+
+static void more_entry_points_fail_cleanly(void) {
+    wb_model *m = shared_model();
+    if (m) {
+        drive("wb_constraint_regex_new + steps", regex_constraint, m, 300, 0);
+        char *dir = fixture_new_dir("allocq8");
+        if (dir) {
+            save_case q8 = {m, dir, "", 0, 2};
+            snprintf(q8.file, sizeof q8.file, "%s/model-q8_0.gguf", dir);
+            drive("wb_model_save_gguf (q8_0)", save_file, &q8, 30, 0);
+            fixture_rm_dir(dir);
+        }
+    }
+    wb_model_free(m);
+    drive("wb_bpe_train", bpe_train, NULL, 300, 0);
+    const char *tdir = "tests/vectors/chat/templates";
+    DIR *d = opendir(tdir);
+    CHECK(d != NULL);
+    int n_templates = 0;
+    for (struct dirent *ent; d && (ent = readdir(d));) {
+        size_t nl = strlen(ent->d_name);
+        if (nl < 7 || strcmp(ent->d_name + nl - 6, ".jinja")) continue;
+        tmpl_case c = {{0}, NULL, 0, 0};
+        snprintf(c.path, sizeof c.path, "%s/%s", tdir, ent->d_name);
+        FILE *f = fopen(c.path, "rb");
+        if (!f) continue;
+        static char buf[1 << 16];
+        c.len = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        c.src = buf;
+        if (!render_template(&c)) continue; /* refuses this conversation even when clean */
+        c.clean = 0;
+        char name[600];
+        snprintf(name, sizeof name, "wb_jinja parse + render (%s)", ent->d_name);
+        drive(name, render_template, &c, 150, 0);
+        n_templates++;
+    }
+    if (d) closedir(d);
+    CHECK_MSG(n_templates >= 5, "only %d templates rendered", n_templates);
+}
 
 static void loading_fails_cleanly(void) {
     load_case st = {TINYLM, WB_WEIGHTS_AS_STORED, 0}, q8 = {TINYLM, WB_WEIGHTS_Q8_0, 0};
@@ -722,6 +874,7 @@ int main(void) {
     RUN(running_fails_cleanly);
     RUN(saving_fails_cleanly);
     RUN(the_lua_binding_fails_cleanly);
+    RUN(more_entry_points_fail_cleanly);
     return check_summary();
 }
 #else
