@@ -723,8 +723,10 @@ AVX512 static inline __attribute__((always_inline)) void tileh_512(
     __m512 a0[MR_MAX], a1[MR_MAX];
     acc_start_512(MR, cin, a0, a1);
     int k = 0;
-    for (; k + 1 < kc; k += 2, xp += 2 * MR, wp += NR512) {
-        if (npf > 0) _mm_prefetch(pf, _MM_HINT_T1), pf += 64, npf--;
+    /* the prefetches spread over the whole k loop, one every ps pairs */
+    const int ps = npf > 0 && kc / 2 > npf ? kc / 2 / npf : 1;
+    for (int cd = 1; k + 1 < kc; k += 2, xp += 2 * MR, wp += NR512) {
+        if (npf > 0 && --cd == 0) _mm_prefetch(pf, _MM_HINT_T1), pf += 64, npf--, cd = ps;
         __m512 w0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_load_si512(wp), 16));
         __m512 w1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_load_si512(wp + 16), 16));
         fma_rows_512(MR, w0, w1, xp, a0, a1);
