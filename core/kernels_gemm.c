@@ -478,32 +478,6 @@ AVX512 static inline void tr16(__m512 r[16]) {
     }
 }
 
-/* Dwords 4L .. 4L + 3 of 16 rows ld bytes apart (s: row 0, dword 0), transposed: o[c] lane j =
- * row j's dword 4L + c. The 16 x 16 transpose of tr16 is 64 shuffles, all on port 5, which is
- * what the packs cost (packh_512 was 11% of a 44-token BF16 prefill); here its two 128-bit-lane
- * stages are done by the loads instead: z[i] gathers the 4 dwords of rows i, 4 + i, 8 + i and
- * 12 + i (one 128-bit load and three inserts from memory, which run on ports 0 and 5 beside the
- * load ports), so only the in-lane 4 x 4 transposes shuffle (8 per call on port 5), and lane q
- * of each output holds rows 4q .. 4q + 3: the dwords tr16 puts there. */
-AVX512 static inline __attribute__((always_inline)) void tr16_quarter_512(const char *s, size_t ld,
-                                                                          int L, __m512i o[4]) {
-    __m512i z[4];
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-        const char *p = s + (size_t)i * ld + 16 * L;
-        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)p));
-        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 4 * ld)), 1);
-        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 8 * ld)), 2);
-        z[i] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 12 * ld)), 3);
-    }
-    const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
-    const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
-    o[0] = _mm512_unpacklo_epi64(t0, t2);
-    o[1] = _mm512_unpackhi_epi64(t0, t2);
-    o[2] = _mm512_unpacklo_epi64(t1, t3);
-    o[3] = _mm512_unpackhi_epi64(t1, t3);
-}
-
 /* F32: 16 rows x 16 columns per 16 x 16 transpose. BF16: 16 rows x 32 columns, transposed as 16
  * x 16 pairs of BF16 (one dword each), then each pair widened by the even/odd split (a shift
  * for the even column, an AND for the odd one): half the shuffles per value of widening each
@@ -521,25 +495,6 @@ AVX512 static void pack_512(float *dst, const void *W, int bf16, int in, int r, 
         const int step = bf16 ? 32 : 16;
         for (int kk = 0; kk < kc; kk += step) {
             const int kw = kc - kk < step ? kc - kk : step;
-            if (nh == 16 && kw == step) { /* a full block: the transpose by loads */
-                const char *s = (const char *)W + ((size_t)(r + 16 * h) * in + k0 + kk) * (bf16 ? 2 : 4);
-#pragma GCC unroll 4
-                for (int L = 0; L < 4; L++) {
-                    __m512i o[4];
-                    tr16_quarter_512(s, (size_t)in * (bf16 ? 2 : 4), L, o);
-#pragma GCC unroll 4
-                    for (int c = 0; c < 4; c++) {
-                        const int q = 4 * L + c; /* the dword column */
-                        if (bf16) {
-                            _mm512_store_si512(d + (size_t)(kk + 2 * q) * NR512, _mm512_slli_epi32(o[c], 16));
-                            _mm512_store_si512(d + (size_t)(kk + 2 * q + 1) * NR512, _mm512_and_si512(o[c], hi16));
-                        } else {
-                            _mm512_store_si512(d + (size_t)(kk + q) * NR512, o[c]);
-                        }
-                    }
-                }
-                continue;
-            }
             __m512 v[16];
             /* rows past nr load nothing (an all-zero mask) and give zeros */
             const __mmask32 m = kw == 32 ? 0xffffffffu : (1u << kw) - 1;
@@ -588,18 +543,6 @@ AVX512 static void packh_512(float *dst, const void *W, int bf16, int in, int r,
         }
         for (int kk = 0; kk < kc; kk += 32) {
             const int kw = kc - kk < 32 ? kc - kk : 32;
-            if (nh == 16 && kw == 32) {
-                /* a full block: the transpose by loads (tr16_quarter_512) */
-                const char *s = (const char *)((const uint16_t *)W + (size_t)(r + 16 * h) * in + k0 + kk);
-#pragma GCC unroll 4
-                for (int L = 0; L < 4; L++) {
-                    __m512i o[4];
-                    tr16_quarter_512(s, (size_t)in * 2, L, o);
-                    for (int c = 0; c < 4; c++)
-                        _mm512_store_si512(d + (size_t)(kk / 2 + 4 * L + c) * NR512, o[c]);
-                }
-                continue;
-            }
             __m512 v[16];
             const __mmask32 m = kw == 32 ? 0xffffffffu : (1u << kw) - 1;
             const int last = r + 16 * h + nh - 1;
