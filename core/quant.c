@@ -1371,6 +1371,9 @@ INLINE_VNNI512 void gemm_tiles(const int q8, float *Y, size_t ldy, const uint8_t
 }
 
 
+VNNI512 static int ktile_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *act, size_t astride,
+                             int nb, const uint8_t *W, size_t rb, const float *bias, int in,
+                             int r0, int r1, int accumulate);
 VNNI512 static void gemm_q_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *act, size_t astride,
                                int nb, const uint8_t *W, size_t rb, const float *bias, int in,
                                int r0, int r1, int accumulate) {
@@ -1386,6 +1389,10 @@ VNNI512 static void gemm_q_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *
             return;
         }
     }
+    /* Q4_K / Q6_K prompts: the transposed 16-row tile (without its scratch, the copies below) */
+    if ((t == WB_QT_Q4_K || t == WB_QT_Q6_K) && nb >= 8 && r1 - r0 >= 16 &&
+        ktile_512(t, Y, ldy, act, astride, nb, W, rb, bias, in, r0, r1, accumulate))
+        return;
     switch (t) { /* one specialised copy per type */
     case WB_QT_Q8_0: gemm_body(WB_QT_Q8_0, Y, ldy, act, astride, nb, W, rb, bias, in, r0, r1, accumulate); break;
     case WB_QT_Q4_0: gemm_body(WB_QT_Q4_0, Y, ldy, act, astride, nb, W, rb, bias, in, r0, r1, accumulate); break;
@@ -1735,6 +1742,109 @@ AVXVNNI static inline __m256i q6k_half_avxvnni(const __m256i R[4], const int8_t 
     }
 DEFINE_KTILE_256(avx2, AVX2)
 DEFINE_KTILE_256(avxvnni, AVXVNNI)
+
+/* Q4_K / Q6_K prompts of 8 inputs or more on the AVX-512 level: ktile above with 16 rows in the
+ * lanes of one 512-bit register, so each 4-byte group of an input broadcast feeds 16 rows in one
+ * vpdpbusd (the AVX2 form feeds 8). A block's values of the 16 rows are transposed as two halves
+ * of 8 rows (the AVX2 transpose) joined per register, and the super-block scales are the AVX2
+ * ones of each half joined: both are paid once per block and row group, not per input. The
+ * float chain of each lane is its row's and input's canonical one (the same bits as the per-row
+ * dots and the AVX2 tile). */
+VNNI512 static inline __m512 join8_ps(__m256 lo, __m256 hi) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+}
+VNNI512 static inline __m512i join8_si(__m256i lo, __m256i hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+VNNI512 static inline __m512i kbcast4_512(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+/* nb inputs, r1 - r0 >= 16; 0 without scratch */
+VNNI512 static int ktile_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *act, size_t astride,
+                             int nb, const uint8_t *W, size_t rb, const float *bias, int in,
+                             int r0, int r1, int accumulate) {
+    const int nblk = in / 32, q4k = t == WB_QT_Q4_K;
+    const size_t bs = q4k ? 144 : 210, nx = (size_t)nblk * nb;
+    /* acc [nb][16], then the regrouped inputs as in ktile */
+    float *acc = qscratch(1, (size_t)nb * 16 * sizeof(float) + nx * (32 + 3 * sizeof(float)));
+    if (!acc) return 0;
+    int8_t *xg = (int8_t *)(acc + (size_t)nb * 16);
+    float *dg = (float *)(void *)(xg + 32 * nx), *mg = dg + nx;
+    int32_t *g0 = (int32_t *)(void *)mg, *g1 = g0 + nx;
+    for (int j = 0; j < nb; j++) {
+        const qact a = act_view(act + astride * (size_t)j, in);
+        for (int b = 0; b < nblk; b++) {
+            const size_t o = (size_t)b * nb + j;
+            memcpy(xg + 32 * o, a.q + 32 * b, 32);
+            dg[o] = a.d[b];
+            if (q4k) mg[o] = (float)(-a.s[b]);
+            else g0[o] = 32 * a.h[2 * b], g1[o] = 32 * a.h[2 * b + 1];
+        }
+    }
+    for (int r = r0; r < r1; r += 16) {
+        const int rr = r1 - r < 16 ? r1 - 16 : r, keep = r - rr; /* the last 16 end at r1 */
+        memset(acc, 0, (size_t)nb * 16 * sizeof(float));
+        for (int sb = 0; sb < nblk / 8; sb++) {
+            const uint8_t *blk[16];
+            for (int i = 0; i < 16; i++) blk[i] = W + (size_t)(rr + i) * rb + (size_t)sb * bs;
+            __m256i H0[4], H1[4];
+            __m256 d0, d1, m0, m1;
+            ksuper_scales(q4k, blk, H0, &d0, &m0);
+            ksuper_scales(q4k, blk + 8, H1, &d1, &m1);
+            for (int bb = 0; bb < 8; bb++) {
+                const int b = 8 * sb + bb;
+                __m256i V[16], T0[8], T1[8];
+                for (int i = 0; i < 16; i++)
+                    V[i] = q4k ? q4k_nibbles(blk[i] + 16 + 32 * (bb / 2), bb & 1) : q6_values(blk[i], bb);
+                transpose8(V, T0);
+                transpose8(V + 8, T1);
+                __m512i R[8];
+                for (int k = 0; k < 8; k++) R[k] = join8_si(T0[k], T1[k]);
+                /* Q4_K: d sc and dmin m per row; Q6_K: d sc16 of each half */
+                const __m512 s0 = q4k ? join8_ps(_mm256_mul_ps(d0, q4k_lane_scale(H0[1], H0[3], bb, 0)),
+                                                 _mm256_mul_ps(d1, q4k_lane_scale(H1[1], H1[3], bb, 0)))
+                                      : join8_ps(_mm256_mul_ps(d0, q6k_lane_scale(H0, 2 * bb)),
+                                                 _mm256_mul_ps(d1, q6k_lane_scale(H1, 2 * bb)));
+                const __m512 s1 = q4k ? join8_ps(_mm256_mul_ps(m0, q4k_lane_scale(H0[2], H0[3], bb, 1)),
+                                                 _mm256_mul_ps(m1, q4k_lane_scale(H1[2], H1[3], bb, 1)))
+                                      : join8_ps(_mm256_mul_ps(d0, q6k_lane_scale(H0, 2 * bb + 1)),
+                                                 _mm256_mul_ps(d1, q6k_lane_scale(H1, 2 * bb + 1)));
+                for (int j = 0; j < nb; j++) {
+                    const size_t o = (size_t)b * nb + j;
+                    const int8_t *x = xg + 32 * o;
+                    const __m512 dx = _mm512_set1_ps(dg[o]);
+                    __m512 y = _mm512_load_ps(acc + 16 * (size_t)j);
+                    if (q4k) {
+                        __m512i s = _mm512_setzero_si512();
+                        for (int k = 0; k < 8; k++) s = _mm512_dpbusd_epi32(s, R[k], kbcast4_512(x + 4 * k));
+                        y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(s0, dx), y);
+                        y = _mm512_fmadd_ps(_mm512_set1_ps(mg[o]), _mm512_mul_ps(s1, dx), y);
+                    } else {
+                        __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+                        for (int k = 0; k < 4; k++) {
+                            lo = _mm512_dpbusd_epi32(lo, R[k], kbcast4_512(x + 4 * k));
+                            hi = _mm512_dpbusd_epi32(hi, R[k + 4], kbcast4_512(x + 16 + 4 * k));
+                        }
+                        lo = _mm512_sub_epi32(lo, _mm512_set1_epi32(g0[o]));
+                        hi = _mm512_sub_epi32(hi, _mm512_set1_epi32(g1[o]));
+                        y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), _mm512_mul_ps(s0, dx), y);
+                        y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), _mm512_mul_ps(s1, dx), y);
+                    }
+                    _mm512_store_ps(acc + 16 * (size_t)j, y);
+                }
+            }
+        }
+        for (int j = 0; j < nb; j++)
+            for (int i = keep; i < 16; i++) {
+                const float s = acc[16 * (size_t)j + i] + (bias ? bias[rr + i] : 0.0f);
+                float *yp = Y + (size_t)j * ldy + rr + i;
+                *yp = accumulate ? *yp + s : s;
+            }
+    }
+    return 1;
+}
 
 #define DEFINE_TILE8(SUFFIX, ATTR, DOT)                                                           \
     ATTR static inline __attribute__((always_inline)) void tile8_##SUFFIX(                        \

@@ -273,10 +273,10 @@ static void every_variant_matches_portable_and_the_float_reference(void) {
                 }
             }
         }
-        for (int k = 0; k < nv; k++) { /* bias and accumulate, 1 input and 5 */
-            for (int nb = 1; nb <= 5; nb += 4) {
-                float Ya[5 * ROWS], Yc[5 * ROWS];
-                for (int i = 0; i < 5 * ROWS; i++) Ya[i] = Yc[i] = frand();
+        for (int k = 0; k < nv; k++) { /* bias and accumulate, 1 input, 5 and 9 (the tiles) */
+            for (int nb = 1; nb <= 9; nb += 4) {
+                float Ya[9 * ROWS], Yc[9 * ROWS];
+                for (int i = 0; i < 9 * ROWS; i++) Ya[i] = Yc[i] = frand();
                 wb_gemm_q_with(v[k], qt, Ya, ROWS, X, IN, nb, Wq, bias, IN, 0, ROWS, 1, NULL);
                 int bad = 0;
                 for (int j = 0; j < nb; j++)
