@@ -324,6 +324,20 @@ wb_status wb_tokenizer_load(const char *path, wb_tokenizer **out, wb_err *err) {
 
 static cJSON *str_or_null(const char *s) { return s ? cJSON_CreateString(s) : cJSON_CreateNull(); }
 
+/* root[key]: the section as the file had it (kept as text), else the ByteLevel step the
+ * tokenizer's flags describe */
+static void section(jsb *b, cJSON *root, const char *key, const char *kept, const wb_tokenizer *tok) {
+    if (kept) {
+        jsb_put(b, root, key, cJSON_Parse(kept));
+        return;
+    }
+    cJSON *o = jsb_obj(b, root, key);
+    jsb_str(b, o, "type", "ByteLevel");
+    jsb_bool(b, o, "add_prefix_space", tok->add_prefix_space);
+    jsb_bool(b, o, "trim_offsets", tok->trim_offsets);
+    jsb_bool(b, o, "use_regex", tok->use_regex);
+}
+
 /* The tokenizer.json tree, NULL when out of memory: a tree short of a field would be written as a
  * different tokenizer. */
 static cJSON *build_json(const wb_tokenizer *tok) {
@@ -361,30 +375,9 @@ static cJSON *build_json(const wb_tokenizer *tok) {
     free(order);
     if (tok->json_normalizer) jsb_put(b, root, "normalizer", cJSON_Parse(tok->json_normalizer));
     else jsb_null(b, root, "normalizer");
-    cJSON *pre = tok->json_pre ? NULL : jsb_obj(b, root, "pre_tokenizer");
-    if (tok->json_pre) jsb_put(b, root, "pre_tokenizer", cJSON_Parse(tok->json_pre));
-    if (pre) {
-        jsb_str(b, pre, "type", "ByteLevel");
-        jsb_bool(b, pre, "add_prefix_space", tok->add_prefix_space);
-        jsb_bool(b, pre, "trim_offsets", tok->trim_offsets);
-        jsb_bool(b, pre, "use_regex", tok->use_regex);
-    }
-    cJSON *post = tok->json_post ? NULL : jsb_obj(b, root, "post_processor");
-    if (tok->json_post) jsb_put(b, root, "post_processor", cJSON_Parse(tok->json_post));
-    if (post) {
-        jsb_str(b, post, "type", "ByteLevel");
-        jsb_bool(b, post, "add_prefix_space", tok->add_prefix_space);
-        jsb_bool(b, post, "trim_offsets", tok->trim_offsets);
-        jsb_bool(b, post, "use_regex", tok->use_regex);
-    }
-    cJSON *dec = tok->json_decoder ? NULL : jsb_obj(b, root, "decoder");
-    if (tok->json_decoder) jsb_put(b, root, "decoder", cJSON_Parse(tok->json_decoder));
-    if (dec) {
-        jsb_str(b, dec, "type", "ByteLevel");
-        jsb_bool(b, dec, "add_prefix_space", tok->add_prefix_space);
-        jsb_bool(b, dec, "trim_offsets", tok->trim_offsets);
-        jsb_bool(b, dec, "use_regex", tok->use_regex);
-    }
+    section(b, root, "pre_tokenizer", tok->json_pre, tok);
+    section(b, root, "post_processor", tok->json_post, tok);
+    section(b, root, "decoder", tok->json_decoder, tok);
     cJSON *model = jsb_obj(b, root, "model");
     if (!model) goto fail;
     jsb_str(b, model, "type", "BPE");
