@@ -351,21 +351,23 @@ AVX512 static inline __mmask16 key_mask(int t, int a, int b) {
            _mm512_cmp_epi32_mask(l, _mm512_set1_epi32(b), _MM_CMPINT_LE);
 }
 
-/* S[r, t..t+32) = qt[:, r] . kt[:, t..t+32) for the tile's 12 rows: per d, two key vectors and
- * 12 broadcasts feed 24 independent FMA chains (FMA-bound; 12 chains of 2 cover the latency). */
-AVX512 static inline void scores_tile_512(float *S, size_t lds, const float *qt, const float *kt,
-                                          size_t ldt, int t, int hs) {
+/* S[r, t..t+32) = q_r . kt[:, t..t+32) for the tile's 12 rows: per d, two key vectors and 12
+ * broadcasts of q_r[d], read straight from the query rows (a transpose of the queries into a
+ * [hs, 12] block cost 12% of the kernel at hs = 32), feed 24 independent FMA chains (FMA-bound;
+ * 12 chains of 2 cover the latency). */
+AVX512 static inline void scores_tile_512(float *S, size_t lds, const float *const *qr,
+                                          const float *kt, size_t ldt, int t, int hs) {
     __m512 a[ATT_R], c[ATT_R];
 #pragma GCC unroll 12
     for (int r = 0; r < ATT_R; r++) a[r] = c[r] = _mm512_setzero_ps();
-    const float *kd = kt + t, *qd = qt;
-    for (int d = 0; d < hs; d++, kd += ldt, qd += ATT_R) {
+    const float *kd = kt + t;
+    for (int d = 0; d < hs; d++, kd += ldt) {
         __m512 k0 = _mm512_load_ps(kd), k1 = _mm512_load_ps(kd + 16);
         /* in registers: gcc otherwise spills k1 and reloads it for every row */
         __asm__("" : "+v"(k0), "+v"(k1));
 #pragma GCC unroll 12
         for (int r = 0; r < ATT_R; r++) {
-            const __m512 b = _mm512_set1_ps(qd[r]);
+            const __m512 b = _mm512_set1_ps(qr[r][d]);
             a[r] = _mm512_fmadd_ps(b, k0, a[r]);
             c[r] = _mm512_fmadd_ps(b, k1, c[r]);
         }
@@ -375,6 +377,40 @@ AVX512 static inline void scores_tile_512(float *S, size_t lds, const float *qt,
         _mm512_store_ps(S + (size_t)r * lds + t, a[r]);
         _mm512_store_ps(S + (size_t)r * lds + t + 16, c[r]);
     }
+}
+
+/* The softmax of a whole tile (ATT_R rows) in place over its key blocks t0..te, row r over keys
+ * a[r]..b[r] (exact zeros elsewhere), 1/sum to inv[r]: every row's max, exp and sum as the row
+ * loop below computes them (the same blocks in the same order, so the same bits), but all rows
+ * through each key block together: 12 independent chains and loops of the same trip count
+ * instead of a few short, latency-bound ones per row (the row loop was a third of the kernel at
+ * hs = 32). */
+AVX512 static inline void softmax_tile_512(float *S, size_t lds, const int *a, const int *b,
+                                           int t0, int te, float scale, float *inv) {
+    __m512 mv[ATT_R], sv[ATT_R];
+#pragma GCC unroll 12
+    for (int r = 0; r < ATT_R; r++) mv[r] = _mm512_set1_ps(-INFINITY);
+    for (int t = t0; t < te; t += 16)
+#pragma GCC unroll 12
+        for (int r = 0; r < ATT_R; r++)
+            mv[r] = _mm512_mask_max_ps(mv[r], key_mask(t, a[r], b[r]), mv[r],
+                                       _mm512_load_ps(S + (size_t)r * lds + t));
+    float ms[ATT_R];
+#pragma GCC unroll 12
+    for (int r = 0; r < ATT_R; r++) ms[r] = hmax512(mv[r]), sv[r] = _mm512_setzero_ps();
+    const __m512 sc = _mm512_set1_ps(scale);
+    for (int t = t0; t < te; t += 16)
+#pragma GCC unroll 12
+        for (int r = 0; r < ATT_R; r++) {
+            float *st = S + (size_t)r * lds + t;
+            const __m512 e = _mm512_maskz_mov_ps(
+                key_mask(t, a[r], b[r]),
+                exp512(_mm512_mul_ps(_mm512_sub_ps(_mm512_load_ps(st), _mm512_set1_ps(ms[r])), sc)));
+            _mm512_store_ps(st, e);
+            sv[r] = _mm512_add_ps(sv[r], e);
+        }
+#pragma GCC unroll 12
+    for (int r = 0; r < ATT_R; r++) inv[r] = 1.0f / _mm512_reduce_add_ps(sv[r]);
 }
 
 /* acc[r][c] = sum_t P[r, t] V[t, c] for 6 rows and NV vectors of 16 columns from col, keys
@@ -413,8 +449,9 @@ AVX512 static inline __attribute__((always_inline)) void pv_tile_512(
  * the same position and the causal triangle costs little beyond what they see.
  * - the keys the item sees (from the window's start) are transposed once to kt [hs, NK32] and the
  *   values packed to vc [nk, hs16] (rows a power of two floats apart all fall into a few L1 sets);
- * - per tile of 12 rows: queries packed to qt [hs, 12]; scores for 32-key blocks as a small GEMM
- *   (scores_tile_512), only over the key blocks some row of the tile sees; softmax per row on the
+ * - per tile of 12 rows: scores for 32-key blocks as a small GEMM (scores_tile_512, the queries
+ *   broadcast from their rows), only over the key blocks some row of the tile sees; softmax per
+ *   row (the exp over the row's own 16-key blocks) on the
  *   raw dot products (the scale applied inside the exp: exp((s - max) x scale)), keys outside
  *   a row's causal / window range masked out of the max and to an exact 0 after the exp, 1/sum
  *   kept for the end;
@@ -429,7 +466,6 @@ AVX512 static void attention_block_avx512(float *out, size_t ldo, const float *q
     const float scale = 1.0f / sqrtf((float)hs);
     float *kt = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     float *S = kt + (size_t)hs * NK32, *vc = S + (size_t)ATT_R * NK32;
-    float *qt = vc + (size_t)nk * hs16;
     k += (size_t)kb * ldkv;
     v += (size_t)kb * ldkv;
     if (hs % 8 == 0) {
@@ -441,29 +477,32 @@ AVX512 static void attention_block_avx512(float *out, size_t ldo, const float *q
             for (int t = nk; t < NK32; t++) o[t] = 0.0f;
         }
     }
-    for (int t = 0; t < nk; t++) {
-        memcpy(vc + (size_t)t * hs16, v + (size_t)t * ldkv, (size_t)hs * sizeof(float));
-        memset(vc + (size_t)t * hs16 + hs, 0, (size_t)(hs16 - hs) * sizeof(float));
-    }
-    const int M = nq * ng;
     const __mmask16 cmask = (__mmask16)(0xffffu >> (hs16 - hs));
+    for (int t = 0; t < nk; t++) /* the row and its zero tail in vector moves (memcpy and memset
+                                  * calls of 128 bytes were 4% of the kernel at hs = 32) */
+        for (int c = 0; c < hs16; c += 16)
+            _mm512_store_ps(vc + (size_t)t * hs16 + c,
+                            _mm512_maskz_loadu_ps(c + 16 < hs16 ? (__mmask16)0xffff : cmask,
+                                                  v + (size_t)t * ldkv + c));
+    const int M = nq * ng;
     for (int r0 = 0; r0 < M; r0 += ATT_R) {
         const int R = M - r0 < ATT_R ? M - r0 : ATT_R;
         int a[ATT_R], b[ATT_R]; /* row r sees packed keys a[r]..b[r] */
         float *o[ATT_R + ATT_PV];
         float inv[ATT_R + ATT_PV];
+        const float *qr[ATT_R]; /* rows past R repeat row r0 (finite scores, never used) */
         for (int r = 0; r < ATT_R; r++) {
             const int rr = r0 + (r < R ? r : 0), i = rr / ng, g = rr % ng, p = pos + i;
-            const float *qr = q + (size_t)i * ldq + (size_t)g * hs;
-            for (int d = 0; d < hs; d++) qt[(size_t)d * ATT_R + r] = r < R ? qr[d] : 0.0f;
+            qr[r] = q + (size_t)i * ldq + (size_t)g * hs;
             a[r] = (window && p - window + 1 > 0 ? p - window + 1 : 0) - kb;
             b[r] = p - kb;
             o[r] = out + (size_t)i * ldo + (size_t)g * hs;
         }
         const int t0 = a[0] & ~31, t1 = b[R - 1] + 1; /* positions grow with the row */
-        for (int t = t0; t < t1; t += 32) scores_tile_512(S, NK32, qt, kt, NK32, t, hs);
+        for (int t = t0; t < t1; t += 32) scores_tile_512(S, NK32, qr, kt, NK32, t, hs);
         const int te = (t1 + 15) & ~15;
-        for (int r = 0; r < R; r++) {
+        if (R == ATT_R) softmax_tile_512(S, NK32, a, b, t0, te, scale, inv);
+        else for (int r = 0; r < R; r++) {
             float *sr = S + (size_t)r * NK32;
             __m512 mv = _mm512_set1_ps(-INFINITY);
             for (int t = a[r] & ~15; t <= b[r]; t += 16)
@@ -472,8 +511,13 @@ AVX512 static void attention_block_avx512(float *out, size_t ldo, const float *q
              * and out = v exactly, as from the one-query kernel (a fused s x scale - max x
              * scale leaves a rounding residue there) */
             const __m512 ms = _mm512_set1_ps(hmax512(mv)), sc = _mm512_set1_ps(scale);
+            /* the exp over the row's own key blocks only; the tile's other blocks (t0..te)
+             * get exact zeros, which the sum would have added as +0 (the same bits) */
+            const int ea = a[r] & ~15, ee = (b[r] & ~15) + 16;
+            for (int t = t0; t < ea; t += 16) _mm512_store_ps(sr + t, _mm512_setzero_ps());
+            for (int t = ee; t < te; t += 16) _mm512_store_ps(sr + t, _mm512_setzero_ps());
             __m512 sv = _mm512_setzero_ps();
-            for (int t = t0; t < te; t += 16) {
+            for (int t = ea; t < ee; t += 16) {
                 const __mmask16 m = key_mask(t, a[r], b[r]);
                 const __m512 e =
                     _mm512_maskz_mov_ps(m, exp512(_mm512_mul_ps(_mm512_sub_ps(_mm512_load_ps(sr + t), ms), sc)));
@@ -485,14 +529,17 @@ AVX512 static void attention_block_avx512(float *out, size_t ldo, const float *q
         for (int j = 0; j < R; j += ATT_PV) {
             const int rows = R - j < ATT_PV ? R - j : ATT_PV;
             const float *Sj = S + (size_t)j * NK32; /* rows past R hold finite, unused scores */
+            /* keys up to the group's last row only: past a row's own keys its weights are exact
+             * zeros, which add nothing (the same bits as over the tile's range) */
+            const int tj = b[j + rows - 1] + 1;
             for (int col = 0; col < hs16; col += 64) {
                 const int nv = (hs16 - col) / 16 < 4 ? (hs16 - col) / 16 : 4;
                 const __mmask16 m = col + 16 * nv == hs16 ? cmask : (__mmask16)0xffff;
                 switch (nv) {
-                case 4: pv_tile_512(4, o + j, Sj, NK32, vc, hs16, col, t0, t1, inv + j, rows, m); break;
-                case 3: pv_tile_512(3, o + j, Sj, NK32, vc, hs16, col, t0, t1, inv + j, rows, m); break;
-                case 2: pv_tile_512(2, o + j, Sj, NK32, vc, hs16, col, t0, t1, inv + j, rows, m); break;
-                default: pv_tile_512(1, o + j, Sj, NK32, vc, hs16, col, t0, t1, inv + j, rows, m); break;
+                case 4: pv_tile_512(4, o + j, Sj, NK32, vc, hs16, col, t0, tj, inv + j, rows, m); break;
+                case 3: pv_tile_512(3, o + j, Sj, NK32, vc, hs16, col, t0, tj, inv + j, rows, m); break;
+                case 2: pv_tile_512(2, o + j, Sj, NK32, vc, hs16, col, t0, tj, inv + j, rows, m); break;
+                default: pv_tile_512(1, o + j, Sj, NK32, vc, hs16, col, t0, tj, inv + j, rows, m); break;
                 }
             }
         }
