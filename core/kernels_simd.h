@@ -45,8 +45,14 @@ WB_AVX2 static inline __m256 exp256(__m256 x) {
 WB_AVX512F static inline __m512 exp512(__m512 x) {
     x = _mm512_min_ps(x, _mm512_set1_ps(88.3762626647949f));
     x = _mm512_max_ps(x, _mm512_set1_ps(-87.3365447504f));
-    const __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    /* x log2(e) rounded to a whole number by adding and subtracting 1.5 x 2^23 (exact here,
+     * |x log2(e)| < 2^22, to nearest even as roundscale), which leaves it in t's low mantissa
+     * bits for the exponent below: the same fx and 2^fx as roundscale and a convert, so the
+     * same bits, without their port-0 operations */
+    __m512 xl = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f));
+    __asm__("" : "+v"(xl)); /* rounded first, as roundscale saw it: no fused multiply-add */
+    const __m512 t = _mm512_add_ps(xl, _mm512_set1_ps(12582912.0f));
+    const __m512 fx = _mm512_sub_ps(t, _mm512_set1_ps(12582912.0f));
     x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
     x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
     __m512 y = _mm512_set1_ps(1.9875691500E-4f);
@@ -56,7 +62,8 @@ WB_AVX512F static inline __m512 exp512(__m512 x) {
     y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459E-1f));
     y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201E-1f));
     y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
-    const __m512i n = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
+    const __m512i n = _mm512_slli_epi32(
+        _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_set1_epi32(0x4B400000 - 127)), 23);
     return _mm512_mul_ps(y, _mm512_castsi512_ps(n));
 }
 
