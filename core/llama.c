@@ -477,6 +477,23 @@ static int lin_quant_shares(const layer_job *j, const lin_out *o, int no) {
     return 1;
 }
 
+/* The bytes of a phase's inputs grouped once for the tile kernel (wb_mat_qgroup), every run's copy
+ * end to end in P, or 0 when the phase cannot: every run a prompt of 2+ rows and every matrix of
+ * one type taking that copy (AVX-512, Q8_0 / Q4_0 in the tile layout). At most P's size: a row's
+ * copy is 1.25 in bytes, P holds 4 in. */
+static size_t lin_quant_groups(const layer_job *j, const lin_out *o, int no) {
+    if (!j->P || j->n_prompt != j->n_runs) return 0;
+    size_t total = 0;
+    for (int r = 0; r < j->n_runs; r++) {
+        const size_t gb = wb_mat_qgroup_bytes(o[0].W, j->runs[r].n);
+        if (!gb) return 0;
+        for (int i = 1; i < no; i++)
+            if (o[i].W->dtype != o[0].W->dtype || wb_mat_qgroup_bytes(o[i].W, j->runs[r].n) != gb) return 0;
+        total += gb;
+    }
+    return total;
+}
+
 /* The matrices of one phase on thread tid of nt. A prompt's inputs are packed once, the blocks
  * shared out, behind a barrier, and every F32 / BF16 matrix of the phase reads that copy; their
  * output rows are then handed out LIN_ITEM at a time from one counter per phase (q, k and v
@@ -487,6 +504,33 @@ static int lin_quant_shares(const layer_job *j, const lin_out *o, int no) {
 static void lin_phase(const layer_job *j, int phase, const float *X, const lin_out *o, int no,
                       int tid, int nt) {
     const int packs = lin_packs(j, o, no), in = o[0].W->cols;
+    if (lin_quant_groups(j, o, no)) {
+        /* the same, grouped once for the tile kernel instead of regrouped by each matrix's
+         * product on each thread; the threads quantize rows [t0, t1) of the call, each run's
+         * share into its own copy */
+        const int t0 = (int)((int64_t)j->n * tid / nt), t1 = (int)((int64_t)j->n * (tid + 1) / nt);
+        char *G = (char *)j->P;
+        for (int r = 0; r < j->n_runs; r++) {
+            const wb_mm_run *u = &j->runs[r];
+            const int a = t0 > u->row0 ? t0 - u->row0 : 0, e = t1 - u->row0 < u->n ? t1 - u->row0 : u->n;
+            if (a < e) wb_mat_qgroup(o[0].W, G, X + (size_t)u->row0 * in, u->n, a, e);
+            G += wb_mat_qgroup_bytes(o[0].W, u->n);
+        }
+        wb_pool_barrier(j->pool);
+        for (int i = 0; i < no; i++) {
+            const wb_mat *W = o[i].W;
+            int r0, r1;
+            wb_split_rows(W->rows, tid, nt, &r0, &r1);
+            G = (char *)j->P;
+            for (int r = 0; r < j->n_runs; r++) {
+                const wb_mm_run *u = &j->runs[r];
+                wb_mat_mul_qgroup(o[i].Y + (size_t)u->row0 * W->rows, G, u->n, W, o[i].b, r0, r1,
+                                  o[i].residual);
+                G += wb_mat_qgroup_bytes(W, u->n);
+            }
+        }
+        return;
+    }
     if (lin_quant_shares(j, o, no)) {
         /* quantized weights: every row of X quantized once for all the phase's matrices (q/k/v,
          * gate/up) and both threads, the rows shared out, behind a barrier; then by rows */

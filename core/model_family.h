@@ -262,6 +262,15 @@ size_t wb_mat_qact_bytes(int in);
 void wb_mat_qact(void *Q, const float *X, int in, int t0, int t1);
 void wb_mat_mul_qact(float *Y, const void *Q, int n, const wb_mat *W, const float *b, int r0,
                      int r1, int accumulate);
+/* A prompt phase's n input rows grouped once for the tile kernel of the level in use (AVX-512:
+ * Q8_0 / Q4_0 in the tile layout from row 0): wb_mat_qgroup_bytes(W, n) is the bytes of that copy
+ * (64-byte aligned; 0 when W or the level cannot take it: use wb_mat_qact); wb_mat_qgroup fills
+ * rows [t0, t1) of X[n, W.cols] (threads share them out); every matrix of the same qtype for which
+ * wb_mat_qgroup_bytes is not 0 reads that copy (wb_mat_mul_qgroup, wb_mat_mul's bits). */
+size_t wb_mat_qgroup_bytes(const wb_mat *W, int n);
+void wb_mat_qgroup(const wb_mat *W, void *G, const float *X, int n, int t0, int t1);
+void wb_mat_mul_qgroup(float *Y, const void *G, int n, const wb_mat *W, const float *b, int r0,
+                       int r1, int accumulate);
 
 /* The one probe call a family's forward makes per layer (core/inspect.c), for the sequences
  * whose probe is not NULL (returns at once when none has one): after the embeddings

@@ -1559,6 +1559,55 @@ VNNI512 static int gemm_t_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *a
     else gemm_tiles_t(0, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc, gs);
     return 1;
 }
+
+/* The inputs of a prompt phase grouped once (wb_quant_group_act): gemm_t_512's regrouped
+ * records, written straight from the float rows by the threads that quantize them (each row's
+ * blocks quantized 512 values at a time, as quantize_act_512 does, so the same bytes), so the
+ * phase's matrices and both threads read one copy instead of regrouping every input per matrix
+ * and thread (7 times a layer on a thread: gemm_t_512's own 3-4% of a prefill). */
+static int group_size(int nb) {
+    const int ng = (nb + NR - 1) / NR;
+    return (nb + ng - 1) / ng;
+}
+
+VNNI512 static void group_act_512(wb_qtype t, uint8_t *grp, const float *X, size_t ldx, int nb, int in,
+                                  int j0, int j1) {
+    const int nblk = in / 32, gs = group_size(nb), c = t == WB_QT_Q8_0 ? -128 : -8;
+    _Alignas(64) uint8_t tmp[512 + 16 * 12 + 64];
+    for (int j = j0; j < j1; j++) {
+        const int gi = j / gs, jj = j % gs, n = nb - gi * gs < gs ? nb - gi * gs : gs;
+        uint8_t *r = grp + grp_rec(gs) * (size_t)nblk * (size_t)gi;
+        for (int b0 = 0; b0 < nblk; b0 += 16) {
+            const int k = nblk - b0 < 16 ? nblk - b0 : 16;
+            quantize_act_512(tmp, X + (size_t)j * ldx + 32 * (size_t)b0, 32 * k);
+            const qact a = act_view(tmp, 32 * k);
+            for (int b = 0; b < k; b++, r += grp_rec(n)) {
+                memcpy(r + 32 * jj, a.q + 32 * b, 32);
+                memcpy(r + 32 * n + 4 * jj, a.d + b, 4);
+                const int32_t cs = (int32_t)((uint32_t)(c * a.s[b]) + TMAGIC);
+                memcpy(r + 36 * n + 4 * jj, &cs, 4);
+            }
+        }
+    }
+}
+
+/* gemm_t_512 over inputs grouped by group_act_512; with no scratch for the row group's sums,
+ * a few input groups at a time from the stack (the same chains, so the same bits) */
+VNNI512 static void gemm_tg_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *grp, int nb,
+                                const uint8_t *W, size_t rb, const float *bias, int in, int r0,
+                                int r1, int accumulate) {
+    const int q8 = t == WB_QT_Q8_0, gs = group_size(nb), nblk = in / 32;
+    _Alignas(64) float local[16 * NR * 8];
+    float *acc = qscratch(1, 64 * (size_t)nb);
+    int per = nb;
+    if (!acc) acc = local, per = 8 * gs;
+    for (int j = 0; j < nb; j += per) {
+        const int m = nb - j < per ? nb - j : per;
+        const uint8_t *g = grp + grp_rec(gs) * (size_t)nblk * (size_t)(j / gs);
+        if (q8) gemm_tiles_t(1, Y + (size_t)j * ldy, ldy, g, m, W, rb, bias, in, r0, r1, accumulate, acc, gs);
+        else gemm_tiles_t(0, Y + (size_t)j * ldy, ldy, g, m, W, rb, bias, in, r0, r1, accumulate, acc, gs);
+    }
+}
 /* ------------------------------------------------------------------ AVX2 tile GEMM
  *
  * Batches and prefill on the AVX2 level, Q8_0 and Q4_0: the AVX-512 scheme at 8 rows (one row
@@ -2229,6 +2278,11 @@ struct wb_quant_kernels {
                    const float *bias, int in, int r0, int r1, int accumulate);
     wb_isa isa;
     int (*usable)(const wb_cpu_features *f);
+    /* NULL, or the inputs of a prompt phase grouped once for its tile-layout matrices (group:
+     * rows j0..j1 of nb, any thread; gemm_tg: the product over them): wb_quant_group_act */
+    void (*group)(wb_qtype t, uint8_t *grp, const float *X, size_t ldx, int nb, int in, int j0, int j1);
+    void (*gemm_tg)(wb_qtype t, float *Y, size_t ldy, const uint8_t *grp, int nb, const uint8_t *W,
+                    size_t rb, const float *bias, int in, int r0, int r1, int accumulate);
 };
 
 static int always(const wb_cpu_features *f) { return (void)f, 1; }
@@ -2243,14 +2297,14 @@ static int has_vnni512(const wb_cpu_features *f) {
 #endif
 
 static const wb_quant_kernels k_variants[] = {
-    {"portable", {dot_q8_0_c, dot_q4_0_c, dot_q4_k_c, dot_q6_k_c}, NULL, NULL, NULL, NULL, WB_ISA_PORTABLE, always},
+    {"portable", {dot_q8_0_c, dot_q4_0_c, dot_q4_k_c, dot_q6_k_c}, NULL, NULL, NULL, NULL, WB_ISA_PORTABLE, always, NULL, NULL},
 #ifdef WB_X86
     {"avx2 maddubs", {dot_q8_0_avx2, dot_q4_0_avx2, dot_q4_k_avx2, dot_q6_k_avx2}, gemm_q_avx2, gemv_avx2, NULL, NULL,
-     WB_ISA_AVX2, has_avx2},
+     WB_ISA_AVX2, has_avx2, NULL, NULL},
     {"avx2 avx-vnni vpdpbusd", {dot_q8_0_avxvnni, dot_q4_0_avxvnni, dot_q4_k_avxvnni, dot_q6_k_avxvnni},
-     gemm_q_avxvnni, gemv_avxvnni, NULL, NULL, WB_ISA_AVX2, has_avxvnni},
+     gemm_q_avxvnni, gemv_avxvnni, NULL, NULL, WB_ISA_AVX2, has_avxvnni, NULL, NULL},
     {"avx512-vnni 16-row tiles", {dot_q8_0_vnni512, dot_q4_0_vnni512, dot_q4_k_vnni512, dot_q6_k_vnni512},
-     gemm_q_512, gemv_q_512, gemm_t_512, gemv_t_512, WB_ISA_AVX512, has_vnni512},
+     gemm_q_512, gemv_q_512, gemm_t_512, gemv_t_512, WB_ISA_AVX512, has_vnni512, group_act_512, gemm_tg_512},
 #endif
 };
 #define N_VARIANTS ((int)(sizeof k_variants / sizeof k_variants[0]))
@@ -2534,4 +2588,38 @@ void wb_gemm_qt(wb_qtype t, int off, float *Y, size_t ldy, const float *X, size_
 void wb_gemm_qt_act(wb_qtype t, int off, float *Y, size_t ldy, const void *xq, int nb, const void *W,
                     const float *b, int in, int r0, int r1, int accumulate) {
     gemm_q_act_impl(wb_kt()->quant, t, 1, off, Y, ldy, xq, nb, W, b, in, r0, r1, accumulate);
+}
+
+/* ---------------------------------------------- a prompt phase's inputs grouped once */
+
+size_t wb_quant_group_bytes_with(const wb_quant_kernels *k, wb_qtype t, int nb, int in) {
+    if (!k->group || (t != WB_QT_Q8_0 && t != WB_QT_Q4_0) || nb < 2 || in <= 0 || in % 32) return 0;
+    return ((size_t)nb * ((size_t)in + (size_t)(in / 32) * 8) + 63) & ~(size_t)63; /* grouped_bytes */
+}
+
+void wb_quant_group_act_with(const wb_quant_kernels *k, wb_qtype t, void *grp, const float *X,
+                             size_t ldx, int nb, int in, int j0, int j1) {
+    if (!wb_quant_group_bytes_with(k, t, nb, in) || j0 < 0 || j1 > nb || j0 >= j1) return;
+    k->group(t, grp, X, ldx, nb, in, j0, j1);
+}
+
+void wb_gemm_qt_group_with(const wb_quant_kernels *k, wb_qtype t, float *Y, size_t ldy,
+                           const void *grp, int nb, const void *W, const float *b, int in, int r0,
+                           int r1, int accumulate) {
+    if (!wb_quant_group_bytes_with(k, t, nb, in) || r0 >= r1) return;
+    k->gemm_tg(t, Y, ldy, grp, nb, W, wb_quant_row_bytes(t, in), b, in, r0, r1, accumulate);
+}
+
+size_t wb_quant_group_bytes(wb_qtype t, int nb, int in) {
+    return wb_quant_group_bytes_with(wb_kt()->quant, t, nb, in);
+}
+
+void wb_quant_group_act(wb_qtype t, void *grp, const float *X, size_t ldx, int nb, int in, int j0,
+                        int j1) {
+    wb_quant_group_act_with(wb_kt()->quant, t, grp, X, ldx, nb, in, j0, j1);
+}
+
+void wb_gemm_qt_group(wb_qtype t, float *Y, size_t ldy, const void *grp, int nb, const void *W,
+                      const float *b, int in, int r0, int r1, int accumulate) {
+    wb_gemm_qt_group_with(wb_kt()->quant, t, Y, ldy, grp, nb, W, b, in, r0, r1, accumulate);
 }

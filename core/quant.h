@@ -128,4 +128,23 @@ void wb_gemm_qt_act_with(const wb_quant_kernels *k, wb_qtype t, int off, float *
                          const void *xq, int nb, const void *W, const float *b, int in, int r0,
                          int r1, int accumulate);
 
+/* A prompt phase's inputs quantized and grouped once for every tile-layout matrix of type t it
+ * multiplies (q/k/v, gate/up) and every thread, where the level in use has such a kernel
+ * (AVX-512 VNNI): wb_quant_group_bytes is the buffer for nb inputs of in values (64-byte
+ * aligned), 0 where the level has none (or t is not Q8_0 / Q4_0, or nb < 2): then use
+ * wb_gemm_qt_act. wb_quant_group_act quantizes rows j0..j1 of X[nb, ldx] into it (threads may
+ * fill disjoint ranges at once), wb_gemm_qt_group multiplies W (tile layout, a whole group at row
+ * 0: off 0) by them: the same bits as wb_gemm_qt on X. The bytes depend on t and the level. */
+size_t wb_quant_group_bytes(wb_qtype t, int nb, int in);
+void wb_quant_group_act(wb_qtype t, void *grp, const float *X, size_t ldx, int nb, int in, int j0,
+                        int j1);
+void wb_gemm_qt_group(wb_qtype t, float *Y, size_t ldy, const void *grp, int nb, const void *W,
+                      const float *b, int in, int r0, int r1, int accumulate);
+size_t wb_quant_group_bytes_with(const wb_quant_kernels *k, wb_qtype t, int nb, int in);
+void wb_quant_group_act_with(const wb_quant_kernels *k, wb_qtype t, void *grp, const float *X,
+                             size_t ldx, int nb, int in, int j0, int j1);
+void wb_gemm_qt_group_with(const wb_quant_kernels *k, wb_qtype t, float *Y, size_t ldy,
+                           const void *grp, int nb, const void *W, const float *b, int in, int r0,
+                           int r1, int accumulate);
+
 #endif

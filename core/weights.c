@@ -702,6 +702,23 @@ void wb_mat_mul_qact(float *Y, const void *Q, int n, const wb_mat *W, const floa
                   r1, accumulate);
 }
 
+size_t wb_mat_qgroup_bytes(const wb_mat *W, int n) {
+    const int qt = mat_qtype(W->dtype);
+    if (!W->tiles || W->tile_off || qt < 0) return 0;
+    return wb_quant_group_bytes((wb_qtype)qt, n, W->cols);
+}
+
+void wb_mat_qgroup(const wb_mat *W, void *G, const float *X, int n, int t0, int t1) {
+    wb_quant_group_act((wb_qtype)mat_qtype(W->dtype), G, X, (size_t)W->cols, n, W->cols, t0, t1);
+}
+
+void wb_mat_mul_qgroup(float *Y, const void *G, int n, const wb_mat *W, const float *b, int r0,
+                       int r1, int accumulate) {
+    if (r1 <= r0 || n <= 0) return;
+    wb_gemm_qt_group((wb_qtype)mat_qtype(W->dtype), Y, (size_t)W->rows, G, n, W->w, b, W->cols, r0, r1,
+                     accumulate);
+}
+
 void wb_mat_mul_runs(float *Y, const float *X, const wb_mm_run *runs, int n_runs,
                      const wb_mat *W, const float *b, int r0, int r1, int accumulate) {
     for (int i = 0; i < n_runs; i++)

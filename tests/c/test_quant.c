@@ -500,6 +500,72 @@ static void tile_layout_gives_the_file_layout_bits(void) {
         CHECK_MSG(memcmp(Ya, Yb, sizeof Ya) == 0, "%s: wb_gemm_qt_act differs", wb_qtype_name(qt));
     }
 }
+/* A prompt phase's inputs grouped once (wb_quant_group_act, filled in two ranges as two threads
+ * would, in either order) give every variant that has the kernel the bits of its tile-layout
+ * product on the float rows (row ranges inside groups, bias, accumulate, one chunk and two);
+ * variants without it, nb < 2 and other types have no such buffer. */
+static void grouped_inputs_give_the_tile_bits(void) {
+    enum { ROWS = 48, NB = 23, MAXIN = 1088 };
+    static float X[NB * MAXIN], bias[ROWS], Ya[NB * ROWS], Yb[NB * ROWS], Wd[ROWS * MAXIN];
+    static uint8_t Wq[ROWS * MAXIN * 2], Wt[ROWS * MAXIN * 2];
+    static _Alignas(64) uint8_t G[NB * MAXIN * 2];
+    for (int i = 0; i < NB * MAXIN; i++) X[i] = frand() * (i % 97 == 0 ? 8.0f : 1.0f);
+    for (int i = 0; i < ROWS; i++) bias[i] = frand();
+    const wb_quant_kernels *v[8];
+    const int nv = wb_quant_kernel_variants(v, 8);
+    int ran = 0;
+    CHECK(!wb_quant_group_bytes_with(v[0], WB_QT_Q8_0, 4, 64));
+    for (int k = 0; k < nv; k++) {
+        CHECK(!wb_quant_group_bytes_with(v[k], WB_QT_Q8_0, 1, 64));
+        CHECK(!wb_quant_group_bytes_with(v[k], WB_QT_Q4_K, 4, 256));
+        CHECK(!wb_quant_group_bytes_with(v[k], WB_QT_Q8_0, 4, 48));
+    }
+    const int ins[2] = {96, MAXIN}, nbs[5] = {2, 3, 11, 21, NB};
+    const int ranges[4][2] = {{0, ROWS}, {8, 40}, {3, 45}, {17, 30}};
+    for (int t = 0; t < 2; t++)
+        for (int s = 0; s < 2; s++) {
+            const wb_qtype qt = all_types[t];
+            const int in = ins[s];
+            random_rows(qt, Wq, Wd, ROWS, in);
+            wb_quant_to_tiles(qt, Wt, Wq, ROWS, in);
+            for (int k = 0; k < nv; k++)
+                for (int c = 0; c < 5; c++) {
+                    const int nb = nbs[c];
+                    const size_t gb = wb_quant_group_bytes_with(v[k], qt, nb, in);
+                    if (!gb) continue;
+                    ran++;
+                    CHECK(gb % 64 == 0 && gb <= sizeof G && gb >= (size_t)nb * (size_t)in);
+                    memset(G, 0xa5, sizeof G);
+                    const int cut = (2 * nb + 1) / 3;
+                    if (c & 1) {
+                        wb_quant_group_act_with(v[k], qt, G, X, (size_t)MAXIN, nb, in, cut, nb);
+                        wb_quant_group_act_with(v[k], qt, G, X, (size_t)MAXIN, nb, in, 0, cut);
+                    } else {
+                        wb_quant_group_act_with(v[k], qt, G, X, (size_t)MAXIN, nb, in, 0, cut);
+                        wb_quant_group_act_with(v[k], qt, G, X, (size_t)MAXIN, nb, in, cut, nb);
+                    }
+                    for (int g = 0; g < 4; g++) {
+                        const int r0 = ranges[g][0], r1 = ranges[g][1], acc = g & 1;
+                        const float *bb = g >= 2 ? bias : NULL;
+                        for (int i = 0; i < NB * ROWS; i++) Ya[i] = Yb[i] = (float)i;
+                        wb_gemm_qt_with(v[k], qt, 0, Ya, ROWS, X, MAXIN, nb, Wt, bb, in, r0, r1, acc, NULL);
+                        wb_gemm_qt_group_with(v[k], qt, Yb, ROWS, G, nb, Wt, bb, in, r0, r1, acc);
+                        CHECK_MSG(memcmp(Ya, Yb, sizeof Ya) == 0, "%s %s in %d nb %d rows %d-%d: grouped differ",
+                                  wb_qtype_name(qt), wb_quant_kernels_name(v[k]), in, nb, r0, r1);
+                    }
+                }
+            /* through the level in use, as the model calls it */
+            const size_t gb = wb_quant_group_bytes(qt, NB, in);
+            if (!gb) continue;
+            wb_quant_group_act(qt, G, X, (size_t)MAXIN, NB, in, 0, NB);
+            wb_gemm_q(qt, Ya, ROWS, X, MAXIN, NB, Wq, NULL, in, 0, ROWS, 0, NULL);
+            wb_gemm_qt_group(qt, Yb, ROWS, G, NB, Wt, NULL, in, 0, ROWS, 0);
+            CHECK_MSG(memcmp(Ya, Yb, sizeof Ya) == 0, "%s in %d: wb_gemm_qt_group differs", wb_qtype_name(qt), in);
+        }
+    const wb_cpu_features *f = wb_cpu();
+    if (wb_isa_best() >= WB_ISA_AVX512 && f->avx512vnni) CHECK(ran > 0);
+}
+
 int main(void) {
     RUN(block_sizes_follow_the_gguf_layouts);
     RUN(hand_built_blocks_decode_as_specified);
@@ -511,5 +577,6 @@ int main(void) {
     RUN(quant_batch_rows_equal_alone);
     RUN(prequantized_inputs_give_the_same_bits);
     RUN(tile_layout_gives_the_file_layout_bits);
+    RUN(grouped_inputs_give_the_tile_bits);
     return check_summary();
 }
