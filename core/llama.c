@@ -517,17 +517,27 @@ static void lin_phase(const layer_job *j, int phase, const float *X, const lin_o
             G += wb_mat_qgroup_bytes(o[0].W, u->n);
         }
         wb_pool_barrier(j->pool);
-        for (int i = 0; i < no; i++) {
+        /* the output rows of every run's matrices end to end, handed out in guided chunks as
+         * for the packed matrices below (a multiple of LIN_ITEM rows, so of the tiles' 16, never
+         * across a matrix), so a thread that was descheduled takes fewer */
+        int per_run = 0;
+        for (int i = 0; i < no; i++) per_run += o[i].W->rows;
+        const int total = per_run * j->n_runs;
+        int cur = atomic_load(&j->next[phase]);
+        while (cur < total) {
+            int r = cur / per_run, k = cur % per_run, i = 0;
+            while (k >= o[i].W->rows) k -= o[i].W->rows, i++;
             const wb_mat *W = o[i].W;
-            int r0, r1;
-            wb_split_rows(W->rows, tid, nt, &r0, &r1);
+            int size = (total - cur) / (2 * nt) / LIN_ITEM * LIN_ITEM;
+            if (size < LIN_ITEM) size = LIN_ITEM;
+            if (size > W->rows - k) size = W->rows - k;
+            if (!atomic_compare_exchange_weak(&j->next[phase], &cur, cur + size)) continue;
             G = (char *)j->P;
-            for (int r = 0; r < j->n_runs; r++) {
-                const wb_mm_run *u = &j->runs[r];
-                wb_mat_mul_qgroup(o[i].Y + (size_t)u->row0 * W->rows, G, u->n, W, o[i].b, r0, r1,
-                                  o[i].residual);
-                G += wb_mat_qgroup_bytes(W, u->n);
-            }
+            for (int q = 0; q < r; q++) G += wb_mat_qgroup_bytes(W, j->runs[q].n);
+            const wb_mm_run *u = &j->runs[r];
+            wb_mat_mul_qgroup(o[i].Y + (size_t)u->row0 * W->rows, G, u->n, W, o[i].b, k, k + size,
+                              o[i].residual);
+            cur = atomic_load(&j->next[phase]);
         }
         return;
     }
