@@ -1985,6 +1985,13 @@ VNNI512 static int ktile_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *ac
             else gemm_tiles8_##SUFFIX(KIND8_##SUFFIX, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc); \
             return;                                                                               \
         }                                                                                         \
+        /* K types, 2-5 inputs: one 8-row decode pass per input (kgemm's cost per row chunk is  \
+         * that of 8 inputs whatever nb: 2 inputs took 9 single-input passes' time, 7 about 6.5) */ \
+        if ((t == WB_QT_Q4_K || t == WB_QT_Q6_K) && nb <= 5 && r1 - r0 >= 8) {                   \
+            for (int j = 0; j < nb; j++)                                                          \
+                gemv_##SUFFIX(t, Y + (size_t)j * ldy, act + astride * (size_t)j, W, rb, bias, in, r0, r1, accumulate); \
+            return;                                                                               \
+        }                                                                                         \
         if ((t == WB_QT_Q4_K || t == WB_QT_Q6_K) &&                                               \
             (nb >= 8 && r1 - r0 >= 8                                                              \
                  ? ktile_##SUFFIX(t, Y, ldy, act, astride, nb, W, rb, bias, in, r0, r1, accumulate) \
