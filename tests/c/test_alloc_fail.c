@@ -671,18 +671,29 @@ typedef struct tmpl_case {
     char path[512];
     char *src;
     size_t len;
+    int vars; /* which of tmpl_vars */
     uint64_t clean;
 } tmpl_case;
 
+/* Two conversations: with a system turn, and (for templates that refuse one) without, the tool
+ * described as Hermes-style templates need */
+static const char *const tmpl_vars[2] = {
+    "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\","
+    "\"content\":\"Where is order 4521?\"},{\"role\":\"assistant\",\"content\":\"Checking.\"},"
+    "{\"role\":\"user\",\"content\":\"Thanks\"}],\"add_generation_prompt\":true,"
+    "\"bos_token\":\"<s>\",\"eos_token\":\"</s>\",\"tools\":[{\"type\":\"function\",\"function\":"
+    "{\"name\":\"track\",\"parameters\":{\"type\":\"object\",\"properties\":{\"order\":"
+    "{\"type\":\"integer\"}}}}}]}",
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"Where is order 4521?\"},{\"role\":"
+    "\"assistant\",\"content\":\"Checking.\"},{\"role\":\"user\",\"content\":\"Thanks\"}],"
+    "\"add_generation_prompt\":true,\"bos_token\":\"<s>\",\"eos_token\":\"</s>\",\"tools\":"
+    "[{\"type\":\"function\",\"function\":{\"name\":\"track\",\"description\":\"Track an order\","
+    "\"parameters\":{\"type\":\"object\",\"properties\":{\"order\":{\"type\":\"integer\","
+    "\"description\":\"the order number\"}},\"required\":[\"order\"]}}}]}"};
+
 static int render_template(void *ctx) {
     tmpl_case *c = ctx;
-    static const char vars_json[] =
-        "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\","
-        "\"content\":\"Where is order 4521?\"},{\"role\":\"assistant\",\"content\":\"Checking.\"},"
-        "{\"role\":\"user\",\"content\":\"Thanks\"}],\"add_generation_prompt\":true,"
-        "\"bos_token\":\"<s>\",\"eos_token\":\"</s>\",\"tools\":[{\"type\":\"function\",\"function\":"
-        "{\"name\":\"track\",\"parameters\":{\"type\":\"object\",\"properties\":{\"order\":"
-        "{\"type\":\"integer\"}}}}}]}";
+    const char *vars_json = tmpl_vars[c->vars];
     wb_err e = {0};
     cJSON *vars = cJSON_Parse(vars_json);
     if (!vars) return 0; /* cJSON says nothing: the scenario itself cannot run */
@@ -729,11 +740,12 @@ static void more_entry_points_fail_cleanly(void) {
     const char *tdir = "tests/vectors/chat/templates";
     DIR *d = opendir(tdir);
     CHECK(d != NULL);
-    int n_templates = 0;
+    int n_templates = 0, n_files = 0;
     for (struct dirent *ent; d && (ent = readdir(d));) {
         size_t nl = strlen(ent->d_name);
         if (nl < 7 || strcmp(ent->d_name + nl - 6, ".jinja")) continue;
-        tmpl_case c = {{0}, NULL, 0, 0};
+        n_files++;
+        tmpl_case c = {{0}, NULL, 0, 0, 0};
         snprintf(c.path, sizeof c.path, "%s/%s", tdir, ent->d_name);
         FILE *f = fopen(c.path, "rb");
         if (!f) continue;
@@ -741,7 +753,8 @@ static void more_entry_points_fail_cleanly(void) {
         c.len = fread(buf, 1, sizeof buf, f);
         fclose(f);
         c.src = buf;
-        if (!render_template(&c)) continue; /* refuses this conversation even when clean */
+        c.vars = !render_template(&c); /* the first conversation refused even when clean */
+        if (c.vars && !render_template(&c)) continue;
         c.clean = 0;
         char name[600];
         snprintf(name, sizeof name, "wb_jinja parse + render (%s)", ent->d_name);
@@ -749,7 +762,7 @@ static void more_entry_points_fail_cleanly(void) {
         n_templates++;
     }
     if (d) closedir(d);
-    CHECK_MSG(n_templates >= 5, "only %d templates rendered", n_templates);
+    CHECK_MSG(n_templates == n_files && n_files > 0, "%d of %d templates rendered", n_templates, n_files);
 }
 
 static void loading_fails_cleanly(void) {
