@@ -1717,6 +1717,23 @@ AVXVNNI static inline __m256i q6k_half_avxvnni(const __m256i R[4], const int8_t 
     return s;
 }
 
+/* The K tiles' inputs regrouped by block: for block b and input j (o = b * nb + j) its 32 values
+ * at xg + 32 o, d at dg[o], then Q4_K's (float)-s at mg[o] or Q6_K's 32 h pair at g0/g1[o] (the
+ * same memory as mg), so the tiles' input loop reads one stream instead of a line per input row */
+static void kregroup(int q4k, const uint8_t *act, size_t astride, int nb, int in, int8_t *xg,
+                     float *dg, float *mg, int32_t *g0, int32_t *g1) {
+    for (int j = 0; j < nb; j++) {
+        const qact a = act_view(act + astride * (size_t)j, in);
+        for (int b = 0; b < in / 32; b++) {
+            const size_t o = (size_t)b * nb + j;
+            memcpy(xg + 32 * o, a.q + 32 * b, 32);
+            dg[o] = a.d[b];
+            if (q4k) mg[o] = (float)(-a.s[b]);
+            else g0[o] = 32 * a.h[2 * b], g1[o] = 32 * a.h[2 * b + 1];
+        }
+    }
+}
+
 #define DEFINE_KTILE_256(SUFFIX, ATTR)                                                            \
     /* nb inputs, r1 - r0 >= 8; 0 without scratch */                                             \
     ATTR static int ktile_##SUFFIX(wb_qtype t, float *Y, size_t ldy, const uint8_t *act,         \
@@ -1732,16 +1749,7 @@ AVXVNNI static inline __m256i q6k_half_avxvnni(const __m256i R[4], const int8_t 
         int8_t *xg = (int8_t *)(acc + (size_t)nb * 8);                                            \
         float *dg = (float *)(void *)(xg + 32 * nx), *mg = dg + nx;                               \
         int32_t *g0 = (int32_t *)(void *)mg, *g1 = g0 + nx;                                       \
-        for (int j = 0; j < nb; j++) {                                                            \
-            const qact a = act_view(act + astride * (size_t)j, in);                               \
-            for (int b = 0; b < nblk; b++) {                                                      \
-                const size_t o = (size_t)b * nb + j;                                              \
-                memcpy(xg + 32 * o, a.q + 32 * b, 32);                                            \
-                dg[o] = a.d[b];                                                                   \
-                if (q4k) mg[o] = (float)(-a.s[b]);                                                \
-                else g0[o] = 32 * a.h[2 * b], g1[o] = 32 * a.h[2 * b + 1];                        \
-            }                                                                                     \
-        }                                                                                         \
+        kregroup(q4k, act, astride, nb, in, xg, dg, mg, g0, g1);                                  \
         for (int r = r0; r < r1; r += 8) {                                                        \
             const int rr = r1 - r < 8 ? r1 - 8 : r, keep = r - rr; /* the last 8 end at r1 */     \
             memset(acc, 0, (size_t)nb * 8 * sizeof(float));                                       \
@@ -1822,16 +1830,7 @@ VNNI512 static int ktile_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *ac
     int8_t *xg = (int8_t *)(acc + (size_t)nb * 16);
     float *dg = (float *)(void *)(xg + 32 * nx), *mg = dg + nx;
     int32_t *g0 = (int32_t *)(void *)mg, *g1 = g0 + nx;
-    for (int j = 0; j < nb; j++) {
-        const qact a = act_view(act + astride * (size_t)j, in);
-        for (int b = 0; b < nblk; b++) {
-            const size_t o = (size_t)b * nb + j;
-            memcpy(xg + 32 * o, a.q + 32 * b, 32);
-            dg[o] = a.d[b];
-            if (q4k) mg[o] = (float)(-a.s[b]);
-            else g0[o] = 32 * a.h[2 * b], g1[o] = 32 * a.h[2 * b + 1];
-        }
-    }
+    kregroup(q4k, act, astride, nb, in, xg, dg, mg, g0, g1);
     for (int r = r0; r < r1; r += 16) {
         const int rr = r1 - r < 16 ? r1 - 16 : r, keep = r - rr; /* the last 16 end at r1 */
         memset(acc, 0, (size_t)nb * 16 * sizeof(float));
