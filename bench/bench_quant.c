@@ -57,27 +57,6 @@ static stat3 stats(const double *v0, int n) {
     return (stat3){n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v[0], v[n - 1]};
 }
 
-/* -------------------------------------------------------------------------------- floors */
-
-#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,avx2")))
-
-AVX512 static double int8_peak(long iters) { /* Gop/s (multiply + add per byte pair), one core */
-    __m512i a[24];
-    for (int i = 0; i < 24; i++) a[i] = _mm512_set1_epi32(i);
-    const __m512i u = _mm512_set1_epi8(3), s8 = _mm512_set1_epi8(-2);
-    double t0 = wb_clock_ms();
-    for (long k = 0; k < iters; k++) {
-#pragma GCC unroll 24
-        for (int i = 0; i < 24; i++) a[i] = _mm512_dpbusd_epi32(a[i], u, s8);
-    }
-    double ms = wb_clock_ms() - t0;
-    long long s = 0;
-    for (int i = 0; i < 24; i++) s += _mm512_reduce_add_epi32(a[i]);
-    if (s == 12345) puts("");
-    return (double)iters * 24 * 64 * 2 / (ms * 1e6);
-}
-
-
 /* --------------------------------------------------------------------- matrix products */
 
 enum { DT_F32, DT_BF16, DT_Q8_0, DT_Q4_0, DT_Q4_K, DT_Q6_K, N_DT };
@@ -204,7 +183,7 @@ int main(int argc, char **argv) {
     wb_threads_set(2);
     for (int k = -1; k < reps; k++) { /* k = -1: warm-up */
         const double b1 = bench_read_gbs(bw_buf, 1), b2 = bench_read_gbs(bw_buf, 2);
-        const double f = have512 ? bench_fma_peak_512(2000000, wb_clock_ms) : 0, i8 = have512 ? int8_peak(1000000) : 0;
+        const double f = have512 ? bench_fma_peak_512(2000000, wb_clock_ms) : 0, i8 = have512 ? bench_int8_peak_512(2000000, wb_clock_ms) : 0;
         for (int d = 0; d < N_DT; d++) {
             const double ms = mm2(Y, X, 1, &dec[d]);
             const double bytes = (double)dt_row_bytes(d, IN) * dec[d].rows;

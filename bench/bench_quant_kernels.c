@@ -23,29 +23,12 @@
 
 #include "bench_args.h"
 #include "bench_cputime.h"
+#include "bench_floors.h"
 #include "cpu.h"
 #include "quant.h"
 #include "wb_model.h"
 
 #define MAXR 31
-
-
-#define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
-VNNI static double int8_peak(long iters) { /* Gop/s (multiply + add per byte pair), this thread */
-    __m512i a[24];
-    for (int i = 0; i < 24; i++) a[i] = _mm512_set1_epi32(i);
-    const __m512i u = _mm512_set1_epi8(3), s8 = _mm512_set1_epi8(-2);
-    const double t0 = bench_thread_ms();
-    for (long k = 0; k < iters; k++) {
-#pragma GCC unroll 24
-        for (int i = 0; i < 24; i++) a[i] = _mm512_dpbusd_epi32(a[i], u, s8);
-    }
-    const double ms = bench_thread_ms() - t0;
-    long long s = 0;
-    for (int i = 0; i < 24; i++) s += _mm512_reduce_add_epi32(a[i]);
-    if (s == 12345) puts("");
-    return (double)iters * 24 * 64 * 2 / (ms * 1e6);
-}
 
 static int cmpd(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
@@ -106,7 +89,7 @@ int main(int argc, char **argv) {
                     if (tl) wb_gemm_qt_with(v[k], qt, 0, Y, (size_t)R, X, IN, nb, M, NULL, IN, 0, R, 0, NULL);
                     else wb_gemm_q_with(v[k], qt, Y, (size_t)R, X, IN, nb, M, NULL, IN, 0, R, 0, NULL);
                     for (int rep = 0; rep < reps; rep++) {
-                        pk[rep] = have512 ? int8_peak(200000) : 0;
+                        pk[rep] = have512 ? bench_int8_peak_512(400000, bench_thread_ms) : 0;
                         const double t0 = bench_thread_ms();
                         for (int i = 0; i < it; i++)
                             if (tl) wb_gemm_qt_with(v[k], qt, 0, Y, (size_t)R, X, IN, nb, M + mb * (size_t)(i % copies), NULL, IN, 0, R, 0, NULL);
