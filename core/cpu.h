@@ -5,7 +5,8 @@
  * core/kernels_attention.c  causal attention (decode and prefill blocks): portable, AVX2, AVX-512
  * core/kernels_bf16.c BF16 GEMV / GEMM, RMSNorm, SwiGLU: portable, AVX2, AVX-512
  * core/kernels_gemm.c the prompt GEMM for F32 / BF16 weights (packed panels): portable, AVX2, AVX-512
- * core/quant.c        Q8_0 / Q4_0 integer dot products: portable, AVX2, AVX-512 VNNI
+ * core/quant.c        Q8_0 / Q4_0 / Q4_K / Q6_K / Q5_0 integer dot products: portable, AVX2,
+ *                     AVX-512 VNNI
  *
  * Every kernel file registers its functions per level (wb_kernels_*_register); a level starts as
  * a copy of the level below, so a kernel without an AVX-512 version runs its AVX2 one there.
@@ -119,7 +120,7 @@ typedef struct wb_kernel_table {
                                       const float *Wp, const float *W, const float *b, int in,
                                       int r0, int r1, int accumulate);
     const char *name_gemm;
-    /* Quantized (quant.c): the dot products and GEMM of Q8_0 / Q4_0 / Q4_K / Q6_K rows against
+    /* Quantized (quant.c): the dot products and GEMM of Q8_0 / Q4_0 / Q4_K / Q6_K / Q5_0 rows against
      * int8-quantized inputs, one variant per level (quant.h) */
     const struct wb_quant_kernels *quant;
     /* names of the variants registered last, for wb_kernels_describe */
@@ -141,8 +142,9 @@ void wb_kernels_gemm_register(wb_kernel_table *t, wb_isa isa);
  * calls and freed when the thread ends; NULL when memory is short (callers then work without).
  * Slot 0: the GEMV kernels' packed inputs, the quantized products' int8 inputs; slot 1: the
  * prompt GEMM's panels, the quantized tile kernels' regrouped inputs (never held across a call
- * into another user of the same slot). */
-#define WB_KBUF_SLOTS 2
+ * into another user of the same slot); slot 2: Q5_0 rows widened to Q8_0 for the prompt
+ * kernels, held while they run (quant.c). */
+#define WB_KBUF_SLOTS 3
 float *wb_kernel_buf(int slot, size_t n);
 
 #endif

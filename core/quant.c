@@ -1,4 +1,4 @@
-/* quant.c - Q8_0 / Q4_0 / Q4_K / Q6_K rows (layouts in quant.h): quantize, dequantize, and the
+/* quant.c - Q8_0 / Q4_0 / Q4_K / Q6_K / Q5_0 rows (layouts in quant.h): quantize, dequantize, and the
  * integer dot products of decode, portable, AVX2 and AVX-512 VNNI.
  *
  * The input row is quantized per block of 32 to int8 with its own float scale, and its block
@@ -24,7 +24,7 @@ static const struct {
     int values;
     size_t bytes;
 } k_types[WB_QT_COUNT] = {
-    {"q8_0", 32, 34}, {"q4_0", 32, 18}, {"q4_k", 256, 144}, {"q6_k", 256, 210}};
+    {"q8_0", 32, 34}, {"q4_0", 32, 18}, {"q4_k", 256, 144}, {"q6_k", 256, 210}, {"q5_0", 32, 22}};
 
 const char *wb_qtype_name(wb_qtype t) { return (unsigned)t < WB_QT_COUNT ? k_types[t].name : "?"; }
 int wb_qtype_block_values(wb_qtype t) { return (unsigned)t < WB_QT_COUNT ? k_types[t].values : 0; }
@@ -41,6 +41,9 @@ static inline void wr16(uint8_t *p, uint16_t v) {
     p[1] = (uint8_t)(v >> 8);
 }
 static inline float f16(const uint8_t *p) { return wb_f16_to_f32(rd16(p)); }
+static inline uint32_t rd32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
 
 /* -------------------------------------------------------------------------- quantize */
 
@@ -115,6 +118,19 @@ static void deq_q4_0(float *y, const uint8_t *p) {
     }
 }
 
+/* value j (0..31) of a Q5_0 block, 0..31 (the stored q; the value is q - 16) */
+static inline int q5_value(const uint8_t *p, int j) {
+    const int nib = j < 16 ? p[6 + j] & 15 : p[6 + j - 16] >> 4;
+    return nib | (int)((rd32(p + 2) >> j) & 1u) << 4;
+}
+
+/* + 0.0f: quant_fallback.c's decode (Q5_1's offset, 0 here) turns d * 0 = -0 into +0, and the
+ * two decodes agree bit for bit (tests/c/test_quant.c) */
+static void deq_q5_0(float *y, const uint8_t *p) {
+    const float d = f16(p);
+    for (int j = 0; j < 32; j++) y[j] = d * (float)(q5_value(p, j) - 16) + 0.0f;
+}
+
 static void q4k_scale_min(int j, const uint8_t *s, int *sc, int *m) {
     if (j < 4) {
         *sc = s[j] & 63;
@@ -171,6 +187,7 @@ void wb_dequantize_range(wb_qtype t, float *dst, const void *row, int k0, int kn
         case WB_QT_Q4_0: deq_q4_0(dst, p); break;
         case WB_QT_Q4_K: deq_q4_k(dst, p); break;
         case WB_QT_Q6_K: deq_q6_k(dst, p); break;
+        case WB_QT_Q5_0: deq_q5_0(dst, p); break;
         default: break;
         }
 }
@@ -185,7 +202,8 @@ void wb_dequantize_row(wb_qtype t, float *dst, const void *src, int n) {
  * wb_quant_act_bytes(n) bytes, arrays back to back:
  *   int8  q[n]        round(x / d_b), |q| <= 127
  *   float d[n / 32]   d_b = max |x| / 127 over block b
- *   int32 s[n / 32]   sum of q over block b (Q8_0's +128 and Q4_0's -8 offsets, Q4_K's mins)
+ *   int32 s[n / 32]   sum of q over block b (Q8_0's +128, Q4_0's -8 and Q5_0's -16 offsets,
+ *                     Q4_K's mins)
  *   int16 h[n / 16]   sum of q over each 16 (Q6_K's -32 offset, scales per 16) */
 typedef struct qact {
     const int8_t *q;
@@ -424,6 +442,7 @@ void wb_quantize_act(void *dst, const float *x, int n) {
  * block order, acc = acc + isum * (d_w * d_x), with the terms listed per type:
  *   Q8_0  isum = sum w q                                   scale d
  *   Q4_0  isum = sum nibble q - 8 s                        scale d
+ *   Q5_0  isum = sum q5 q - 16 s                           scale d
  *   Q4_K  isum = sum nibble q, scale d sc; then  -s with scale dmin m   (group b of 8)
  *   Q6_K  per 16: isum = sum q6 q - 32 h, scale d sc16 (two terms per block)
  * The AVX2 and AVX-512 levels fuse each step into one FMA (so their outputs are bit-identical),
@@ -473,6 +492,17 @@ static float dot_q4_k_c(const uint8_t *w, const qact *a, int nblk) {
         q4k_block_scales(blk, b % 8, &dsc, &dmn);
         acc = PORTABLE_MAC(acc, (float)s, dsc * a->d[b]);
         acc = PORTABLE_MAC(acc, (float)(-a->s[b]), dmn * a->d[b]);
+    }
+    return acc;
+}
+
+static float dot_q5_0_c(const uint8_t *w, const qact *a, int nblk) {
+    float acc = 0.0f;
+    for (int b = 0; b < nblk; b++, w += 22) {
+        const int8_t *q = a->q + 32 * b;
+        int32_t s = 0;
+        for (int i = 0; i < 32; i++) s += q5_value(w, i) * q[i];
+        acc = PORTABLE_MAC(acc, (float)(s - 16 * a->s[b]), f16(w) * a->d[b]);
     }
     return acc;
 }
@@ -530,6 +560,16 @@ AVX2 static inline __m256i nibbles(const uint8_t *qs) {
     const __m128i v = _mm_loadu_si128((const __m128i *)qs), m = _mm_set1_epi8(15);
     return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
 }
+/* the 32 five-bit q of a Q5_0 block (at p) in value order: the nibbles, and each bit of qh
+ * spread to its byte (byte i takes byte i / 8 of qh, tests bit i % 8) as 16 */
+AVX2 static inline __m256i q5_values(const uint8_t *p) {
+    const __m256i sel = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                         2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x(0x8040201008040201LL);
+    const __m256i h = _mm256_shuffle_epi8(_mm256_set1_epi32((int)rd32(p + 2)), sel);
+    const __m256i hi = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit), _mm256_set1_epi8(16));
+    return _mm256_or_si256(nibbles(p + 6), hi);
+}
 AVX2 static inline __m256i q4k_nibbles(const uint8_t *qs, int sh) {
     const __m256i v = _mm256_loadu_si256((const __m256i *)qs);
     return _mm256_and_si256(sh ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(15));
@@ -572,6 +612,15 @@ AVXVNNI static inline __m256i vnni_u8s8(__m256i u, __m256i s) {
         for (int b = 0; b < nblk; b++, w += 18) {                                                 \
             const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));              \
             const int32_t s = hsum_i32(MULU(nibbles(w + 2), xv)) - 8 * a->s[b];                   \
+            acc = fmaf((float)s, h2f(w) * a->d[b], acc);                                          \
+        }                                                                                         \
+        return acc;                                                                               \
+    }                                                                                             \
+    ATTR static float dot_q5_0_##SUFFIX(const uint8_t *w, const qact *a, int nblk) {              \
+        float acc = 0.0f;                                                                         \
+        for (int b = 0; b < nblk; b++, w += 22) {                                                 \
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));              \
+            const int32_t s = hsum_i32(MULU(q5_values(w), xv)) - 16 * a->s[b];                    \
             acc = fmaf((float)s, h2f(w) * a->d[b], acc);                                          \
         }                                                                                         \
         return acc;                                                                               \
@@ -903,6 +952,29 @@ DEFINE_KQUANT_256(avxvnni, AVXVNNI, vnni_u8s8)
         }                                                                                         \
         store8_rows(Y, y, bias, r, keep_from, accumulate);                                        \
     }                                                                                             \
+    /* Q5_0: Q8_0's fold on the 32 q5 of each row's block (their sums minus 16 s) */              \
+    ATTR static void gemv8q5_##SUFFIX(float *Y, const qact *a, const uint8_t *W, size_t rb,       \
+                                      const float *bias, int nblk, int r, int keep_from,          \
+                                      size_t end, int accumulate) {                               \
+        const uint8_t *base = W + (size_t)r * rb;                                                 \
+        const size_t pf = (size_t)(r + 8) * rb;                                                   \
+        __m256 y = _mm256_setzero_ps();                                                           \
+        for (int b = 0; b < nblk; b++) {                                                          \
+            const size_t pb = pf + (size_t)b * 8 * 22; /* 176 bytes: 4 lines at most */          \
+            if (pb < end) {                                                                       \
+                const char *pp = (const char *)W + pb;                                            \
+                for (int l = 0; l < 4; l++) _mm_prefetch(pp + 64 * l, _MM_HINT_T0);               \
+            }                                                                                     \
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));              \
+            const uint8_t *c = base + (size_t)b * 22;                                             \
+            __m256i P[8];                                                                         \
+            for (int i = 0; i < 8; i++) P[i] = Q5MUL_##SUFFIX(q5_values(c + (size_t)i * rb), xv); \
+            const __m256i isum = _mm256_add_epi32(fold8(P), _mm256_set1_epi32(-16 * a->s[b]));     \
+            const __m256 dw = scales8(c, rb);                                                     \
+            y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(a->d[b])), y); \
+        }                                                                                         \
+        store8_rows(Y, y, bias, r, keep_from, accumulate);                                        \
+    }                                                                                             \
     ATTR static void gemv_##SUFFIX(wb_qtype t, float *Y, const uint8_t *act, const uint8_t *W,    \
                                    size_t rb, const float *bias, int in, int r0, int r1,          \
                                    int accumulate) {                                              \
@@ -913,9 +985,17 @@ DEFINE_KQUANT_256(avxvnni, AVXVNNI, vnni_u8s8)
             if (r < r1) kgemv8_##SUFFIX(t, Y, &a, W, rb, bias, in / 32, r1 - 8, 8 - (r1 - r), accumulate); \
             return;                                                                               \
         }                                                                                         \
+        if (t == WB_QT_Q5_0 && r1 - r0 >= 8) {                                                    \
+            const size_t end = (size_t)r1 * rb;                                                   \
+            int r = r0;                                                                           \
+            for (; r + 8 <= r1; r += 8) gemv8q5_##SUFFIX(Y, &a, W, rb, bias, in / 32, r, 0, end, accumulate); \
+            if (r < r1) gemv8q5_##SUFFIX(Y, &a, W, rb, bias, in / 32, r1 - 8, 8 - (r1 - r), end, accumulate); \
+            return;                                                                               \
+        }                                                                                         \
         if ((t != WB_QT_Q8_0 && t != WB_QT_Q4_0) || r1 - r0 < 8) {                                \
             const qdot_fn dot = t == WB_QT_Q8_0   ? dot_q8_0_##SUFFIX                             \
                                 : t == WB_QT_Q4_0 ? dot_q4_0_##SUFFIX                             \
+                                : t == WB_QT_Q5_0 ? dot_q5_0_##SUFFIX                             \
                                 : t == WB_QT_Q4_K ? dot_q4_k_##SUFFIX                             \
                                                   : dot_q6_k_##SUFFIX;                            \
             for (int r = r0; r < r1; r++) {                                                       \
@@ -932,6 +1012,8 @@ DEFINE_KQUANT_256(avxvnni, AVXVNNI, vnni_u8s8)
     }
 
 #define Q8MUL_avx2(w, x) mul_s8s8(w, x)
+#define Q5MUL_avx2(w, x) mul_u8s8(w, x)
+#define Q5MUL_avxvnni(w, x) vnni_u8s8(w, x)
 #define Q8MUL_avxvnni(w, x) vnni_u8s8(_mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)), x)
 DEFINE_GEMV_256(avx2, AVX2, Q8MUL_avx2, 0)
 DEFINE_GEMV_256(avxvnni, AVXVNNI, Q8MUL_avxvnni, -128)
@@ -1398,7 +1480,15 @@ VNNI512 static void gemm_q_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *
     case WB_QT_Q4_0: gemm_body(WB_QT_Q4_0, Y, ldy, act, astride, nb, W, rb, bias, in, r0, r1, accumulate); break;
     case WB_QT_Q4_K: gemm_body(WB_QT_Q4_K, Y, ldy, act, astride, nb, W, rb, bias, in, r0, r1, accumulate); break;
     case WB_QT_Q6_K: gemm_body(WB_QT_Q6_K, Y, ldy, act, astride, nb, W, rb, bias, in, r0, r1, accumulate); break;
-    default: break;
+    default: /* Q5_0 (gemm_act gives it Q8_0 rows; here only without the memory): per-row dots */
+        for (int r = r0; r < r1; r++)
+            for (int j = 0; j < nb; j++) {
+                const qact a = act_view(act + astride * (size_t)j, in);
+                const float s = dot_q5_0_vnni512(W + (size_t)r * rb, &a, in / 32) + (bias ? bias[r] : 0.0f);
+                float *yp = Y + (size_t)j * ldy + r;
+                *yp = accumulate ? *yp + s : s;
+            }
+        break;
     }
 }
 
@@ -1998,6 +2088,7 @@ VNNI512 static int ktile_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *ac
             return;                                                                               \
         const qdot_fn dot = t == WB_QT_Q8_0   ? dot_q8_0_##SUFFIX                                 \
                             : t == WB_QT_Q4_0 ? dot_q4_0_##SUFFIX                                 \
+                            : t == WB_QT_Q5_0 ? dot_q5_0_##SUFFIX                                 \
                             : t == WB_QT_Q4_K ? dot_q4_k_##SUFFIX                                 \
                                               : dot_q6_k_##SUFFIX;                                \
         for (int r = r0; r < r1; r++) /* other types (or no memory): the per-row dots */         \
@@ -2156,6 +2247,70 @@ INLINE_VNNI512 void gemv_body(const int q8, float *Y, const uint8_t *act, const 
                    (__mmask16)(0xffffu << (16 - (r1 - r))), accumulate, &F);
 }
 
+/* Decode of Q5_0: gemv_group's Q8_0 form, a pair of rows per vpdpbusd, each row's 32 q5 built
+ * in its 256-bit half from its 16 bytes of nibbles (broadcast to two 128-bit lanes, the second
+ * shifted down by 4) and its 32 fifth bits (qh as a byte mask, row pair = one 64-bit mask: a
+ * masked add of 16); then - 16 s, the fold and the FMA of the other types. */
+INLINE_VNNI512 void gemv_group_q5(float *Y, const qact *a, const uint8_t *W, size_t rb,
+                                  const float *bias, int nblk, int r, size_t end, __mmask16 keep,
+                                  int accumulate, const fold_idx *F) {
+    const __m512i m4 = _mm512_set1_epi8(15), c16 = _mm512_set1_epi8(16);
+    _Alignas(64) int32_t o[16];
+    for (int i = 0; i < 16; i++) o[i] = (int32_t)((size_t)i * rb);
+    const __m512i offs = _mm512_load_si512(o);
+    const uint8_t *base = W + (size_t)r * rb;
+    const size_t pf = (size_t)(r + 16 * PF_GROUPS) * rb;
+    __m512 y = _mm512_setzero_ps();
+    for (int b = 0; b < nblk; b++) {
+        const size_t pb = pf + (size_t)b * 16 * 22; /* 352 bytes: 6 lines at most */
+        if (pb < end) {
+            const char *pp = (const char *)W + pb;
+            for (int l = 0; l < 6; l++) _mm_prefetch(pp + 64 * l, _MM_HINT_T0);
+        }
+        const int8_t *x = a->q + 32 * b;
+        const __m512i init = _mm512_maskz_set1_epi32(0x0101, -16 * a->s[b]);
+        const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x));
+        const uint8_t *c = base + (size_t)b * 22;
+        __m512i P[8];
+#pragma GCC unroll 8
+        for (int p = 0; p < 8; p++, c += 2 * rb) {
+            __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(c + 6)));
+            v = _mm512_mask_broadcast_i32x4(v, 0xff00, _mm_loadu_si128((const __m128i *)(c + rb + 6)));
+            v = _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xff00ff00u, v, 4), m4);
+            const __mmask64 h = _cvtu64_mask64((uint64_t)rd32(c + 2) | (uint64_t)rd32(c + rb + 2) << 32);
+            P[p] = _mm512_dpbusd_epi32(init, _mm512_mask_add_epi8(v, h, v, c16), xv);
+        }
+        const __m512i isum = fold16(P, F);
+        const __m512 dw = gather_f16(offs, base + (size_t)b * 22);
+        y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(a->d[b])), y);
+    }
+    float *yp = Y + r;
+    if (bias) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(keep, bias + r));
+    else y = _mm512_add_ps(y, _mm512_setzero_ps());
+    if (accumulate) y = _mm512_add_ps(_mm512_maskz_loadu_ps(keep, yp), y);
+    _mm512_mask_storeu_ps(yp, keep, y);
+}
+
+INLINE_VNNI512 void gemv_body_q5(float *Y, const uint8_t *act, const uint8_t *W, size_t rb,
+                                 const float *bias, int in, int r0, int r1, int accumulate) {
+    const qact a = act_view(act, in);
+    const int nblk = in / 32;
+    if (r1 - r0 < 16) {
+        for (int r = r0; r < r1; r++) {
+            const float s = dot_q5_0_vnni512(W + (size_t)r * rb, &a, nblk) + (bias ? bias[r] : 0.0f);
+            Y[r] = accumulate ? Y[r] + s : s;
+        }
+        return;
+    }
+    const fold_idx F = make_fold(pos_q8);
+    const size_t end = (size_t)r1 * rb;
+    int r = r0;
+    for (; r + 16 <= r1; r += 16) gemv_group_q5(Y, &a, W, rb, bias, nblk, r, end, 0xffff, accumulate, &F);
+    if (r < r1)
+        gemv_group_q5(Y, &a, W, rb, bias, nblk, r1 - 16, end, (__mmask16)(0xffffu << (16 - (r1 - r))),
+                      accumulate, &F);
+}
+
 /* Decode of the K types (one input): the pair loads and folds of gemv_group, per 32 values of
  * a super-block; the scales come from a few gathers per super-block (gathers of every weight
  * dword, the tile layout, cost more than the arithmetic at one input). */
@@ -2257,6 +2412,7 @@ VNNI512 static void gemv_q_512(wb_qtype t, float *Y, const uint8_t *act, const u
                                const float *bias, int in, int r0, int r1, int accumulate) {
     if (t == WB_QT_Q8_0) gemv_body(1, Y, act, W, rb, bias, in, r0, r1, accumulate);
     else if (t == WB_QT_Q4_0) gemv_body(0, Y, act, W, rb, bias, in, r0, r1, accumulate);
+    else if (t == WB_QT_Q5_0) gemv_body_q5(Y, act, W, rb, bias, in, r0, r1, accumulate);
     else if (r1 - r0 < 16) gemm_q_512(t, Y, 0, act, 0, 1, W, rb, bias, in, r0, r1, accumulate);
     else if (t == WB_QT_Q4_K) gemv_body_k(WB_QT_Q4_K, Y, act, W, rb, bias, in, r0, r1, accumulate);
     else gemv_body_k(WB_QT_Q6_K, Y, act, W, rb, bias, in, r0, r1, accumulate);
@@ -2303,13 +2459,13 @@ static int has_vnni512(const wb_cpu_features *f) {
 #endif
 
 static const wb_quant_kernels k_variants[] = {
-    {"portable", {dot_q8_0_c, dot_q4_0_c, dot_q4_k_c, dot_q6_k_c}, NULL, NULL, NULL, NULL, WB_ISA_PORTABLE, always, NULL, NULL},
+    {"portable", {dot_q8_0_c, dot_q4_0_c, dot_q4_k_c, dot_q6_k_c, dot_q5_0_c}, NULL, NULL, NULL, NULL, WB_ISA_PORTABLE, always, NULL, NULL},
 #ifdef WB_X86
-    {"avx2 maddubs", {dot_q8_0_avx2, dot_q4_0_avx2, dot_q4_k_avx2, dot_q6_k_avx2}, gemm_q_avx2, gemv_avx2, NULL, NULL,
+    {"avx2 maddubs", {dot_q8_0_avx2, dot_q4_0_avx2, dot_q4_k_avx2, dot_q6_k_avx2, dot_q5_0_avx2}, gemm_q_avx2, gemv_avx2, NULL, NULL,
      WB_ISA_AVX2, has_avx2, NULL, NULL},
-    {"avx2 avx-vnni vpdpbusd", {dot_q8_0_avxvnni, dot_q4_0_avxvnni, dot_q4_k_avxvnni, dot_q6_k_avxvnni},
+    {"avx2 avx-vnni vpdpbusd", {dot_q8_0_avxvnni, dot_q4_0_avxvnni, dot_q4_k_avxvnni, dot_q6_k_avxvnni, dot_q5_0_avxvnni},
      gemm_q_avxvnni, gemv_avxvnni, NULL, NULL, WB_ISA_AVX2, has_avxvnni, NULL, NULL},
-    {"avx512-vnni 16-row tiles", {dot_q8_0_vnni512, dot_q4_0_vnni512, dot_q4_k_vnni512, dot_q6_k_vnni512},
+    {"avx512-vnni 16-row tiles", {dot_q8_0_vnni512, dot_q4_0_vnni512, dot_q4_k_vnni512, dot_q6_k_vnni512, dot_q5_0_vnni512},
      gemm_q_512, gemv_q_512, gemm_t_512, gemv_t_512, WB_ISA_AVX512, has_vnni512, group_act_512, gemm_tg_512},
 #endif
 };
@@ -2466,6 +2622,50 @@ static int tile_rows_dots(const wb_quant_kernels *k, wb_qtype t, int off, float 
     return 1;
 }
 
+/* Q5_0 prompts and batches. A Q5_0 block is a Q8_0 block with the same d and q - 16 as its int8
+ * values: the same integer sum (sum (q - 16) x = sum q x - 16 s) and scale, so the level's Q8_0
+ * kernels for many inputs (the tiles) give the canonical Q5_0 bits on it. Each call widens its
+ * rows, a chunk at a time into the thread's scratch (34 bytes per 22, read from cache while the
+ * inputs are many), in place of a third family of tile kernels; decode reads the 22 bytes. */
+static void q5_to_q8_c(uint8_t *dst, const uint8_t *src, int nblk) {
+    for (int b = 0; b < nblk; b++, src += 22, dst += 34) {
+        dst[0] = src[0], dst[1] = src[1];
+        for (int j = 0; j < 32; j++) dst[2 + j] = (uint8_t)(int8_t)(q5_value(src, j) - 16);
+    }
+}
+#ifdef WB_X86
+AVX2 static void q5_to_q8_avx2(uint8_t *dst, const uint8_t *src, int nblk) {
+    for (int b = 0; b < nblk; b++, src += 22, dst += 34) {
+        dst[0] = src[0], dst[1] = src[1];
+        _mm256_storeu_si256((__m256i *)(dst + 2), _mm256_sub_epi8(q5_values(src), _mm256_set1_epi8(16)));
+    }
+}
+#endif
+
+/* 0 without the scratch (then the level's per-row dots) */
+static int q5_gemm(const wb_quant_kernels *k, float *Y, size_t ldy, const uint8_t *act, size_t one,
+                   int nb, const uint8_t *W, size_t rb, const float *b, int in, int r0, int r1,
+                   int accumulate) {
+    const size_t rb8 = wb_quant_row_bytes(WB_QT_Q8_0, in);
+    /* about 512 KB of Q8_0 rows per chunk, whole groups of 16 (the AVX-512 tile's rows): the
+     * tile kernels regroup the inputs per call, a cost per chunk */
+    int ch = (int)(((size_t)512 << 10) / rb8) & ~15;
+    if (ch < 16) ch = 16;
+    if (ch > r1 - r0) ch = r1 - r0;
+    uint8_t *q8 = qscratch(2, rb8 * (size_t)ch);
+    if (!q8) return 0;
+    void (*widen)(uint8_t *, const uint8_t *, int) = q5_to_q8_c;
+#ifdef WB_X86
+    if (k->isa >= WB_ISA_AVX2) widen = q5_to_q8_avx2;
+#endif
+    for (int r = r0; r < r1; r += ch) {
+        const int n = r1 - r < ch ? r1 - r : ch;
+        for (int i = 0; i < n; i++) widen(q8 + rb8 * (size_t)i, W + rb * (size_t)(r + i), in / 32);
+        k->gemm(WB_QT_Q8_0, Y + r, ldy, act, one, nb, q8, rb8, b ? b + r : NULL, in, 0, n, accumulate);
+    }
+    return 1;
+}
+
 /* The product over nb inputs already quantized, act_bytes(in) apart: the level's one-input
  * kernel, its tile kernel for more, or per-row dots where it has neither; for the tile layout
  * the level's tile-layout kernels, or rows read back one at a time. Returns 0 only when the
@@ -2483,6 +2683,9 @@ static int gemm_act(const wb_quant_kernels *k, wb_qtype t, int tiles, int off, f
         if (k->gemm_t && k->gemm_t(t, Y, ldy, act, one, nb, W, rb, b, in, r0, r1, accumulate)) return 1;
         return tile_rows_dots(k, t, 0, Y, ldy, act, nb, W, rb, b, in, r0, r1, accumulate);
     }
+    if (t == WB_QT_Q5_0 && nb > 1 && k->gemm &&
+        q5_gemm(k, Y, ldy, act, one, nb, W, rb, b, in, r0, r1, accumulate))
+        return 1;
     if (nb == 1 && k->gemv)
         k->gemv(t, Y, act, W, rb, b, in, r0, r1, accumulate);
     else if (k->gemm)

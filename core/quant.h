@@ -18,9 +18,13 @@
  *         of ql and 32 of qh; for l < 32 the four values l, l + 32, l + 64, l + 96 of the half
  *         take their low 4 bits from ql[l] & 15, ql[l + 32] & 15, ql[l] >> 4, ql[l + 32] >> 4
  *         and their high 2 bits from bits 0-1, 2-3, 4-5, 6-7 of qh[l].
+ *   Q5_0  32 values, 22 bytes: f16 d, uint8 qh[4], uint8 qs[16]   x = d * (q - 16); q's low 4
+ *         bits are nibble j as in Q4_0, its fifth bit is bit j of qh read as a little-endian
+ *         u32. Values d * [-16, 15]: exactly a Q8_0 block with the same d, which is how the
+ *         prompt kernels multiply it (the same integer sums); decode reads the 22 bytes.
  *
  * Q8_0 and Q4_0 can be written (wb_quantize_row, byte for byte what GGUF's reference quantizers
- * write); all four are read and multiplied. The F32 input row is quantized once per product to
+ * write); all five are read and multiplied. The F32 input row is quantized once per product to
  * int8 per block of 32 with its own scale (wb_quantize_act), so a weight block times an input
  * block is an exact int32 sum; Q4_K and Q6_K apply their 6-bit / 8-bit sub-block scales to those
  * sums per 32 (per 16) values, where GGUF's own kernels use one input scale per 256 (Q8_K): a
@@ -33,9 +37,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum wb_qtype { WB_QT_Q8_0 = 0, WB_QT_Q4_0, WB_QT_Q4_K, WB_QT_Q6_K, WB_QT_COUNT } wb_qtype;
+typedef enum wb_qtype {
+    WB_QT_Q8_0 = 0,
+    WB_QT_Q4_0,
+    WB_QT_Q4_K,
+    WB_QT_Q6_K,
+    WB_QT_Q5_0,
+    WB_QT_COUNT
+} wb_qtype;
 
-/* "q8_0", "q4_0", "q4_k", "q6_k" */
+/* "q8_0", "q4_0", "q4_k", "q6_k", "q5_0" */
 const char *wb_qtype_name(wb_qtype t);
 /* Values and bytes per block. */
 int wb_qtype_block_values(wb_qtype t);

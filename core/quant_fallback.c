@@ -1,4 +1,5 @@
-/* quant_fallback.c - dequantizing Q4_1, Q5_0, Q5_1 and Q5_K blocks (layouts: quant_fallback.h).
+/* quant_fallback.c - dequantizing Q4_1, Q5_0, Q5_1 and Q5_K blocks (layouts: quant_fallback.h;
+ * Q5_0 is read through quant.c now, this decode stays as its reference).
  *
  * Read once at load, never in a product, so one plain loop per type is all it needs: the
  * values are exact (an f16 scale times a small integer, plus an f16 offset, in float). */

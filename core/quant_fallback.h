@@ -3,8 +3,9 @@
  *
  * A Q4_K_M or Q5_K_M file of a model whose rows are not a multiple of 256 wide (Qwen2.5-0.5B:
  * 896) stores some tensors as Q5_0, Q5_1 or Q4_1 instead of a K type; Q5_K_M files hold Q5_K.
- * The workbench has no dot kernels for these: they are only dequantized here, and the GGUF
- * weight source (weights_gguf.c) turns their matrices into Q8_0 at load. Layouts (little-endian,
+ * The workbench has no dot kernels for Q4_1, Q5_1 and Q5_K: they are only dequantized here, and
+ * the GGUF weight source (weights_gguf.c) turns their matrices into Q8_0 at load. Q5_0 has
+ * kernels (quant.c, which maps it from the file); its decode here is their tests' reference. Layouts (little-endian,
  * f16 scales, no padding; "nibble j" of qs is qs[j] & 15 for j < 16 and qs[j - 16] >> 4 after):
  *
  *   Q4_1  32 values, 20 bytes: f16 d, f16 m, uint8 qs[16]          x_j = d * nibble_j + m

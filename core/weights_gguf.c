@@ -15,9 +15,9 @@
  *   BF16              mapped from the file as a BF16 wb_mat when the family keeps BF16
  *                     (keep_bf16), else widened
  *   Q8_0, Q4_0,       mapped from the file as quantized wb_mat rows (quant.c's kernels)
- *   Q4_K, Q6_K
- *   Q4_1, Q5_0,       no kernels: dequantized (quant_fallback.c) and quantized again as Q8_0
- *   Q5_1, Q5_K        rows into a store-owned copy (the rows are multiples of 32 wide, as the
+ *   Q4_K, Q6_K, Q5_0
+ *   Q4_1, Q5_1,       no kernels: dequantized (quant_fallback.c) and quantized again as Q8_0
+ *   Q5_K              rows into a store-owned copy (the rows are multiples of 32 wide, as the
  *                     types require); 8 bits for 5-bit data, near-lossless (docs/gguf.md)
  *   vectors           always F32 (any type above dequantized)
  * The llama architecture's Q and K weights and biases come with their rows in llama.cpp's
@@ -170,12 +170,14 @@ static int qtype_of(uint32_t type) {
     case WB_GGML_Q4_0: return WB_QT_Q4_0;
     case WB_GGML_Q4_K: return WB_QT_Q4_K;
     case WB_GGML_Q6_K: return WB_QT_Q6_K;
+    case WB_GGML_Q5_0: return WB_QT_Q5_0;
     default: return -1;
     }
 }
 
-/* A type read through quant_fallback.c (no kernels): Q4_1, Q5_0, Q5_1, Q5_K. */
-static int fallback(uint32_t type) { return wb_fallback_block_values(type) > 0; }
+/* A type read through quant_fallback.c (no kernels): Q4_1, Q5_1, Q5_K (the file has Q5_0's
+ * decode too, the reference the kernels' one is tested against). */
+static int fallback(uint32_t type) { return qtype_of(type) < 0 && wb_fallback_block_values(type) > 0; }
 
 static int readable(uint32_t type) {
     return type == WB_GGML_F32 || type == WB_GGML_F16 || type == WB_GGML_BF16 ||
@@ -200,6 +202,7 @@ static int mat_dtype_of(uint32_t type) {
     case WB_GGML_Q4_0: return WB_MAT_Q4_0;
     case WB_GGML_Q4_K: return WB_MAT_Q4_K;
     case WB_GGML_Q6_K: return WB_MAT_Q6_K;
+    case WB_GGML_Q5_0: return WB_MAT_Q5_0;
     default: return -1;
     }
 }

@@ -161,9 +161,9 @@ static void tensor_names_map_per_architecture(void) {
 #define RT_T 64
 #define RT_ORIG 32
 
-enum { TY_F32, TY_F16, TY_BF16, TY_Q8_0, TY_Q4_0, TY_KMIX, TY_FALLBACK, TY_COUNT };
+enum { TY_F32, TY_F16, TY_BF16, TY_Q8_0, TY_Q4_0, TY_KMIX, TY_FALLBACK, TY_Q5_0, TY_COUNT };
 static const char *const TY_NAME[] = {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K/Q6_K",
-                                      "Q4_1/Q5_0/Q5_1/Q5_K"};
+                                      "Q4_1/Q5_1/Q5_K", "Q5_0"};
 
 typedef struct rt_tensor {
     char hf[96];
@@ -289,14 +289,12 @@ static uint32_t rt_type(const rt_model *m, const rt_tensor *t, int ty) {
                        strstr(t->hf, "embed") || strstr(t->hf, "wte") || strstr(t->hf, "lm_head")
                    ? WB_GGML_Q6_K
                    : WB_GGML_Q4_K;
-    case TY_FALLBACK: /* each of the types llama.cpp's quantizer falls back to */
+    case TY_FALLBACK: /* each of the types llama.cpp's quantizer falls back to (but Q5_0) */
         return strstr(t->hf, "down_proj") || strstr(t->hf, "mlp.c_proj") ? WB_GGML_Q5_K
                : strstr(t->hf, "embed") || strstr(t->hf, "wte") || strstr(t->hf, "lm_head")
                    ? WB_GGML_Q5_1
-               : strstr(t->hf, "q_proj") || strstr(t->hf, "k_proj") || strstr(t->hf, "v_proj") ||
-                       strstr(t->hf, "qkv_proj") || strstr(t->hf, "c_attn")
-                   ? WB_GGML_Q5_0
                    : WB_GGML_Q4_1;
+    case TY_Q5_0: return WB_GGML_Q5_0; /* every matrix, as Q4_K_M files hold 896-wide rows */
     default: (void)m; return WB_GGML_F32;
     }
 }
@@ -340,12 +338,13 @@ static void rt_fblocks(uint8_t *p, size_t n_blocks, uint32_t type) {
 enum {
     MUT_NONE, MUT_SWAP_DIMS, MUT_Q5_K, MUT_EXTRA, MUT_UNUSED, MUT_NAN, MUT_NAN_SCALE, MUT_MISSING,
     MUT_EXPERTS, MUT_ROPE_DIM, MUT_WINDOW, MUT_ROPE_FREQS, MUT_ROPE_LINEAR, MUT_NO_TOKENIZER,
-    MUT_Q5_K_HUGE
+    MUT_Q5_K_HUGE, MUT_Q5_0_INF, MUT_Q5_0_NAN_QK
 };
 static int rt_mut;
 static int rt_llama3;
 #define RT_TEMPLATE "{{ bos_token }}{{ messages[0].content }}!"
 #define RT_BOS_ID 7
+static int rt_q5_twin; /* Q5_0 tensors written as the Q8_0 blocks of the same values instead */
 static int rt_gguf_tok; /* tokenizer and chat template in the GGUF metadata, no tokenizer.json */ /* llama: Llama 3.1 RoPE scaling (factor 8, low 1, high 4, original 8192) */
 
 static void rt_convert(const rt_model *m, rt_tensor *t, int ty, wb_gguf_writer *gw) {
@@ -392,6 +391,19 @@ static void rt_convert(const rt_model *m, rt_tensor *t, int ty, wb_gguf_writer *
         free(g);
         return;
     }
+    if ((rt_mut == MUT_Q5_0_INF && !strcmp(gname, "blk.1.ffn_down.weight")) ||
+        (rt_mut == MUT_Q5_0_NAN_QK && !strcmp(gname, "blk.0.attn_k.weight"))) {
+        /* Q5_0 blocks with block 5's scale Inf (mapped) or NaN (a permuted, copied tensor) */
+        const size_t nb = ne / 32;
+        uint8_t *raw = malloc(nb * 22);
+        rt_fblocks(raw, nb, WB_GGML_Q5_0);
+        const uint16_t bad = rt_mut == MUT_Q5_0_INF ? 0x7c00 : 0x7e00;
+        memcpy(raw + 5 * 22, &bad, 2);
+        CHECK(wb_gguf_add_tensor_raw(gw, gname, 2, dims, WB_GGML_Q5_0, raw, nb * 22, &err) == WB_OK);
+        free(raw);
+        free(g);
+        return;
+    }
     if ((rt_mut == MUT_Q5_K && !strcmp(gname, "blk.0.ffn_up.weight")) ||
         (rt_mut == MUT_NAN_SCALE && !strcmp(gname, "blk.1.ffn_down.weight"))) {
         const int q5 = rt_mut == MUT_Q5_K; /* now Q2_K: a type still not read */
@@ -425,7 +437,21 @@ static void rt_convert(const rt_model *m, rt_tensor *t, int ty, wb_gguf_writer *
                      nb = ne / (size_t)wb_fallback_block_values(type);
         uint8_t *raw = malloc(nb * bb);
         rt_fblocks(raw, nb, type);
-        CHECK_MSG(wb_gguf_add_tensor_raw(gw, gname, nd, dims, type, raw, nb * bb, &err) == WB_OK, "%s", err.msg);
+        if (type == WB_GGML_Q5_0 && rt_q5_twin) { /* d and q - 16 as Q8_0: the same values */
+            uint8_t *q8 = malloc(nb * 34);
+            for (size_t b = 0; b < nb; b++) {
+                const uint8_t *p = raw + b * 22;
+                const uint32_t h = (uint32_t)p[2] | (uint32_t)p[3] << 8 | (uint32_t)p[4] << 16 | (uint32_t)p[5] << 24;
+                memcpy(q8 + b * 34, p, 2);
+                for (int j = 0; j < 32; j++)
+                    q8[b * 34 + 2 + j] = (uint8_t)(int8_t)((((j < 16 ? p[6 + j] : p[6 + j - 16] >> 4) & 15) |
+                                                            (int)((h >> j) & 1) << 4) - 16);
+            }
+            CHECK_MSG(wb_gguf_add_tensor_raw(gw, gname, nd, dims, WB_GGML_Q8_0, q8, nb * 34, &err) == WB_OK, "%s", err.msg);
+            free(q8);
+        } else {
+            CHECK_MSG(wb_gguf_add_tensor_raw(gw, gname, nd, dims, type, raw, nb * bb, &err) == WB_OK, "%s", err.msg);
+        }
         CHECK(wb_fallback_dequantize_row(type, g, raw, (int64_t)ne) == 0);
         free(raw);
     } else {
@@ -704,7 +730,7 @@ static void rt_case(const char *arch, int ty) {
          * matrices multiply with on-the-fly quantized activations (quant.c's integer dots), so
          * against the F32 reference they agree to the activation rounding only (measured: Q8_0
          * and Q4_0 1-2% of the logit range; Q4_K/Q6_K 1% for the Llama-style ones, 8% for GPT-2
-         * with these random blocks; the fallback types, as Q8_0, 1-3%); the rows themselves are
+         * with these random blocks; the fallback types, as Q8_0, 1-3%; Q5_0 1-2%); the rows themselves are
          * checked exactly above */
         const double tol = ty <= TY_BF16 ? 0.0 : ty == TY_KMIX ? 0.12 * scale : 0.05 * scale;
         CHECK_MSG(d <= tol, "%s %s: max |logit diff| %.3g (scale %.3g, tolerance %.3g)", arch,
@@ -721,6 +747,31 @@ static void rt_case(const char *arch, int ty) {
                       arch, TY_NAME[ty], d, scale);
         }
         free(rq);
+    }
+    if (ty == TY_Q5_0) {
+        /* the same file with every Q5_0 block written as the Q8_0 block of the same values (d,
+         * q - 16): the same integer sums and scales, so the same logits bit for bit (the Q5_0
+         * kernels against the Q8_0 ones, tiles included, prompt and decode) */
+        char *dir2 = fixture_new_dir("gguf_rt_q8twin");
+        rt_q5_twin = 1;
+        rt_write(dir2, arch, ty, (uint64_t)(ty * 31 + strlen(arch)));
+        rt_q5_twin = 0;
+        char tpath[512];
+        snprintf(tpath, sizeof tpath, "%s/model.gguf", dir2);
+        rt_rows_equal(gpath, tpath, 0, what);
+        float *tw = rt_logits(tpath, 0, n);
+        if (lg && tw)
+            CHECK_MSG(memcmp(lg, tw, (size_t)n * RT_V * sizeof *lg) == 0,
+                      "%s Q5_0: logits differ from the same values as Q8_0 blocks", arch);
+        free(tw);
+        /* one token: the decode kernels (one input) */
+        float *l1 = rt_logits(gpath, 0, 1), *t1 = rt_logits(tpath, 0, 1);
+        if (l1 && t1)
+            CHECK_MSG(memcmp(l1, t1, RT_V * sizeof *l1) == 0,
+                      "%s Q5_0: one token's logits differ from the same values as Q8_0 blocks", arch);
+        free(l1);
+        free(t1);
+        fixture_rm_dir(dir2);
     }
     free(lg);
     free(ref);
@@ -771,6 +822,8 @@ static void hostile_files_are_refused_naming_the_file_and_the_tensor(void) {
     expect_refused("phi3", TY_F16, MUT_NAN, WB_ERR_FORMAT, "output_norm.weight");
     expect_refused("gpt2", TY_Q8_0, MUT_NAN_SCALE, WB_ERR_FORMAT, "blk.1.ffn_down.weight");
     expect_refused("qwen2", TY_Q4_0, MUT_MISSING, WB_ERR_NOTFOUND, "blk.1.ffn_down.weight");
+    expect_refused("qwen2", TY_Q5_0, MUT_Q5_0_INF, WB_ERR_FORMAT, "blk.1.ffn_down.weight");
+    expect_refused("llama", TY_Q5_0, MUT_Q5_0_NAN_QK, WB_ERR_FORMAT, "blk.0.attn_k.weight");
     expect_refused("llama", TY_F32, MUT_EXPERTS, WB_ERR_FORMAT, "expert_count");
     expect_refused("qwen2", TY_F32, MUT_ROPE_DIM, WB_ERR_FORMAT, "rope.dimension_count");
     expect_refused("llama", TY_F32, MUT_WINDOW, WB_ERR_FORMAT, "sliding_window");

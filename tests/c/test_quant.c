@@ -1,4 +1,4 @@
-/* test_quant.c - Q8_0 / Q4_0 / Q4_K / Q6_K layouts, quantization error bounds, and every dot
+/* test_quant.c - Q8_0 / Q4_0 / Q4_K / Q6_K / Q5_0 layouts, quantization error bounds, and every dot
  * product / GEMV / GEMM level this CPU supports against the portable one on the same inputs. */
 #include "check.h"
 
@@ -6,7 +6,9 @@
 #include <stdlib.h>
 
 #include "cpu.h"
+#include "gguf.h"
 #include "quant.h"
+#include "quant_fallback.h"
 #include "wb_model.h"
 
 static uint64_t rs = 0x243f6a8885a308d3ull;
@@ -24,6 +26,10 @@ static void block_sizes_follow_the_gguf_layouts(void) {
     CHECK(wb_qtype_block_bytes(WB_QT_Q4_0) == 18 && wb_qtype_block_values(WB_QT_Q4_0) == 32);
     CHECK(wb_qtype_block_bytes(WB_QT_Q4_K) == 144 && wb_qtype_block_values(WB_QT_Q4_K) == 256);
     CHECK(wb_qtype_block_bytes(WB_QT_Q6_K) == 210 && wb_qtype_block_values(WB_QT_Q6_K) == 256);
+    CHECK(wb_qtype_block_bytes(WB_QT_Q5_0) == 22 && wb_qtype_block_values(WB_QT_Q5_0) == 32);
+    CHECK(wb_quant_row_bytes(WB_QT_Q5_0, 896) == 28 * 22 && wb_quant_row_bytes(WB_QT_Q5_0, 48) == 0);
+    CHECK(strcmp(wb_qtype_name(WB_QT_Q5_0), "q5_0") == 0);
+    CHECK(!wb_quant_tiles_ok(WB_QT_Q5_0, 64, 896)); /* no tile layout: decode reads the file's */
     CHECK(wb_quant_row_bytes(WB_QT_Q8_0, 896) == 28 * 34);
     CHECK(wb_quant_row_bytes(WB_QT_Q4_K, 896) == 0); /* not a multiple of 256 */
     CHECK(wb_quant_row_bytes(WB_QT_Q4_0, 0) == 0 && wb_quant_row_bytes(WB_QT_Q4_0, -32) == 0);
@@ -31,6 +37,7 @@ static void block_sizes_follow_the_gguf_layouts(void) {
     uint8_t out[64];
     CHECK(wb_quantize_row(WB_QT_Q4_K, out, x, 32) == -1); /* K types are read-only */
     CHECK(wb_quantize_row(WB_QT_Q8_0, out, x, 31) == -1);
+    CHECK(wb_quantize_row(WB_QT_Q5_0, out, x, 32) == -1); /* read-only, as the K types */
 }
 
 /* Blocks written byte by byte from the layout description decode to the values it defines. */
@@ -174,10 +181,13 @@ static void quantize_row_matches_its_libm_specification(void) {
 
 /* ------------------------------------------------------------------ the kernels */
 
-static const wb_qtype all_types[4] = {WB_QT_Q8_0, WB_QT_Q4_0, WB_QT_Q4_K, WB_QT_Q6_K};
+/* Q8_0 and Q4_0 first: the tile tests take those two */
+enum { N_TYPES = 5 };
+static const wb_qtype all_types[N_TYPES] = {WB_QT_Q8_0, WB_QT_Q4_0, WB_QT_Q4_K, WB_QT_Q6_K, WB_QT_Q5_0};
 
 /* Rows of random blocks of type t with sane scales (finite, modest F16 values): Q8_0 / Q4_0
- * through the quantizer, the K types as random bytes with their F16 fields set. */
+ * through the quantizer, the K types and Q5_0 as random bytes with their F16 fields set (every
+ * value and fifth-bit pattern turns up; some Q5_0 blocks all 0 or all 31, the extremes). */
 static void random_rows(wb_qtype t, uint8_t *Wq, float *Wd, int rows, int in) {
     const size_t rb = wb_quant_row_bytes(t, in);
     float *tmp = malloc(sizeof(float) * (size_t)in);
@@ -188,7 +198,13 @@ static void random_rows(wb_qtype t, uint8_t *Wq, float *Wd, int rows, int in) {
             wb_quantize_row(t, row, tmp, in);
         } else {
             for (size_t i = 0; i < rb; i++) row[i] = (uint8_t)(frand() * 128 + 128);
-            for (int b = 0; b < in / 256; b++) {
+            for (int b = 0; t == WB_QT_Q5_0 && b < in / 32; b++) {
+                uint8_t *blk = row + (size_t)b * 22;
+                put16(blk, 0.02f * (1.0f + 0.5f * (float)((r + b) % 4)) * (b % 7 == 3 ? -1.0f : 1.0f));
+                if ((r + b) % 11 == 5) memset(blk + 2, 0xff, 20); /* every q 31 (value 15) */
+                if ((r + b) % 11 == 6) memset(blk + 2, 0x00, 20); /* every q 0 (value -16) */
+            }
+            for (int b = 0; t != WB_QT_Q5_0 && b < in / 256; b++) {
                 uint8_t *blk = row + (size_t)b * wb_qtype_block_bytes(t);
                 if (t == WB_QT_Q4_K) put16(blk, 0.01f + 0.002f * (float)(r % 5)), put16(blk + 2, 0.02f);
                 else put16(blk + 208, 0.003f * (1.0f + 0.25f * (float)(b % 3)));
@@ -230,7 +246,7 @@ static void every_variant_matches_portable_and_the_float_reference(void) {
     for (int i = 0; i < NB * IN; i++) X[i] = frand() * (i % 37 == 0 ? 6.0f : 1.5f);
     float bias[ROWS];
     for (int r = 0; r < ROWS; r++) bias[r] = frand();
-    for (int t = 0; t < 4; t++) {
+    for (int t = 0; t < N_TYPES; t++) {
         const wb_qtype qt = all_types[t];
         random_rows(qt, Wq, Wd, ROWS, IN);
         for (int j = 0; j < NB; j++)
@@ -301,7 +317,7 @@ static void quant_batch_rows_equal_alone(void) {
     for (int i = 0; i < NB * IN; i++) X[i] = frand();
     const wb_quant_kernels *v[8];
     const int nv = wb_quant_kernel_variants(v, 8);
-    for (int t = 0; t < 4; t++) {
+    for (int t = 0; t < N_TYPES; t++) {
         const wb_qtype qt = all_types[t];
         random_rows(qt, Wq, Wd, ROWS, IN);
         const size_t rb = wb_quant_row_bytes(qt, IN);
@@ -345,7 +361,7 @@ static void prequantized_inputs_give_the_same_bits(void) {
     for (int i = 0; i < ROWS; i++) bias[i] = frand();
     const wb_quant_kernels *v[8];
     const int nv = wb_quant_kernel_variants(v, 8);
-    for (int t = 0; t < 4; t++) {
+    for (int t = 0; t < N_TYPES; t++) {
         const wb_qtype qt = all_types[t];
         random_rows(qt, Wq, Wd, ROWS, IN);
         for (int k = 0; k < nv; k++) {
@@ -566,6 +582,107 @@ static void grouped_inputs_give_the_tile_bits(void) {
     if (wb_isa_best() >= WB_ISA_AVX512 && f->avx512vnni) CHECK(ran > 0);
 }
 
+/* Q5_0's decode is quant_fallback.c's (the reference it replaced at load) bit for bit, over
+ * random blocks and the extremes: q 0 and 31 (values -16, 15), qh all clear, all set, one bit,
+ * alternating; d = +-65504, +-0, the smallest and largest f16 subnormals; and a hand-built block
+ * decodes as the layout says. */
+static void q5_0_decodes_as_the_fallback_reference(void) {
+    enum { NBLK = 600 };
+    static uint8_t raw[NBLK * 22];
+    static float a[NBLK * 32], b[NBLK * 32];
+    const uint16_t ds[] = {0x7bff, 0xfbff, 0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x83ff, 0x3c00, 0xbc00};
+    const uint32_t hs[] = {0u, 0xffffffffu, 1u, 0x80000000u, 0x00010000u, 0x0000ffffu, 0x55555555u, 0xaaaaaaaau};
+    for (int k = 0; k < NBLK; k++) {
+        uint8_t *p = raw + 22 * (size_t)k;
+        for (int i = 0; i < 22; i++) p[i] = (uint8_t)(frand() * 128 + 128);
+        const uint16_t d = k < 160 ? ds[k % 10] : wb_f32_to_f16(frand() * 4.0f);
+        p[0] = (uint8_t)d, p[1] = (uint8_t)(d >> 8);
+        if (k < 320) { /* qh patterns against qs 0x00, 0xff, 0x0f, 0xf0 and random */
+            const uint32_t h = hs[(k / 10) % 8];
+            for (int i = 0; i < 4; i++) p[2 + i] = (uint8_t)(h >> (8 * i));
+            const int qs = (k / 80) % 4;
+            if ((k / 10) % 5 != 4) memset(p + 6, qs == 0 ? 0x00 : qs == 1 ? 0xff : qs == 2 ? 0x0f : 0xf0, 16);
+        }
+    }
+    wb_dequantize_row(WB_QT_Q5_0, a, raw, NBLK * 32);
+    CHECK(wb_fallback_dequantize_row(WB_GGML_Q5_0, b, raw, NBLK * 32) == 0);
+    size_t first = (size_t)NBLK * 32;
+    for (size_t i = 0; i < (size_t)NBLK * 32 && first == (size_t)NBLK * 32; i++)
+        if (memcmp(&a[i], &b[i], sizeof a[i])) first = i;
+    CHECK_MSG(first == (size_t)NBLK * 32, "Q5_0 value %zu: %g, the fallback decode %g", first,
+              first < (size_t)NBLK * 32 ? a[first] : 0.0f, first < (size_t)NBLK * 32 ? b[first] : 0.0f);
+    float r[64];
+    wb_dequantize_range(WB_QT_Q5_0, r, raw, 64, 64); /* blocks 2 and 3 */
+    CHECK(memcmp(r, a + 64, sizeof r) == 0);
+    /* by hand: d = 0.5, value j from q = j (j < 16: nibble j, no fifth bit; j >= 16: nibble
+     * j - 16 and the fifth bit) */
+    uint8_t h[22];
+    put16(h, 0.5f);
+    h[2] = h[3] = 0x00, h[4] = h[5] = 0xff;
+    for (int j = 0; j < 16; j++) h[6 + j] = (uint8_t)(j | (j << 4));
+    float y[32];
+    wb_dequantize_row(WB_QT_Q5_0, y, h, 32);
+    int bad = 0;
+    for (int j = 0; j < 32; j++) bad += y[j] != 0.5f * (float)(j - 16);
+    CHECK_MSG(!bad, "hand-built Q5_0 block: %d values off", bad);
+}
+
+/* Q5_0 on the shapes of a Qwen2.5-0.5B Q4_K_M file (its 896-wide rows: attention and gate/up,
+ * and the 4864-wide down projection), decode and a prompt of 44 over row ranges that are not
+ * multiples of 16 (the prompt path widens rows to Q8_0 a chunk at a time: 1203 rows of 896 are
+ * several chunks and a part): every variant within float rounding of portable, the FMA ones bit
+ * for bit the same, and every input of the prompt the bits it gets alone, with accumulate. */
+static void q5_0_real_shapes_agree_across_variants(void) {
+    const int shapes[2][2] = {{896, 1203}, {4864, 141}}; /* in, rows */
+    enum { NB = 44 };
+    const wb_quant_kernels *v[8];
+    const int nv = wb_quant_kernel_variants(v, 8);
+    for (int sh = 0; sh < 2; sh++) {
+        const int in = shapes[sh][0], rows = shapes[sh][1], r0 = 5, r1 = rows - 2;
+        const size_t rb = wb_quant_row_bytes(WB_QT_Q5_0, in);
+        uint8_t *W = malloc(rb * (size_t)rows);
+        float *Wd = malloc(sizeof(float) * (size_t)in * (size_t)rows);
+        float *X = malloc(sizeof(float) * (size_t)in * NB);
+        float *Y0 = malloc(sizeof(float) * (size_t)rows * NB), *Y = malloc(sizeof(float) * (size_t)rows * NB);
+        float *Yf = malloc(sizeof(float) * (size_t)rows * NB), *Y1 = malloc(sizeof(float) * (size_t)rows);
+        float *Ym = malloc(sizeof(float) * (size_t)rows * NB);
+        random_rows(WB_QT_Q5_0, W, Wd, rows, in);
+        for (int i = 0; i < in * NB; i++) X[i] = frand() * (i % 41 == 0 ? 5.0f : 1.0f);
+        for (int j = 0; j < NB; j++)
+            for (int r = 0; r < rows; r++) {
+                double m = 0;
+                for (int i = 0; i < in; i++) m += fabs((double)Wd[(size_t)r * in + i] * X[(size_t)j * in + i]);
+                Ym[(size_t)j * rows + r] = (float)m;
+            }
+        int have_fma = 0;
+        for (int k = 0; k < nv; k++) {
+            float *out = k ? Y : Y0;
+            for (int i = 0; i < rows * NB; i++) out[i] = (float)(i % 13);
+            wb_gemm_q_with(v[k], WB_QT_Q5_0, out, (size_t)rows, X, (size_t)in, NB, W, NULL, in, r0, r1, 1, NULL);
+            int bad = 0, outside = 0, alone = 0;
+            for (int j = 0; j < NB; j++) {
+                for (int r = 0; r < rows; r++) {
+                    const size_t o = (size_t)j * rows + r;
+                    if (r < r0 || r >= r1) outside += out[o] != (float)(o % 13);
+                    else if (k) bad += fabsf(out[o] - Y0[o]) > 1e-5f * Ym[o] + 1e-6f;
+                }
+                if (j % 7 == 0 || j == NB - 1) { /* alone (decode), from the same old Y */
+                    for (int r = 0; r < rows; r++) Y1[r] = (float)(((size_t)j * rows + r) % 13);
+                    wb_gemm_q_with(v[k], WB_QT_Q5_0, Y1, (size_t)rows, X + (size_t)j * in, (size_t)in, 1, W, NULL, in, r0, r1, 1, NULL);
+                    alone += memcmp(Y1, out + (size_t)j * rows, sizeof(float) * (size_t)rows) != 0;
+                }
+            }
+            CHECK_MSG(!bad && !outside && !alone, "q5_0 %d x %d %s: %d off portable, %d written outside, %d inputs differ from alone",
+                      rows, in, wb_quant_kernels_name(v[k]), bad, outside, alone);
+            if (k && have_fma)
+                CHECK_MSG(memcmp(Y, Yf, sizeof(float) * (size_t)rows * NB) == 0, "q5_0 %d x %d %s differs from the other FMA variants",
+                          rows, in, wb_quant_kernels_name(v[k]));
+            else if (k) memcpy(Yf, Y, sizeof(float) * (size_t)rows * NB), have_fma = 1;
+        }
+        free(W), free(Wd), free(X), free(Y0), free(Y), free(Yf), free(Y1), free(Ym);
+    }
+}
+
 int main(void) {
     RUN(block_sizes_follow_the_gguf_layouts);
     RUN(hand_built_blocks_decode_as_specified);
@@ -578,5 +695,7 @@ int main(void) {
     RUN(prequantized_inputs_give_the_same_bits);
     RUN(tile_layout_gives_the_file_layout_bits);
     RUN(grouped_inputs_give_the_tile_bits);
+    RUN(q5_0_decodes_as_the_fallback_reference);
+    RUN(q5_0_real_shapes_agree_across_variants);
     return check_summary();
 }

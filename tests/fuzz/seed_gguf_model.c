@@ -123,8 +123,10 @@ int main(int argc, char **argv) {
         for (int t = 1; t < 5; t++)
             if (t == 1 || t == 3 || (a == 1 && t != 0) || (a == 2 && t == 2))
                 model(argv[1], archs[a], types[t].t, types[t].n);
-    /* the types converted to Q8_0 at load (Q5_K needs rows of 256: not at this size) */
+    /* Q5_0, read natively (llama: its Q/K rows copied into llama's order; qwen2: mapped), and
+     * the types converted to Q8_0 at load (Q5_K needs rows of 256: not at this size) */
     model(argv[1], "llama", WB_GGML_Q5_0, "q5_0");
+    model(argv[1], "qwen2", WB_GGML_Q5_0, "q5_0");
     model(argv[1], "qwen2", WB_GGML_Q5_1, "q5_1");
     model(argv[1], "gpt2", WB_GGML_Q4_1, "q4_1");
     return 0;

@@ -164,7 +164,10 @@ T.test("quantization.lua: the F32 and Q4_K_M rows agree with llama-perplexity's 
   near("its standard error", s.ppl_se, LP.ppl_base_se, 0.05)
   near("perplexity of the Q4_K_M file", g.ppl, LP.ppl_q, 0.01)
   near("mean KL of the Q4_K_M file", g.kl_mean, LP.kld_mean, 0.1)
-  near("largest KL", g.kl_max, LP.kld_max, 0.1)
+  -- the largest KL is one position's, the least stable figure: with Q5_0 multiplied natively
+  -- (as llama.cpp does) the top-1 rate and mean KL came closer to its report and this one moved
+  -- from 5% to 12% away
+  near("largest KL", g.kl_max, LP.kld_max, 0.2)
   T.check(math.abs(100 * g.top1 - LP.same_top_percent) <= 2,
     ("same top token %.2f%% here, %.2f%% in llama-perplexity"):format(100 * g.top1, LP.same_top_percent))
 end)
