@@ -1,8 +1,10 @@
 /* bench_quant_decode.c - the quantized decode kernels (wb_gemm_q_with, one input) alone, every
  * variant this CPU runs, on the matrices one decode step of a Qwen2.5-0.5B-shaped model reads:
  * per layer q 896x896, k and v 128x896, o 896x896, gate and up 4864x896, down 896x4864, 24 layers,
- * then the 151936x896 head (Q8_0 525 MB, Q4_0 295 MB: past the last-level cache, so every sweep
- * streams its weights from memory, as a model's decode step does).
+ * then the 151936x896 head (Q8_0 525 MB, Q5_0 340 MB, Q4_0 295 MB: past the last-level cache, so
+ * every sweep streams its weights from memory, as a model's decode step does). Q5_0 (the type a
+ * Q4_K_M file of this model mostly holds) has no tile layout; the Q8_0 rows are what it cost when
+ * it was requantized to Q8_0 at load.
  *
  * Threads split each matrix by rows as the model does (wb_split_rows) and meet at a spinning
  * barrier after each layer and after the head. Every input is quantized inside each product, as
@@ -13,7 +15,8 @@
  * robust to the descheduling of a shared machine, though not to others' memory traffic). Printed:
  * median [min - max] of ms per sweep and of the ratios, and the load average before and after.
  *
- *   bench_quant_decode [repeats=7] [threads=2] [q8_0|q4_0|both] [variant-substring]
+ *   bench_quant_decode [repeats=7] [threads=2] [q8_0|q4_0|q5_0|both] [variant-substring]
+ * (both: all three)
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -154,7 +157,7 @@ static double max_cpu(int nt) { /* the slowest thread's CPU ms of the last job *
 
 int main(int argc, char **argv) {
     bench_args(argc, argv,
-               "[REPS=7] [THREADS=2] [q8_0|q4_0|both] [VARIANT]\n  the quantized decode kernels alone, "
+               "[REPS=7] [THREADS=2] [q8_0|q4_0|q5_0|both] [VARIANT]\n  the quantized decode kernels alone, "
                "every variant, on one Qwen2.5-0.5B decode step's matrices, against weight bytes / read rate",
                NULL);
     int reps = argc > 1 ? atoi(argv[1]) : 7, nt = argc > 2 ? atoi(argv[2]) : 2;
@@ -193,8 +196,9 @@ int main(int argc, char **argv) {
            "the step and for the read), which leaves out the time a busy machine takes the cores away\n\n"
            "| type | weight MB | variant | ms / step | read GB/s | step / bound | CPU ms / step | CPU read GB/s | CPU step / bound |\n"
            "|---|---|---|---|---|---|---|---|---|\n", nt, reps, nt);
-    for (int ti = 0; ti < 2; ti++) {
-        const wb_qtype t = ti ? WB_QT_Q4_0 : WB_QT_Q8_0;
+    for (int ti = 0; ti < 3; ti++) {
+        const wb_qtype t = ti == 2 ? WB_QT_Q5_0 : ti ? WB_QT_Q4_0 : WB_QT_Q8_0;
+        const int can_tile = wb_quant_tiles_ok(t, 16, C);
         if (strcmp(which, "both") && strcmp(which, wb_qtype_name(t))) continue;
         static const int shape[PER_LAYER][2] = {{C, C}, {KV, C}, {KV, C}, {C, C}, {F, C}, {F, C}, {C, F}};
         qmat m[LAYERS * PER_LAYER + 1], mt[LAYERS * PER_LAYER + 1];
@@ -205,9 +209,9 @@ int main(int argc, char **argv) {
             m[i] = (qmat){make_blocks(t, rows, cols), rows, cols};
             if (!m[i].w) return 1;
             const size_t mb = wb_quant_row_bytes(t, cols) * (size_t)rows;
-            uint8_t *tl = aligned_alloc(64, (mb + 63) & ~(size_t)63);
-            if (!tl) return 1;
-            wb_quant_to_tiles(t, tl, m[i].w, rows, cols);
+            uint8_t *tl = can_tile ? aligned_alloc(64, (mb + 63) & ~(size_t)63) : NULL;
+            if (can_tile && !tl) return 1;
+            if (tl) wb_quant_to_tiles(t, tl, m[i].w, rows, cols);
             mt[i] = (qmat){tl, rows, cols};
             bytes += (double)wb_quant_row_bytes(t, cols) * rows;
         }
@@ -220,6 +224,7 @@ int main(int argc, char **argv) {
             g_job.read = 0;
             for (int j = 0; j < nv; j++) {
                 const int vi = (j + (k < 0 ? 0 : k)) % nv;
+                if (use_tiles[vi] && !can_tile) continue;
                 g_job.k = use[vi], g_job.tiles = use_tiles[vi];
                 const double t1 = run_sweep(nt), c1 = max_cpu(nt);
                 if (k < 0) continue;
@@ -232,6 +237,7 @@ int main(int argc, char **argv) {
         qsort(bw, (size_t)reps, sizeof *bw, cmpd);
         qsort(cbw, (size_t)reps, sizeof *cbw, cmpd);
         for (int j = 0; j < nv; j++) {
+            if (use_tiles[j] && !can_tile) continue;
             double *v4[4] = {ms[j], ratio[j], cms[j], cratio[j]};
             for (int q = 0; q < 4; q++) qsort(v4[q], (size_t)reps, sizeof(double), cmpd);
             const int h = reps / 2, e = reps - 1;
