@@ -1368,11 +1368,15 @@ VNNI512 static void tile_run_n(int n, const pack16 *P, int nbk, const uint8_t *r
  * four for Q4_0, one a 128-bit lane) and are transposed to dwords by unpacks and one
  * two-source permute level: gathers, 8 or 4 a block, measured slower on this CPU (they were
  * 40% of the prefill GEMM's time at 44 inputs). The scales come from one gather a block. */
-INLINE_VNNI512 void pack_chunk(const int q8, pack16 *P, __m512i offs, const uint8_t *const rows[16], int b0, int nbk) {
+/* kind: 1 Q8_0, 0 Q4_0, 2 Q5_0 (Q4_0's nibbles, then each register's fifth bits: register k
+ * holds values 4k..4k+3, whose bits are nibble k % 2 of byte k / 2 of each row's qh; that byte
+ * copied to its row's 4 bytes and tested against bits 4 (k % 2) + m is the byte mask of 16s) */
+INLINE_VNNI512 void pack_chunk(const int kind, pack16 *P, __m512i offs, const uint8_t *const rows[16], int b0, int nbk) {
+    const int q8 = kind == 1;
     const __m512i m4 = _mm512_set1_epi8(15), flip = _mm512_set1_epi8((char)0x80);
     const __m512i lo_idx = _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0);
     const __m512i hi_idx = _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2);
-    const size_t bs = q8 ? 34 : 18;
+    const size_t bs = q8 ? 34 : kind == 2 ? 22 : 18;
     for (int i = 0; i < nbk; i++) {
         const size_t o = (size_t)(b0 + i) * bs + 2;
         if (q8) {
@@ -1398,11 +1402,12 @@ INLINE_VNNI512 void pack_chunk(const int q8, pack16 *P, __m512i offs, const uint
             }
         } else {
             __m512i in[4];
+            const size_t oq = o + (kind == 2 ? 4 : 0); /* Q5_0: qs after qh */
             for (int p = 0; p < 4; p++) {
-                __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(rows[p] + o)));
-                v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rows[p + 4] + o)), 1);
-                v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rows[p + 8] + o)), 2);
-                in[p] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rows[p + 12] + o)), 3);
+                __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(rows[p] + oq)));
+                v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rows[p + 4] + oq)), 1);
+                v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rows[p + 8] + oq)), 2);
+                in[p] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rows[p + 12] + oq)), 3);
             }
             const __m512i t0 = _mm512_unpacklo_epi32(in[0], in[1]), t1 = _mm512_unpackhi_epi32(in[0], in[1]);
             const __m512i t2 = _mm512_unpacklo_epi32(in[2], in[3]), t3 = _mm512_unpackhi_epi32(in[2], in[3]);
@@ -1411,6 +1416,16 @@ INLINE_VNNI512 void pack_chunk(const int q8, pack16 *P, __m512i offs, const uint
             for (int k = 0; k < 4; k++) {
                 P[i].w[k] = _mm512_and_si512(g[k], m4);
                 P[i].w[k + 4] = _mm512_and_si512(_mm512_srli_epi32(g[k], 4), m4);
+            }
+            if (kind == 2) {
+                const __m512i h = gather32(offs, rows[0] + o), c16 = _mm512_set1_epi8(16);
+                const __m512i pat0 = _mm512_set1_epi32(0x08040201), pat1 = _mm512_set1_epi32((int)0x80402010);
+                for (int q = 0; q < 4; q++) { /* byte q of each row's qh: registers 2q, 2q + 1 */
+                    const __m512i hb = _mm512_shuffle_epi8(h, _mm512_set4_epi32(0x01010101 * (12 + q), 0x01010101 * (8 + q),
+                                                                            0x01010101 * (4 + q), 0x01010101 * q));
+                    P[i].w[2 * q] = _mm512_mask_add_epi8(P[i].w[2 * q], _mm512_test_epi8_mask(hb, pat0), P[i].w[2 * q], c16);
+                    P[i].w[2 * q + 1] = _mm512_mask_add_epi8(P[i].w[2 * q + 1], _mm512_test_epi8_mask(hb, pat1), P[i].w[2 * q + 1], c16);
+                }
             }
         }
         P[i].d = gather_f16(offs, rows[0] + o - 2);
@@ -1423,19 +1438,19 @@ static inline void prefetch_rows(const uint8_t *W, size_t rb, int ra, int rz, in
         for (size_t p = 0; p < len; p += 64) _mm_prefetch((const char *)W + (size_t)r * rb + off + p, _MM_HINT_T1);
 }
 
-INLINE_VNNI512 void gemm_tiles(const int q8, float *Y, size_t ldy, const uint8_t *grp, int nb,
+INLINE_VNNI512 void gemm_tiles(const int kind, float *Y, size_t ldy, const uint8_t *grp, int nb,
                                const uint8_t *W, size_t rb, const float *bias, int in, int r0,
                                int r1, int accumulate, float *acc) {
     _Alignas(64) pack16 P[KC];
     const int nblk = in / 32, groups = (nb + NR - 1) / NR;
-    const size_t bs = q8 ? 34 : 18;
+    const size_t bs = kind == 1 ? 34 : kind == 2 ? 22 : 18;
     for (int r = r0; r < r1; r += 16) {
         const uint8_t *rows[16];
         const __m512i offs = group_rows(W, rb, r, r1, rows);
         const tile_dst o = {Y, ldy, bias, r, accumulate, group_lanes(r, r, r1)};
         for (int b0 = 0; b0 < nblk; b0 += KC) {
             const int nbk = nblk - b0 < KC ? nblk - b0 : KC;
-            pack_chunk(q8, P, offs, rows, b0, nbk);
+            pack_chunk(kind, P, offs, rows, b0, nbk);
             /* the next chunk (of these rows, or the first of the next rows) comes in while the
              * inputs run, a share of its rows beside each input group */
             const int nr = b0 + KC < nblk ? r : r + 16, nb0 = b0 + KC < nblk ? b0 + KC : 0;
@@ -1459,14 +1474,15 @@ VNNI512 static int ktile_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *ac
 VNNI512 static void gemm_q_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *act, size_t astride,
                                int nb, const uint8_t *W, size_t rb, const float *bias, int in,
                                int r0, int r1, int accumulate) {
-    if ((t == WB_QT_Q8_0 || t == WB_QT_Q4_0) && nb >= 2) {
+    if ((t == WB_QT_Q8_0 || t == WB_QT_Q4_0 || t == WB_QT_Q5_0) && nb >= 2) {
         const size_t gb = (grouped_bytes(nb, in) + 63) & ~(size_t)63;
         uint8_t *grp = qscratch(1, gb + 64 * (size_t)nb);
         if (grp) { /* (without the memory: the tile kernel below, the same sums) */
             const int q8 = t == WB_QT_Q8_0;
-            group_inputs(grp, act, astride, nb, in, q8 ? -128 : -8, NR, TMAGIC);
+            group_inputs(grp, act, astride, nb, in, q8 ? -128 : t == WB_QT_Q5_0 ? -16 : -8, NR, TMAGIC);
             float *acc = (float *)(grp + gb);
             if (q8) gemm_tiles(1, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc);
+            else if (t == WB_QT_Q5_0) gemm_tiles(2, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc);
             else gemm_tiles(0, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc);
             return;
         }
@@ -2445,6 +2461,7 @@ struct wb_quant_kernels {
     void (*group)(wb_qtype t, uint8_t *grp, const float *X, size_t ldx, int nb, int in, int j0, int j1);
     void (*gemm_tg)(wb_qtype t, float *Y, size_t ldy, const uint8_t *grp, int nb, const uint8_t *W,
                     size_t rb, const float *bias, int in, int r0, int r1, int accumulate);
+    int q5_tiles; /* gemm multiplies Q5_0 rows itself (else they are widened to Q8_0 for it) */
 };
 
 static int always(const wb_cpu_features *f) { return (void)f, 1; }
@@ -2459,14 +2476,14 @@ static int has_vnni512(const wb_cpu_features *f) {
 #endif
 
 static const wb_quant_kernels k_variants[] = {
-    {"portable", {dot_q8_0_c, dot_q4_0_c, dot_q4_k_c, dot_q6_k_c, dot_q5_0_c}, NULL, NULL, NULL, NULL, WB_ISA_PORTABLE, always, NULL, NULL},
+    {"portable", {dot_q8_0_c, dot_q4_0_c, dot_q4_k_c, dot_q6_k_c, dot_q5_0_c}, NULL, NULL, NULL, NULL, WB_ISA_PORTABLE, always, NULL, NULL, 0},
 #ifdef WB_X86
     {"avx2 maddubs", {dot_q8_0_avx2, dot_q4_0_avx2, dot_q4_k_avx2, dot_q6_k_avx2, dot_q5_0_avx2}, gemm_q_avx2, gemv_avx2, NULL, NULL,
-     WB_ISA_AVX2, has_avx2, NULL, NULL},
+     WB_ISA_AVX2, has_avx2, NULL, NULL, 0},
     {"avx2 avx-vnni vpdpbusd", {dot_q8_0_avxvnni, dot_q4_0_avxvnni, dot_q4_k_avxvnni, dot_q6_k_avxvnni, dot_q5_0_avxvnni},
-     gemm_q_avxvnni, gemv_avxvnni, NULL, NULL, WB_ISA_AVX2, has_avxvnni, NULL, NULL},
+     gemm_q_avxvnni, gemv_avxvnni, NULL, NULL, WB_ISA_AVX2, has_avxvnni, NULL, NULL, 0},
     {"avx512-vnni 16-row tiles", {dot_q8_0_vnni512, dot_q4_0_vnni512, dot_q4_k_vnni512, dot_q6_k_vnni512, dot_q5_0_vnni512},
-     gemm_q_512, gemv_q_512, gemm_t_512, gemv_t_512, WB_ISA_AVX512, has_vnni512, group_act_512, gemm_tg_512},
+     gemm_q_512, gemv_q_512, gemm_t_512, gemv_t_512, WB_ISA_AVX512, has_vnni512, group_act_512, gemm_tg_512, 1},
 #endif
 };
 #define N_VARIANTS ((int)(sizeof k_variants / sizeof k_variants[0]))
@@ -2622,11 +2639,12 @@ static int tile_rows_dots(const wb_quant_kernels *k, wb_qtype t, int off, float 
     return 1;
 }
 
-/* Q5_0 prompts and batches. A Q5_0 block is a Q8_0 block with the same d and q - 16 as its int8
- * values: the same integer sum (sum (q - 16) x = sum q x - 16 s) and scale, so the level's Q8_0
- * kernels for many inputs (the tiles) give the canonical Q5_0 bits on it. Each call widens its
- * rows, a chunk at a time into the thread's scratch (34 bytes per 22, read from cache while the
- * inputs are many), in place of a third family of tile kernels; decode reads the 22 bytes. */
+/* Q5_0 prompts and batches on a level without its own Q5_0 tiles (AVX2; AVX-512 packs Q5_0 rows
+ * into its tile registers directly: pack_chunk). A Q5_0 block is a Q8_0 block with the same d
+ * and q - 16 as its int8 values: the same integer sum (sum (q - 16) x = sum q x - 16 s) and
+ * scale, so the level's Q8_0 tile kernels give the canonical Q5_0 bits on it. Each call widens
+ * its rows, a chunk at a time into the thread's scratch (34 bytes per 22, read from cache while
+ * the inputs are many); decode reads the 22 bytes. */
 static void q5_to_q8_c(uint8_t *dst, const uint8_t *src, int nblk) {
     for (int b = 0; b < nblk; b++, src += 22, dst += 34) {
         dst[0] = src[0], dst[1] = src[1];
@@ -2683,7 +2701,7 @@ static int gemm_act(const wb_quant_kernels *k, wb_qtype t, int tiles, int off, f
         if (k->gemm_t && k->gemm_t(t, Y, ldy, act, one, nb, W, rb, b, in, r0, r1, accumulate)) return 1;
         return tile_rows_dots(k, t, 0, Y, ldy, act, nb, W, rb, b, in, r0, r1, accumulate);
     }
-    if (t == WB_QT_Q5_0 && nb > 1 && k->gemm &&
+    if (t == WB_QT_Q5_0 && nb > 1 && k->gemm && !k->q5_tiles &&
         q5_gemm(k, Y, ldy, act, one, nb, W, rb, b, in, r0, r1, accumulate))
         return 1;
     if (nb == 1 && k->gemv)

@@ -20,8 +20,9 @@
  *         and their high 2 bits from bits 0-1, 2-3, 4-5, 6-7 of qh[l].
  *   Q5_0  32 values, 22 bytes: f16 d, uint8 qh[4], uint8 qs[16]   x = d * (q - 16); q's low 4
  *         bits are nibble j as in Q4_0, its fifth bit is bit j of qh read as a little-endian
- *         u32. Values d * [-16, 15]: exactly a Q8_0 block with the same d, which is how the
- *         prompt kernels multiply it (the same integer sums); decode reads the 22 bytes.
+ *         u32. Values d * [-16, 15]: exactly a Q8_0 block with the same d, and its products
+ *         are Q8_0's integer sums: decode reads the 22 bytes; prompts run the AVX-512 tile
+ *         kernel on Q5_0's own register packing, or (AVX2) Q8_0's on rows widened per call.
  *
  * Q8_0 and Q4_0 can be written (wb_quantize_row, byte for byte what GGUF's reference quantizers
  * write); all five are read and multiplied. The F32 input row is quantized once per product to
