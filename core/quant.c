@@ -952,12 +952,20 @@ DEFINE_KQUANT_256(avxvnni, AVXVNNI, vnni_u8s8)
         }                                                                                         \
         store8_rows(Y, y, bias, r, keep_from, accumulate);                                        \
     }                                                                                             \
-    /* Q5_0: Q8_0's fold on the 32 q5 of each row's block (their sums minus 16 s) */              \
+    /* Q5_0: Q4_0's row pairs (rows i and i + 4 in the halves of a register, nibbles against the \
+     * two halves of the input), each row's qh in its half, its bytes spread as in q5_values     \
+     * (bytes 0-1 for the low nibbles' values 0-15, 2-3 for the high ones'); sums minus 16 s.    \
+     * With maddubs each of the two products' pair sums is at most 2 * 31 * 127, both 15748. */   \
     ATTR static void gemv8q5_##SUFFIX(float *Y, const qact *a, const uint8_t *W, size_t rb,       \
                                       const float *bias, int nblk, int r, int keep_from,          \
                                       size_t end, int accumulate) {                               \
         const uint8_t *base = W + (size_t)r * rb;                                                 \
         const size_t pf = (size_t)(r + 8) * rb;                                                   \
+        const __m256i m4 = _mm256_set1_epi8(15), c16 = _mm256_set1_epi8(16);                      \
+        const __m256i bit = _mm256_set1_epi64x(0x8040201008040201LL);                             \
+        const __m256i sel_lo = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,    \
+                                                0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);   \
+        const __m256i sel_hi = _mm256_add_epi8(sel_lo, _mm256_set1_epi8(2));                      \
         __m256 y = _mm256_setzero_ps();                                                           \
         for (int b = 0; b < nblk; b++) {                                                          \
             const size_t pb = pf + (size_t)b * 8 * 22; /* 176 bytes: 4 lines at most */          \
@@ -965,11 +973,25 @@ DEFINE_KQUANT_256(avxvnni, AVXVNNI, vnni_u8s8)
                 const char *pp = (const char *)W + pb;                                            \
                 for (int l = 0; l < 4; l++) _mm_prefetch(pp + 64 * l, _MM_HINT_T0);               \
             }                                                                                     \
-            const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));              \
+            const int8_t *x = a->q + 32 * b;                                                      \
+            const __m256i xl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)x)); \
+            const __m256i xh = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(x + 16))); \
             const uint8_t *c = base + (size_t)b * 22;                                             \
-            __m256i P[8];                                                                         \
-            for (int i = 0; i < 8; i++) P[i] = Q5MUL_##SUFFIX(q5_values(c + (size_t)i * rb), xv); \
-            const __m256i isum = _mm256_add_epi32(fold8(P), _mm256_set1_epi32(-16 * a->s[b]));     \
+            __m256i S[4];                                                                         \
+            for (int i = 0; i < 4; i++) {                                                         \
+                const uint8_t *c0 = c + (size_t)i * rb, *c1 = c + (size_t)(i + 4) * rb;           \
+                const __m256i v = _mm256_loadu2_m128i((const __m128i *)(c1 + 6), (const __m128i *)(c0 + 6)); \
+                const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_cvtsi32_si128((int)rd32(c0 + 2))), \
+                                                          _mm_cvtsi32_si128((int)rd32(c1 + 2)), 1); \
+                const __m256i hl = _mm256_and_si256(_mm256_shuffle_epi8(h, sel_lo), bit);         \
+                const __m256i hh = _mm256_and_si256(_mm256_shuffle_epi8(h, sel_hi), bit);         \
+                const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4),                       \
+                                                   _mm256_and_si256(_mm256_cmpeq_epi8(hl, bit), c16)); \
+                const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), \
+                                                   _mm256_and_si256(_mm256_cmpeq_epi8(hh, bit), c16)); \
+                S[i] = nib2_##SUFFIX(lo, xl, hi, xh);                                             \
+            }                                                                                     \
+            const __m256i isum = _mm256_add_epi32(hsum4x2(S), _mm256_set1_epi32(-16 * a->s[b]));   \
             const __m256 dw = scales8(c, rb);                                                     \
             y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(a->d[b])), y); \
         }                                                                                         \
@@ -1012,8 +1034,6 @@ DEFINE_KQUANT_256(avxvnni, AVXVNNI, vnni_u8s8)
     }
 
 #define Q8MUL_avx2(w, x) mul_s8s8(w, x)
-#define Q5MUL_avx2(w, x) mul_u8s8(w, x)
-#define Q5MUL_avxvnni(w, x) vnni_u8s8(w, x)
 #define Q8MUL_avxvnni(w, x) vnni_u8s8(_mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)), x)
 DEFINE_GEMV_256(avx2, AVX2, Q8MUL_avx2, 0)
 DEFINE_GEMV_256(avxvnni, AVXVNNI, Q8MUL_avxvnni, -128)
