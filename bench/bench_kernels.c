@@ -5,7 +5,8 @@
  *   - int8 dot peak: the same with vpdpbusd (AVX512-VNNI) when the CPU has it;
  * and for every level the CPU supports, on Qwen2.5-0.5B's gate/up shape (4864 x 896):
  *   - BF16 GEMM over 44 and 268 inputs (prefill), GFLOP/s and the fraction of FMA peak;
- *   - Q8_0 GEMM over 44 inputs, Gop/s and the fraction of the int8 peak (when built in).
+ *   - Q8_0 GEMM over 44 inputs, Gop/s and the fraction of the int8 peak (when built in);
+ *   - the BF16 prompt GEMM's widening and vdpbf16ps routes on both MLP shapes (bf16_routes).
  * Each figure is the median [min - max] of the repeats. Times are this thread's CPU time
  * (CLOCK_THREAD_CPUTIME_ID), so on a shared machine the time it spent descheduled is left out;
  * what other work does to the caches and the memory bus still counts: report `uptime` with the
@@ -166,6 +167,59 @@ static int prompt_feed(const float *Wf, const uint16_t *W, const float *X, int r
                    lo(g[lv][q], reps), hi(g[lv][q], reps), 100 * m / peak);
         }
     free(Pk), free(Fc), free(Bc), free(xp), free(y);
+    return 0;
+}
+
+/* The BF16 prompt GEMM's two routes at the AVX-512 level (kernels_gemm.c: widening + FMA, and
+ * vdpbf16ps where the CPU has AVX512_BF16, whichever WB_BF16_DOT chose), 1 thread, on both of
+ * Qwen2.5-0.5B's MLP shapes (gate/up 4864 x 896, down 896 x 4864, the weights in cache between
+ * repeats as a prefill's sit in L3) at 44 and 268 inputs, the routes alternated in each repeat.
+ * "of 2x peak": vdpbf16ps does 32 multiply-adds per instruction, so where it issues at the FMA's
+ * rate its floor is twice the FMA peak. */
+static int bf16_routes(const uint16_t *W, int reps, double P512) {
+    if (wb_isa_best() < WB_ISA_AVX512) return 0;
+    const wb_isa o = wb_isa_limit(WB_ISA_AVX512);
+    const wb_kernel_table *kt = wb_kt();
+    enum { NS = 2, NN = 2 };
+    static const int shp[NS][2] = {{ROWS, IN}, {IN, ROWS}}, nbs[NN] = {44, 268};
+    float *Xw = malloc(4ull * 268 * ROWS), *Yw = malloc(4ull * 268 * ROWS);
+    static double t[2][NS][NN][MAXR];
+    if (!Xw || !Yw) {
+        free(Xw), free(Yw);
+        wb_isa_limit(o);
+        return 1;
+    }
+    for (size_t i = 0; i < 268ull * ROWS; i++) Xw[i] = (float)((int)(i * 2654435761u >> 20 & 1023) - 512) / 512.0f;
+    for (int k = -1; k < reps; k++) /* k = -1: a warm-up */
+        for (int s = 0; s < NS; s++)
+            for (int n = 0; n < NN; n++)
+                for (int v = 0; v < 2; v++) {
+                    const wb_gemm_bf16_route *rt = kt->bf16_route[v];
+                    if (!rt) continue;
+                    const int rows = shp[s][0], in = shp[s][1];
+                    const double t0 = cpu_ms();
+                    rt->gemm(Yw, rows, Xw, in, nbs[n], W, NULL, in, 0, rows, 0);
+                    if (k >= 0) t[v][s][n][k] = cpu_ms() - t0;
+                }
+    printf("\nBF16 prompt GEMM routes (avx512, 1 thread, thread CPU time; in use: %s): GFLOP/s median "
+           "[min - max], of the 512-bit FMA peak (%.0f GFLOP/s) and of twice it\n\n",
+           kt->name_gemm_bf16_prompt, P512);
+    printf("| route | rows x in | nb | GFLOP/s | of FMA peak | of 2x peak |\n|---|---|---|---|---|---|\n");
+    for (int v = 0; v < 2; v++)
+        for (int s = 0; s < NS; s++)
+            for (int n = 0; n < NN; n++) {
+                const wb_gemm_bf16_route *rt = kt->bf16_route[v];
+                if (!rt) continue;
+                double g[MAXR];
+                for (int k = 0; k < reps; k++) g[k] = 2.0 * nbs[n] * shp[s][0] * shp[s][1] / 1e6 / t[v][s][n][k];
+                const double m = med(g, reps);
+                printf("| %s | %d x %d | %d | %.0f [%.0f - %.0f] | %.0f%% | %.0f%% |\n", rt->name,
+                       shp[s][0], shp[s][1], nbs[n], m, lo(g, reps), hi(g, reps), 100 * m / P512,
+                       50 * m / P512);
+            }
+    if (!kt->bf16_route[1]) printf("(no vdpbf16ps route: the CPU has no AVX512_BF16)\n");
+    free(Xw), free(Yw);
+    wb_isa_limit(o);
     return 0;
 }
 
@@ -381,6 +435,7 @@ int main(int argc, char **argv) {
             }
     free(Yp), free(Yd);
     if (prompt_feed(Wf, W, X, reps, P512, P256)) return 1;
+    if (bf16_routes(W, reps, P512)) return 1;
     free(Df), free(Dyb);
     free(Db), free(Dq), free(S), free(Dy);
     free(W), free(Wf), free(X), free(Y), free(Wq), free(xq);

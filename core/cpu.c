@@ -4,6 +4,9 @@
  * needs the OS to save the ZMM state (XCR0 bits 5-7), and one probe gives kernels, sampler and
  * the BLAS diagnosis the same answer. The environment variable WB_KERNELS=portable|avx2|avx512
  * caps the level for a whole process (benchmarks report the AVX2-only figures with it).
+ * WB_BF16_DOT=1 chooses the BF16 prompt GEMM's vdpbf16ps route (cpu.h bf16_dot); whether it is
+ * the faster one goes by vendor and family, since what decides it is vdpbf16ps's issue rate
+ * against the FMA's, which no feature bit reports.
  */
 #include "cpu.h"
 #include "wb_base.h"
@@ -39,6 +42,7 @@ static void probe(void) {
     unsigned a, b, c, d;
     if (__get_cpuid(0, &a, &b, &c, &d)) g_cpu.amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return;
+    g_cpu.family = (int)((a >> 8) & 0xf) + ((a >> 8 & 0xf) == 0xf ? (int)((a >> 20) & 0xff) : 0);
     const int osxsave = (c >> 27) & 1, avx = (c >> 28) & 1;
     const int fma = (c >> 12) & 1, f16c = (c >> 29) & 1;
     if (!osxsave || !avx) return;
@@ -76,8 +80,19 @@ static wb_isa parse_isa(const char *s, wb_isa dflt) {
     return dflt; /* unknown names leave the level alone */
 }
 
+/* vdpbf16ps does 32 multiply-adds per instruction against the FMA's 16: measured on Zen 5
+ * (family 0x1a) at the FMA's issue rate (2 per cycle), twice the FLOPs, while on Sapphire Rapids
+ * it issues at half the FMA rate, no gain for the rounding of the activations
+ * (docs/performance.md, Session 9). Chosen only by WB_BF16_DOT=1 (cpu.h). */
+static void choose_bf16_route(wb_cpu_features *f) {
+    f->bf16_dot_faster = f->avx512bf16 && f->amd && f->family >= 0x19;
+    const char *e = getenv("WB_BF16_DOT");
+    f->bf16_dot = e && e[0] == '1' && !e[1] && f->avx512bf16;
+}
+
 static void init(void) {
     probe();
+    choose_bf16_route(&g_cpu);
     const wb_cpu_features *f = &g_cpu;
     if (f->avx2 && f->fma && f->f16c) g_best = WB_ISA_AVX2;
     if (g_best == WB_ISA_AVX2 && f->avx512f && f->avx512bw && f->avx512dq && f->avx512vl)
@@ -134,16 +149,19 @@ const char *wb_isa_name(wb_isa isa) {
 const wb_kernel_table *wb_kt(void) { return &g_tables[wb_isa_current()]; }
 
 const char *wb_kernels_describe(void) {
-    static _Thread_local char buf[640];
+    static _Thread_local char buf[768];
     const wb_cpu_features *f = wb_cpu();
     const wb_kernel_table *t = wb_kt();
     snprintf(buf, sizeof buf,
-             "kernels %s (cpu%s%s%s%s%s%s%s%s): gemv %s, bf16 gemv/gemm %s, prompt gemm %s, tile gemm %s, q8 dot %s, attention %s",
+             "kernels %s (cpu%s%s%s%s%s%s%s%s): gemv %s, bf16 gemv/gemm %s, prompt gemm %s, bf16 prompt gemm %s%s, tile gemm %s, q8 dot %s, attention %s",
              wb_isa_name(t->isa), f->avx2 ? " avx2" : "", f->fma ? " fma" : "",
              f->avx512f ? " avx512f" : "", f->avx512bw ? " bw" : "",
              f->avx512vnni ? " vnni" : "", f->avx512bf16 ? " bf16" : "",
              f->avx512fp16 ? " fp16" : "", f->amx ? " amx(unused)" : "", t->name_gemv,
-             t->name_gemv_bf16, t->name_gemm, t->name_gemm_bf16, t->name_dot_q8, t->name_attention);
+             t->name_gemv_bf16, t->name_gemm, t->name_gemm_bf16_prompt,
+             t->isa == WB_ISA_AVX512 && f->bf16_dot_faster && !f->bf16_dot
+                 ? " (vdpbf16ps faster here: WB_BF16_DOT=1)" : "",
+             t->name_gemm_bf16, t->name_dot_q8, t->name_attention);
     return buf;
 }
 

@@ -32,7 +32,15 @@ typedef struct wb_cpu_features {
     int avx512f, avx512bw, avx512dq, avx512vl;
     int avx512vnni, avx512bf16, avx512fp16, avxvnni;
     int amx;
-    int amd; /* vendor AuthenticAMD (OpenBLAS core names differ) */
+    int amd;    /* vendor AuthenticAMD (OpenBLAS core names differ) */
+    int family; /* CPUID display family (base + extended): 0x19 Zen 3/4, 0x1a Zen 5 */
+    /* The BF16 prompt GEMM's route at the AVX-512 level: 1 vdpbf16ps, 0 widening + FMA (the
+     * default). bf16_dot_faster: this CPU is one where vdpbf16ps is the faster route (AVX512_BF16
+     * on AMD family 0x19+, where it issues at the FMA rate and so does twice the FLOPs; not
+     * Intel, where it issues at half that rate). WB_BF16_DOT=1 chooses it (only with
+     * AVX512_BF16): not by default, since it rounds the activations and so breaks the promise
+     * that cached and uncached generation give the same tokens (docs/performance.md, Session 9) */
+    int bf16_dot, bf16_dot_faster;
 } wb_cpu_features;
 
 /* What this CPU has (probed once, thread-safe). */
@@ -52,6 +60,20 @@ const char *wb_kernels_describe(void);
  * quantized blocks). k0 is a multiple of WB_TILE_KC, kn <= WB_TILE_KC. */
 typedef void (*wb_widen_fn)(const void *ctx, float *dst, int r, int k0, int kn);
 #define WB_TILE_KC 1024
+
+/* One route of the BF16 prompt GEMM: the gemm_xpack, gemm_bf16 and gemm_bf16_packed of the
+ * table (below) as one set, since the packed inputs' layout belongs to the route. */
+typedef struct wb_gemm_bf16_route {
+    const char *name;
+    /* 1: gives the portable chain's bits; 0 (vdpbf16ps): the activations rounded to BF16, so
+     * only within the bound that rounding implies (docs/performance.md) */
+    int exact;
+    void (*xpack)(float *P, const float *X, size_t ldx, int nb, int in, int i0, int i1, int bf16);
+    void (*gemm)(float *Y, size_t ldy, const float *X, size_t ldx, int nb, const uint16_t *W,
+                 const float *b, int in, int r0, int r1, int accumulate);
+    void (*gemm_packed)(float *Y, size_t ldy, const float *P, int nb, const uint16_t *W,
+                        const float *b, int in, int r0, int r1, int accumulate);
+} wb_gemm_bf16_route;
 
 typedef struct wb_kernel_table {
     wb_isa isa;
@@ -86,7 +108,9 @@ typedef struct wb_kernel_table {
                        const void *ctx, const float *b, int in, int r0, int r1, int accumulate);
     /* Prompt rows (kernels_gemm.c), F32 and BF16 weights: Y[j, r] (+)= b[r] + W[r] . X[j] for r in
      * [r0, r1), j < nb, each sum one fused multiply-add chain over the columns in order, whatever
-     * nb, the tile or the level (packed panels, outer-product register tiles) */
+     * nb, the tile or the level (packed panels, outer-product register tiles); BF16 by the
+     * vdpbf16ps route (bf16_route below) one chain of pair products over the columns in order,
+     * the activations rounded to BF16, whatever nb or the tile */
     void (*gemm_f32)(float *Y, size_t ldy, const float *X, size_t ldx, int nb, const float *W,
                      const float *b, int in, int r0, int r1, int accumulate);
     void (*gemm_bf16)(float *Y, size_t ldy, const float *X, size_t ldx, int nb, const uint16_t *W,
@@ -120,6 +144,11 @@ typedef struct wb_kernel_table {
                                       const float *Wp, const float *W, const float *b, int in,
                                       int r0, int r1, int accumulate);
     const char *name_gemm;
+    /* The BF16 prompt routes of this level: [0] widening + FMA (every level), [1] vdpbf16ps
+     * (AVX-512 with AVX512_BF16, else NULL). gemm_bf16, gemm_bf16_packed and gemm_xpack are
+     * those of the route cpu->bf16_dot chose; the tests run both where the CPU has them. */
+    const wb_gemm_bf16_route *bf16_route[2];
+    const char *name_gemm_bf16_prompt;
     /* Quantized (quant.c): the dot products and GEMM of Q8_0 / Q4_0 / Q4_K / Q6_K / Q5_0 rows against
      * int8-quantized inputs, one variant per level (quant.h) */
     const struct wb_quant_kernels *quant;

@@ -39,6 +39,9 @@
  * around (the rows in the vector lanes, the inputs packed in 16-row blocks, the weights read in
  * place by broadcasts, gemm_short_512), since at 44 tokens a panel served only 4 row blocks.
  * Dispatch: cpu.c; the driver below is plain C over the level's pack and tile functions.
+ * BF16 has a second route at AVX-512 with AVX512_BF16 (level512d, WB_BF16_DOT=1): the same driver
+ * over the pair panels and inputs rounded to BF16 pairs, vdpbf16ps tiles; outside the chain above
+ * (the activations rounded), one chain of pair products per output in column order all the same.
  */
 #include "cpu.h"
 
@@ -131,6 +134,10 @@ typedef struct gemm_level {
     int pf_blocks;
     void (*gshort)(float *Y, size_t ldy, const float *P, int nb, const void *W, int bf16,
                    const float *b, int in, int r0, int r1, int accumulate);
+    /* 1: the vdpbf16ps route (BF16 only): inputs packed as BF16 pairs, one dword per pair of
+     * columns, block i still at m0(i) * in floats (the first half of its F32 place), dword
+     * (p, m) at p * mr + m in it; panels of pairs (packh); tiles step over pairs */
+    int pairs;
 } gemm_level;
 
 /* One row of the chain: x[k * xs] for k < in against weight row r. */
@@ -173,6 +180,33 @@ static inline int xblock0(int nb, int nmb, int i) { return (int)((int64_t)nb * i
 static void xpack_scalar(float *d, const float *s, size_t ldx, int mr, int in) {
     for (int k = 0; k < in; k++)
         for (int m = 0; m < mr; m++) d[(size_t)k * mr + m] = s[(size_t)m * ldx + k];
+}
+
+/* The chain over inputs packed as BF16 pairs (gemm_level.pairs) in scalar code (buffers short):
+ * the rounded activations, exact products, FP32 sums added odd column first as Intel documents
+ * vdpbf16ps; within the tests' bound of the instruction, not claimed to its bits (AMD's order of
+ * the pair's two additions is not documented). */
+static void gemm_chain_pairs(float *Y, size_t ldy, const float *P, int mr_max, int nb,
+                             const uint16_t *W, const float *b, int in, int r0, int r1,
+                             int accumulate) {
+    const int nmb = xblocks(nb, mr_max), np = (in + 1) / 2;
+    for (int i = 0; i < nmb; i++) {
+        const int a = xblock0(nb, nmb, i), mr = xblock0(nb, nmb, i + 1) - a;
+        const float *x = P + (size_t)a * in;
+        for (int m = 0; m < mr; m++)
+            for (int r = r0; r < r1; r++) {
+                const uint16_t *w = W + (size_t)r * in;
+                float s = 0.0f;
+                for (int p = 0; p < np; p++) {
+                    uint32_t xv;
+                    memcpy(&xv, x + (size_t)p * mr + m, 4);
+                    const float w1 = 2 * p + 1 < in ? bf16f(w[2 * p + 1]) : 0.0f;
+                    s += bf16f((uint16_t)(xv >> 16)) * w1;
+                    s += bf16f((uint16_t)xv) * bf16f(w[2 * p]);
+                }
+                chain_store(Y + (size_t)(a + m) * ldy + r, s, b, r, accumulate);
+            }
+    }
 }
 
 /* Short prompts (nb <= sr, the level's short rows; 0: none) are packed in blocks of 16 rows
@@ -280,7 +314,8 @@ static void gemm_tiles(const gemm_level *g, float *Y, size_t ldy, const float *P
                 const int a = xblock0(nb, nmb, i), mr = xblock0(nb, nmb, i + 1) - a;
                 const int t = (k0 / kc) * nmb + i; /* this tile's share of the prefetch */
                 float *c = cb + (size_t)a * NR;
-                (half ? g->tileh : g->tile)[mr](kn, P + (size_t)a * in + (size_t)k0 * mr, w, k0 ? c : NULL,
+                const size_t xo = (size_t)a * in + (size_t)(g->pairs ? k0 / 2 : k0) * mr;
+                (half ? g->tileh : g->tile)[mr](kn, P + xo, w, k0 ? c : NULL,
                             last ? NULL : c, Y + (size_t)a * ldy + r, ldy, nr, b ? b + r : NULL,
                             accumulate, pfb + (size_t)t * per * 64,
                             lines - t * per < per ? lines - t * per : per);
@@ -302,7 +337,8 @@ static void gemm_drive_packed(const gemm_level *g, float *Y, size_t ldy, const f
     const size_t wn = (size_t)g->nr * kc, cn = kc < in ? (size_t)nb * g->nr : 0;
     float *wp = wb_kernel_buf(1, wn + cn);
     if (!wp) {
-        gemm_chain_packed(Y, ldy, P, g->mr_max, nb, W, bf16, b, in, r0, r1, accumulate);
+        if (g->pairs) gemm_chain_pairs(Y, ldy, P, g->mr_max, nb, W, b, in, r0, r1, accumulate);
+        else gemm_chain_packed(Y, ldy, P, g->mr_max, nb, W, bf16, b, in, r0, r1, accumulate);
         return;
     }
     gemm_tiles(g, Y, ldy, P, nb, W, bf16, b, in, r0, r1, accumulate, kc, wp, wp + wn, NULL);
@@ -693,7 +729,7 @@ AVX512 static inline __attribute__((always_inline)) void tileh_512(
 /* tile512_1 .. tile512_14 and tileh512_1 .. tileh512_14: each tile body at every row count, so
  * the row loops unroll into registers */
 #define TILE512_AT(name, body, M_)                                                               \
-    AVX512 static void name##_##M_(int kc, const float *xp, const float *wp, const float *cin,   \
+    TILE512_ATTR static void name##_##M_(int kc, const float *xp, const float *wp, const float *cin,   \
                                    float *cout, float *Y, size_t ldy, int nr, const float *b,    \
                                    int accumulate, const char *pf, int npf) {                      \
         body(M_, kc, xp, wp, cin, cout, Y, ldy, nr, b, accumulate, pf, npf);                     \
@@ -704,10 +740,10 @@ AVX512 static inline __attribute__((always_inline)) void tileh_512(
     TILE512_AT(name, body, 7) TILE512_AT(name, body, 8) TILE512_AT(name, body, 9)                \
     TILE512_AT(name, body, 10) TILE512_AT(name, body, 11) TILE512_AT(name, body, 12)             \
     TILE512_AT(name, body, 13) TILE512_AT(name, body, 14)
+#define TILE512_ATTR AVX512
 TILES512(tileh512, tileh_512)
 TILES512(tile512, tile_512)
-#undef TILES512
-#undef TILE512_AT
+#undef TILE512_ATTR
 
 /* ----------------------------------------------------- AVX-512: short prompts, weights in place */
 
@@ -832,7 +868,7 @@ static const gemm_level level512 = {
     packh_512,
     {NULL, tileh512_1, tileh512_2, tileh512_3, tileh512_4, tileh512_5, tileh512_6, tileh512_7,
      tileh512_8, tileh512_9, tileh512_10, tileh512_11, tileh512_12, tileh512_13, tileh512_14},
-    SHORT512, PF_ALL, gemm_short_512};
+    SHORT512, PF_ALL, gemm_short_512, 0};
 
 static void gemm_xpack_avx512(float *P, const float *X, size_t ldx, int nb, int in, int i0,
                               int i1, int bf16) {
@@ -879,6 +915,108 @@ AVX512 static void gemm_bf16_avx512(float *Y, size_t ldy, const float *X, size_t
                                     int accumulate) {
     gemm_drive(&level512, Y, ldy, X, ldx, nb, W, 1, b, in, r0, r1, accumulate);
 }
+
+/* ---------------------------------------------------------- AVX-512 BF16: the vdpbf16ps route */
+
+/* The BF16 prompt GEMM with vdpbf16ps, for CPUs where it issues at the FMA's rate (Zen 5: 2 per
+ * cycle each, and one vdpbf16ps is 32 multiply-adds against the FMA's 16; cpu.c chooses). The
+ * same driver, panels and thread split as the widening route: the panels are packh_512's BF16
+ * pairs (half the bytes of widened ones, no widening), the inputs are rounded to BF16 (round to
+ * nearest even) and packed once per call as pairs, and the tile is MR inputs x 32 weight rows,
+ * per pair of columns two weight loads and MR dword broadcasts for 2 MR vdpbf16ps. Each output is
+ * one chain over the pairs in column order from 0 whatever nb, the tile or the K block, so a row
+ * gets the same bits in any call; not the widening route's bits (the activations are rounded,
+ * and the instruction adds a pair's two exact products in FP32 its own way). */
+#define AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx2,fma,prfchw")))
+
+/* One block of packed inputs as BF16 pairs: per 32 columns, each of the mr <= 16 rows rounded
+ * to 16 dwords of pairs (a zero pad past in), then a 16 x 16 dword transpose, each pair column
+ * stored as mr dwords. */
+AVX512BF16 static void xpackd_512(float *d, const float *s, size_t ldx, int mr, int in) {
+    const __mmask16 mm = (__mmask16)((1u << mr) - 1);
+    for (int k = 0; k < in; k += 32) {
+        const int kw = in - k < 32 ? in - k : 32;
+        const __mmask16 m0 = (__mmask16)(kw >= 16 ? 0xffff : (1u << kw) - 1);
+        const __mmask16 m1 = (__mmask16)(kw >= 32 ? 0xffff : kw > 16 ? (1u << (kw - 16)) - 1 : 0);
+        __m512 v[16];
+        for (int j = 0; j < 16; j++) {
+            const float *x = s + (size_t)(j < mr ? j : 0) * ldx + k;
+            const __m512 lo = _mm512_maskz_loadu_ps(j < mr ? m0 : 0, x);
+            const __m512 hi = _mm512_maskz_loadu_ps(j < mr ? m1 : 0, x + 16);
+            v[j] = _mm512_castsi512_ps((__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+        }
+        tr16(v);
+        for (int c = 0; 2 * c < kw; c++) _mm512_mask_storeu_ps(d + (size_t)(k / 2 + c) * mr, mm, v[c]);
+    }
+}
+
+/* One step of a pair of columns: the tile's two pair vectors times each of its MR inputs' pair
+ * (one dword broadcast, folded into the instruction's memory operand). */
+AVX512BF16 static inline __attribute__((always_inline)) void dot_rows_512(const int MR, __m512i w0,
+                                                                          __m512i w1, const float *xp,
+                                                                          __m512 *a0, __m512 *a1) {
+#pragma GCC unroll 14
+    for (int m = 0; m < MR; m++) {
+        const __m512bh x = (__m512bh)_mm512_castps_si512(_mm512_set1_ps(xp[m]));
+        a0[m] = _mm512_dpbf16_ps(a0[m], x, (__m512bh)w0);
+        a1[m] = _mm512_dpbf16_ps(a1[m], x, (__m512bh)w1);
+    }
+}
+
+/* tile_512 over a packh_512 panel and pair-packed inputs: kc columns are (kc + 1) / 2 pairs (the
+ * pad of an odd width is zero in both). */
+AVX512BF16 static inline __attribute__((always_inline)) void tiled_512(
+    const int MR, int kc, const float *xp, const float *wp, const float *cin, float *cout,
+    float *Y, size_t ldy, int nr, const float *b, int accumulate, const char *pf, int npf) {
+    y_prefetch_512(MR, Y, ldy, nr, cout);
+    __m512 a0[MR_MAX], a1[MR_MAX];
+    acc_start_512(MR, cin, a0, a1);
+    const int np = (kc + 1) / 2;
+    /* the prefetches spread over the whole loop, one every ps pairs */
+    const int ps = npf > 0 && np > npf ? np / npf : 1;
+    for (int p = 0, cd = 1; p < np; p++, xp += MR, wp += NR512) {
+        if (npf > 0 && --cd == 0) _mm_prefetch(pf, _MM_HINT_T1), pf += 64, npf--, cd = ps;
+        dot_rows_512(MR, _mm512_load_si512(wp), _mm512_load_si512(wp + 16), xp, a0, a1);
+    }
+    acc_finish_512(MR, a0, a1, cout, Y, ldy, nr, b, accumulate);
+}
+
+#define TILE512_ATTR AVX512BF16
+TILES512(tiled512, tiled_512)
+#undef TILE512_ATTR
+#undef TILES512
+#undef TILE512_AT
+
+static const gemm_level level512d = {
+    NR512, 14, packh_512, xpackd_512,
+    {NULL, tiled512_1, tiled512_2, tiled512_3, tiled512_4, tiled512_5, tiled512_6, tiled512_7,
+     tiled512_8, tiled512_9, tiled512_10, tiled512_11, tiled512_12, tiled512_13, tiled512_14},
+    NULL, {NULL}, 0, PF_ALL, NULL, 1};
+
+/* F32 weights keep the level's packing (SHORT512 blocks for short prompts); BF16 ones pairs */
+AVX512BF16 static void gemm_xpack_avx512d(float *P, const float *X, size_t ldx, int nb, int in,
+                                          int i0, int i1, int bf16) {
+    if (bf16) xpack_blocks(xpackd_512, 14, 0, P, X, ldx, nb, in, i0, i1);
+    else xpack_blocks(xpack_512, 14, SHORT512, P, X, ldx, nb, in, i0, i1);
+}
+AVX512BF16 static void gemm_bf16_packed_avx512d(float *Y, size_t ldy, const float *P, int nb,
+                                                const uint16_t *W, const float *b, int in, int r0,
+                                                int r1, int accumulate) {
+    gemm_drive_packed(&level512d, Y, ldy, P, nb, W, 1, b, in, r0, r1, accumulate);
+}
+/* (where the buffers cannot be had, gemm_drive falls back to the widening chain: within the
+ * same bound) */
+AVX512BF16 static void gemm_bf16_avx512d(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
+                                         const uint16_t *W, const float *b, int in, int r0, int r1,
+                                         int accumulate) {
+    gemm_drive(&level512d, Y, ldy, X, ldx, nb, W, 1, b, in, r0, r1, accumulate);
+}
+
+static const wb_gemm_bf16_route route512 = {"avx512 widened 14x32 fma", 1, gemm_xpack_avx512,
+                                            gemm_bf16_avx512, gemm_bf16_packed_avx512};
+static const wb_gemm_bf16_route route512d = {"avx512-bf16 dpbf16 tile 14x32", 0,
+                                             gemm_xpack_avx512d, gemm_bf16_avx512d,
+                                             gemm_bf16_packed_avx512d};
 
 /* ------------------------------------------------------------------------------ AVX2 */
 
@@ -992,7 +1130,7 @@ TILE256(1) TILE256(2) TILE256(3) TILE256(4) TILE256(5) TILE256(6)
 static const gemm_level level256 = {
     NR256, MR256, pack_256, xpack_256,
     {NULL, tile256_1, tile256_2, tile256_3, tile256_4, tile256_5, tile256_6},
-    NULL, {NULL}, 0, 0, NULL};
+    NULL, {NULL}, 0, 0, NULL, 0};
 
 static void gemm_xpack_avx2(float *P, const float *X, size_t ldx, int nb, int in, int i0,
                             int i1, int bf16) {
@@ -1038,7 +1176,20 @@ AVX2 static void gemm_bf16_avx2(float *Y, size_t ldy, const float *X, size_t ldx
                                 int accumulate) {
     gemm_drive(&level256, Y, ldy, X, ldx, nb, W, 1, b, in, r0, r1, accumulate);
 }
+static const wb_gemm_bf16_route route256 = {"avx2 widened 6x16 fma", 1, gemm_xpack_avx2,
+                                            gemm_bf16_avx2, gemm_bf16_packed_avx2};
 #endif
+
+static const wb_gemm_bf16_route route_portable = {"portable fused chain", 1, gemm_xpack_portable,
+                                                  gemm_bf16_portable, gemm_bf16_packed_portable};
+
+/* The level's BF16 route as the table's gemm_bf16 / gemm_bf16_packed / gemm_xpack. */
+static void use_route(wb_kernel_table *t, const wb_gemm_bf16_route *r) {
+    t->gemm_bf16 = r->gemm;
+    t->gemm_bf16_packed = r->gemm_packed;
+    t->gemm_xpack = r->xpack;
+    t->name_gemm_bf16_prompt = r->name;
+}
 
 void wb_kernels_gemm_register(wb_kernel_table *t, wb_isa isa) {
     if (isa == WB_ISA_PORTABLE) {
@@ -1054,6 +1205,8 @@ void wb_kernels_gemm_register(wb_kernel_table *t, wb_isa isa) {
         t->gemm_f32_prepacked = NULL;
         t->gemm_f32_prepacked_packed = NULL;
         t->name_gemm = "portable fused chain";
+        t->bf16_route[0] = &route_portable, t->bf16_route[1] = NULL;
+        use_route(t, &route_portable);
     }
 #ifdef WB_X86
     if (isa == WB_ISA_AVX2) {
@@ -1069,6 +1222,8 @@ void wb_kernels_gemm_register(wb_kernel_table *t, wb_isa isa) {
         t->gemm_f32_prepacked = gemm_f32_prepacked_avx2;
         t->gemm_f32_prepacked_packed = gemm_f32_prepacked_packed_avx2;
         t->name_gemm = "avx2 packed 6x16 outer product";
+        t->bf16_route[0] = &route256, t->bf16_route[1] = NULL;
+        use_route(t, &route256);
     }
     if (isa == WB_ISA_AVX512) {
         t->gemm_f32 = gemm_f32_avx512;
@@ -1083,6 +1238,9 @@ void wb_kernels_gemm_register(wb_kernel_table *t, wb_isa isa) {
         t->gemm_f32_prepacked = gemm_f32_prepacked_avx512;
         t->gemm_f32_prepacked_packed = gemm_f32_prepacked_packed_avx512;
         t->name_gemm = "avx512 packed 14x32 outer product, up to 48 rows 8x48 broadcast";
+        t->bf16_route[0] = &route512;
+        t->bf16_route[1] = t->cpu->avx512bf16 ? &route512d : NULL;
+        use_route(t, t->cpu->bf16_dot && t->bf16_route[1] ? &route512d : &route512);
     }
 #endif
 }

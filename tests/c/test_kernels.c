@@ -188,12 +188,46 @@ static void bf16_batch_rows_equal_alone(void) {
     }
 }
 
+/* The vdpbf16ps route's Y (rows r0 .. rows - 1 of nb inputs, the rows before r0 untouched):
+ * (a) against a double-precision sum of bf16(x) * w (the route rounds the activations to BF16;
+ * the weights are BF16; the products are exact in FP32 and the sums FP32, so the dot-product
+ * tolerance holds as for any other order), and (b) against the widening route's (portable's)
+ * Y0: round to nearest even moves x by at most 2^-9 |x| (8 significant bits), so the two sums
+ * differ by at most 2^-9 sum |w x| plus each one's FP32 rounding (the tolerance); 2^-8 bounds
+ * the first with room, and a route computing anything else is far outside it. */
+static int dot_route_off(const float *Y, const float *Y0, const float *Yi, const float *Wf,
+                         const float *X, const float *bb, int acc, int in, int rows, int nb,
+                         int r0) {
+    int bad = 0;
+    for (int j = 0; j < nb; j++)
+        for (int r = 0; r < rows; r++) {
+            const size_t k = (size_t)j * rows + r;
+            if (r < r0) {
+                bad += Y[k] != Yi[k];
+                continue;
+            }
+            double s = (acc ? Yi[k] : 0.0) + (bb ? bb[r] : 0.0), mag = fabs(s), wx = 0.0;
+            for (int i = 0; i < in; i++) {
+                const double w = Wf[(size_t)r * in + i], x = X[(size_t)j * in + i];
+                const double t = w * from_bf16(to_bf16((float)x));
+                s += t, mag += fabs(t), wx += fabs(w * x);
+            }
+            bad += !close_enough(Y[k], (float)s, mag, in);
+            bad += !(fabs((double)Y[k] - Y0[k]) <= 0x1p-8 * wx + 2e-6 * sqrt((double)in) * mag + 1e-6);
+        }
+    return bad;
+}
+
 /* The prompt GEMM (kernels_gemm.c) over F32 and BF16 weights: every level gives the portable
  * chain's bits (each output is one fused multiply-add chain in column order on every level),
  * which is within the dot-product tolerance of a double-precision sum; a row's outputs do not
  * depend on how many rows share the call or where the row sits (edge tiles, K blocks); rows
  * outside [r0, r1) are untouched. Shapes of real models (Qwen2.5-0.5B's 896 / 4864 widths,
- * TinyLM's 128 / 512, a K-blocked 4864 x 60) and awkward ones, every nb from 1 to 50. */
+ * TinyLM's 128 / 512, a K-blocked 4864 x 60) and awkward ones, every nb from 1 to 50.
+ * BF16 runs each route of a level (kernels_gemm.c: widening + FMA everywhere, vdpbf16ps where
+ * the CPU has AVX512_BF16, whichever the CPU's choice put in gemm_bf16): the widening route to
+ * portable's bits, the vdpbf16ps one within dot_route_off's bounds, and each route's packed,
+ * split and single-row calls to its own unpacked call's bits. */
 static void gemm_case(int in, int rows, int nb, int r0, int bf16, int *bad_out) {
     const size_t nw = (size_t)in * rows, ny = (size_t)rows * nb;
     float *Wf = malloc(sizeof(float) * nw), *X = malloc(sizeof(float) * (size_t)in * nb);
@@ -215,7 +249,7 @@ static void gemm_case(int in, int rows, int nb, int r0, int bf16, int *bad_out) 
         wb_isa_limit(WB_ISA_PORTABLE);
         if (bf16) wb_kt()->gemm_bf16(Y0, rows, X, in, nb, Wh, bb, in, r0, rows, acc);
         else wb_kt()->gemm_f32(Y0, rows, X, in, nb, Wf, bb, in, r0, rows, acc);
-        int bad = 0, off = 0, moved = 0, alone = 0, packed = 0;
+        int bad = 0, off = 0, moved = 0, alone = 0, packed = 0, dot = 0;
         for (int j = 0; j < nb; j++) /* portable against a double-precision sum */
             for (int r = 0; r < rows; r++) {
                 const size_t k = (size_t)j * rows + r;
@@ -234,68 +268,89 @@ static void gemm_case(int in, int rows, int nb, int r0, int bf16, int *bad_out) 
             /* inputs packed once (in two pieces, as two threads share them out), then read by
              * the packed call: the unpacked call's bits */
             wb_isa_limit((wb_isa)lv);
-            const int nblk = (nb + wb_kt()->gemm_mr - 1) / wb_kt()->gemm_mr;
-            for (size_t i = 0; i < (size_t)in * nb; i++) P[i] = NAN;
-            wb_kt()->gemm_xpack(P, X, in, nb, in, nblk / 2, nblk + 3, bf16);
-            wb_kt()->gemm_xpack(P, X, in, nb, in, 0, nblk / 2, bf16);
-            memcpy(Y1, Yi, sizeof(float) * ny);
-            if (bf16) wb_kt()->gemm_bf16_packed(Y1, rows, P, nb, Wh, bb, in, r0, rows, acc);
-            else wb_kt()->gemm_f32_packed(Y1, rows, P, nb, Wf, bb, in, r0, rows, acc);
-            packed += memcmp(Y1, Y0, sizeof(float) * ny) != 0;
-            /* F32 weights packed once into panels (a small model's load): whole, and split at
-             * a panel edge or inside a panel (the part not starting a panel packs W itself) */
-            if (!bf16 && wb_kt()->gemm_f32_panels) {
-                const int NR = wb_kt()->gemm_nr;
-                float *Wp = aligned_alloc(64, ((wb_kt()->gemm_f32_panels_size(rows, in) * 4 + 63) & ~(size_t)63));
-                CHECK(Wp != NULL);
-                if (!Wp) continue;
-                wb_kt()->gemm_f32_panels(Wp, Wf, rows, in);
-                const int sp = r0 % NR == 0 ? r0 + (rows - r0) / 2
-                                            : ((r0 / NR + 1) * NR < rows ? (r0 / NR + 1) * NR : rows);
-                memcpy(Y1, Yi, sizeof(float) * ny);
-                wb_kt()->gemm_f32_prepacked(Y1, rows, X, in, nb, Wp, Wf, bb, in, r0, rows, acc);
-                memcpy(Y2, Yi, sizeof(float) * ny);
-                wb_kt()->gemm_f32_prepacked(Y2, rows, X, in, nb, Wp, Wf, bb, in, r0, sp, acc);
-                wb_kt()->gemm_f32_prepacked(Y2, rows, X, in, nb, Wp, Wf, bb, in, sp, rows, acc);
-                packed += (memcmp(Y1, Y0, sizeof(float) * ny) != 0) +
-                          (memcmp(Y2, Y0, sizeof(float) * ny) != 0);
-                /* the panels over the inputs packed above, split the same way */
-                CHECK(wb_kt()->gemm_f32_prepacked_packed != NULL);
-                if (wb_kt()->gemm_f32_prepacked_packed) {
-                    memcpy(Y2, Yi, sizeof(float) * ny);
-                    wb_kt()->gemm_f32_prepacked_packed(Y2, rows, P, nb, Wp, Wf, bb, in, r0, sp, acc);
-                    wb_kt()->gemm_f32_prepacked_packed(Y2, rows, P, nb, Wp, Wf, bb, in, sp, rows, acc);
-                    packed += memcmp(Y2, Y0, sizeof(float) * ny) != 0;
+            for (int v = 0; v < (bf16 ? 2 : 1); v++) {
+                const wb_gemm_bf16_route *rt = bf16 ? wb_kt()->bf16_route[v] : NULL;
+                if (bf16 && !rt) continue;
+                const int nblk = (nb + wb_kt()->gemm_mr - 1) / wb_kt()->gemm_mr;
+                for (size_t i = 0; i < (size_t)in * nb; i++) P[i] = NAN;
+                if (bf16) {
+                    rt->xpack(P, X, in, nb, in, nblk / 2, nblk + 3, 1);
+                    rt->xpack(P, X, in, nb, in, 0, nblk / 2, 1);
+                } else {
+                    wb_kt()->gemm_xpack(P, X, in, nb, in, nblk / 2, nblk + 3, 0);
+                    wb_kt()->gemm_xpack(P, X, in, nb, in, 0, nblk / 2, 0);
                 }
-                free(Wp);
+                memcpy(Y1, Yi, sizeof(float) * ny);
+                if (bf16) rt->gemm_packed(Y1, rows, P, nb, Wh, bb, in, r0, rows, acc);
+                else wb_kt()->gemm_f32_packed(Y1, rows, P, nb, Wf, bb, in, r0, rows, acc);
+                if (!bf16 || rt->exact) {
+                    packed += memcmp(Y1, Y0, sizeof(float) * ny) != 0;
+                } else {
+                    memcpy(Y2, Yi, sizeof(float) * ny);
+                    rt->gemm(Y2, rows, X, in, nb, Wh, bb, in, r0, rows, acc);
+                    packed += memcmp(Y1, Y2, sizeof(float) * ny) != 0;
+                }
+                /* F32 weights packed once into panels (a small model's load): whole, and split at
+                 * a panel edge or inside a panel (the part not starting a panel packs W itself) */
+                if (!bf16 && wb_kt()->gemm_f32_panels) {
+                    const int NR = wb_kt()->gemm_nr;
+                    float *Wp = aligned_alloc(64, ((wb_kt()->gemm_f32_panels_size(rows, in) * 4 + 63) & ~(size_t)63));
+                    CHECK(Wp != NULL);
+                    if (!Wp) continue;
+                    wb_kt()->gemm_f32_panels(Wp, Wf, rows, in);
+                    const int sp = r0 % NR == 0 ? r0 + (rows - r0) / 2
+                                                : ((r0 / NR + 1) * NR < rows ? (r0 / NR + 1) * NR : rows);
+                    memcpy(Y1, Yi, sizeof(float) * ny);
+                    wb_kt()->gemm_f32_prepacked(Y1, rows, X, in, nb, Wp, Wf, bb, in, r0, rows, acc);
+                    memcpy(Y2, Yi, sizeof(float) * ny);
+                    wb_kt()->gemm_f32_prepacked(Y2, rows, X, in, nb, Wp, Wf, bb, in, r0, sp, acc);
+                    wb_kt()->gemm_f32_prepacked(Y2, rows, X, in, nb, Wp, Wf, bb, in, sp, rows, acc);
+                    packed += (memcmp(Y1, Y0, sizeof(float) * ny) != 0) +
+                              (memcmp(Y2, Y0, sizeof(float) * ny) != 0);
+                    /* the panels over the inputs packed above, split the same way */
+                    CHECK(wb_kt()->gemm_f32_prepacked_packed != NULL);
+                    if (wb_kt()->gemm_f32_prepacked_packed) {
+                        memcpy(Y2, Yi, sizeof(float) * ny);
+                        wb_kt()->gemm_f32_prepacked_packed(Y2, rows, P, nb, Wp, Wf, bb, in, r0, sp, acc);
+                        wb_kt()->gemm_f32_prepacked_packed(Y2, rows, P, nb, Wp, Wf, bb, in, sp, rows, acc);
+                        packed += memcmp(Y2, Y0, sizeof(float) * ny) != 0;
+                    }
+                    free(Wp);
+                }
             }
         }
         for (int lv = WB_ISA_AVX2; lv <= (int)wb_isa_best(); lv++) {
             wb_isa_limit((wb_isa)lv);
-            memcpy(Y1, Yi, sizeof(float) * ny);
-            if (bf16) wb_kt()->gemm_bf16(Y1, rows, X, in, nb, Wh, bb, in, r0, rows, acc);
-            else wb_kt()->gemm_f32(Y1, rows, X, in, nb, Wf, bb, in, r0, rows, acc);
-            moved += memcmp(Y1, Y0, sizeof(float) * ny) != 0;
-            /* the rows from 1 on as a call of their own, and row nb - 1 alone */
-            if (nb > 1) {
-                memcpy(Y2, Yi, sizeof(float) * ny);
-                if (bf16) {
-                    wb_kt()->gemm_bf16(Y2 + rows, rows, X + in, in, nb - 1, Wh, bb, in, r0, rows, acc);
-                    wb_kt()->gemm_bf16(Y2, rows, X, in, 1, Wh, bb, in, r0, rows, acc);
-                } else {
-                    wb_kt()->gemm_f32(Y2 + rows, rows, X + in, in, nb - 1, Wf, bb, in, r0, rows, acc);
-                    wb_kt()->gemm_f32(Y2, rows, X, in, 1, Wf, bb, in, r0, rows, acc);
+            for (int v = 0; v < (bf16 ? 2 : 1); v++) {
+                const wb_gemm_bf16_route *rt = bf16 ? wb_kt()->bf16_route[v] : NULL;
+                if (bf16 && !rt) continue;
+                memcpy(Y1, Yi, sizeof(float) * ny);
+                if (bf16) rt->gemm(Y1, rows, X, in, nb, Wh, bb, in, r0, rows, acc);
+                else wb_kt()->gemm_f32(Y1, rows, X, in, nb, Wf, bb, in, r0, rows, acc);
+                if (!bf16 || rt->exact) moved += memcmp(Y1, Y0, sizeof(float) * ny) != 0;
+                else dot += dot_route_off(Y1, Y0, Yi, Wf, X, bb, acc, in, rows, nb, r0);
+                /* the rows from 1 on as a call of their own, and row nb - 1 alone */
+                if (nb > 1) {
+                    memcpy(Y2, Yi, sizeof(float) * ny);
+                    if (bf16) {
+                        rt->gemm(Y2 + rows, rows, X + in, in, nb - 1, Wh, bb, in, r0, rows, acc);
+                        rt->gemm(Y2, rows, X, in, 1, Wh, bb, in, r0, rows, acc);
+                    } else {
+                        wb_kt()->gemm_f32(Y2 + rows, rows, X + in, in, nb - 1, Wf, bb, in, r0, rows, acc);
+                        wb_kt()->gemm_f32(Y2, rows, X, in, 1, Wf, bb, in, r0, rows, acc);
+                    }
+                    alone += memcmp(Y2, Y1, sizeof(float) * ny) != 0;
                 }
-                alone += memcmp(Y2, Y1, sizeof(float) * ny) != 0;
             }
         }
         wb_isa_limit(old);
-        CHECK_MSG(!bad && !off && !moved && !alone && !packed,
+        CHECK_MSG(!bad && !off && !moved && !alone && !packed && !dot,
                   "%s in=%d rows=%d nb=%d r0=%d acc=%d: %d off the double sum, %d outside the "
                   "range touched, %d levels not bit-equal to portable, %d split calls differ, %d "
-                  "packed-input or prepacked-weight calls differ",
-                  bf16 ? "BF16" : "F32", in, rows, nb, r0, acc, bad, off, moved, alone, packed);
-        *bad_out += bad + off + moved + alone + packed;
+                  "packed-input or prepacked-weight calls differ, %d vdpbf16ps outputs outside "
+                  "their bounds",
+                  bf16 ? "BF16" : "F32", in, rows, nb, r0, acc, bad, off, moved, alone, packed, dot);
+        *bad_out += bad + off + moved + alone + packed + dot;
     }
     free(Wf), free(X), free(Wh), free(b), free(Yi), free(Y0), free(Y1), free(Y2);
     free(P);
@@ -413,6 +468,54 @@ static void norms_softmax_gelu_swiglu_attention_match_portable(void) {
     free(k), free(v), free(scr);
 }
 
+/* The BF16 prompt routes: the AVX-512 level has the vdpbf16ps one exactly when the CPU has
+ * AVX512_BF16, gemm_bf16 is the route cpu.c chose (bf16_dot), and the vdpbf16ps route writes
+ * only its rows and columns of a Y whose rows are longer than the matrix (ldy > rows: q/k/v
+ * column ranges), with the bits it gives at ldy = rows. gemm_case runs the route on every other
+ * shape whatever the choice. */
+static void bf16_prompt_routes_follow_the_cpu(void) {
+    const wb_cpu_features *f = wb_cpu();
+    const wb_isa old = wb_isa_limit(WB_ISA_COUNT - 1);
+    const wb_kernel_table *t = wb_kt();
+    const wb_gemm_bf16_route *d = t->bf16_route[1];
+    CHECK(t->bf16_route[0] != NULL && t->bf16_route[0]->exact);
+    CHECK((d != NULL) == (t->isa == WB_ISA_AVX512 && f->avx512bf16));
+    CHECK(!f->bf16_dot || f->avx512bf16);
+    CHECK(!f->bf16_dot_faster || f->avx512bf16);
+    const wb_gemm_bf16_route *chosen = f->bf16_dot && d ? d : t->bf16_route[0];
+    CHECK(t->gemm_bf16 == chosen->gemm && t->gemm_bf16_packed == chosen->gemm_packed &&
+          t->gemm_xpack == chosen->xpack);
+    CHECK(strstr(wb_kernels_describe(), chosen->name) != NULL);
+    if (!d) {
+        printf("     skip: vdpbf16ps route (the CPU has no AVX512_BF16 at the AVX-512 level)\n");
+        wb_isa_limit(old);
+        return;
+    }
+    CHECK(!d->exact);
+    enum { IN = 131, ROWS = 70, NB = 45, LDY = 83, R0 = 5 };
+    uint16_t *W = malloc(2 * (size_t)IN * ROWS);
+    float *X = malloc(sizeof(float) * IN * NB), *b = malloc(sizeof(float) * ROWS);
+    float *Ya = malloc(sizeof(float) * ROWS * NB), *Yb = malloc(sizeof(float) * LDY * NB);
+    for (size_t i = 0; i < (size_t)IN * ROWS; i++) W[i] = to_bf16(frand());
+    fill(X, (size_t)IN * NB, 2.0f);
+    fill(b, ROWS, 1.0f);
+    for (int acc = 0; acc < 2; acc++) {
+        fill(Ya, (size_t)ROWS * NB, 1.0f);
+        for (int j = 0; j < NB; j++)
+            for (int c = 0; c < LDY; c++) Yb[(size_t)j * LDY + c] = c < ROWS ? Ya[(size_t)j * ROWS + c] : -7.0f;
+        d->gemm(Ya, ROWS, X, IN, NB, W, b, IN, R0, ROWS, acc);
+        d->gemm(Yb, LDY, X, IN, NB, W, b, IN, R0, ROWS, acc);
+        int bad = 0;
+        for (int j = 0; j < NB; j++)
+            for (int c = 0; c < LDY; c++)
+                bad += c < ROWS ? memcmp(&Yb[(size_t)j * LDY + c], &Ya[(size_t)j * ROWS + c], 4) != 0
+                                : Yb[(size_t)j * LDY + c] != -7.0f;
+        CHECK_MSG(!bad, "acc=%d: %d outputs differ at ldy %d", acc, bad, (int)LDY);
+    }
+    free(W), free(X), free(b), free(Ya), free(Yb);
+    wb_isa_limit(old);
+}
+
 int main(void) {
     RUN(the_probe_reports_a_consistent_level);
     RUN(f32_gemv_and_batch_match_portable);
@@ -420,6 +523,7 @@ int main(void) {
     RUN(bf16_batch_rows_equal_alone);
     RUN(prompt_gemm_matches_portable_bit_for_bit);
     RUN(short_prompt_gemm_matches_portable_at_every_row_count);
+    RUN(bf16_prompt_routes_follow_the_cpu);
     RUN(bf16_widening_is_exact_on_every_level);
     RUN(norms_softmax_gelu_swiglu_attention_match_portable);
     return check_summary();
