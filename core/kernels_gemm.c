@@ -729,9 +729,10 @@ AVX512 static inline __attribute__((always_inline)) void tileh_512(
 /* tile512_1 .. tile512_14 and tileh512_1 .. tileh512_14: each tile body at every row count, so
  * the row loops unroll into registers */
 #define TILE512_AT(name, body, M_)                                                               \
-    TILE512_ATTR static void name##_##M_(int kc, const float *xp, const float *wp, const float *cin,   \
-                                   float *cout, float *Y, size_t ldy, int nr, const float *b,    \
-                                   int accumulate, const char *pf, int npf) {                      \
+    TILE512_ATTR static void name##_##M_(int kc, const float *xp, const float *wp,              \
+                                         const float *cin, float *cout, float *Y, size_t ldy,    \
+                                         int nr, const float *b, int accumulate, const char *pf, \
+                                         int npf) {                                              \
         body(M_, kc, xp, wp, cin, cout, Y, ldy, nr, b, accumulate, pf, npf);                     \
     }
 #define TILES512(name, body)                                                                     \
@@ -919,7 +920,7 @@ AVX512 static void gemm_bf16_avx512(float *Y, size_t ldy, const float *X, size_t
 /* ---------------------------------------------------------- AVX-512 BF16: the vdpbf16ps route */
 
 /* The BF16 prompt GEMM with vdpbf16ps, for CPUs where it issues at the FMA's rate (Zen 5: 2 per
- * cycle each, and one vdpbf16ps is 32 multiply-adds against the FMA's 16; cpu.c chooses). The
+ * cycle each, and one vdpbf16ps is 32 multiply-adds against the FMA's 16; WB_BF16_DOT=1, cpu.c). The
  * same driver, panels and thread split as the widening route: the panels are packh_512's BF16
  * pairs (half the bytes of widened ones, no widening), the inputs are rounded to BF16 (round to
  * nearest even) and packed once per call as pairs, and the tile is MR inputs x 32 weight rows,
@@ -951,7 +952,7 @@ AVX512BF16 static void xpackd_512(float *d, const float *s, size_t ldx, int mr, 
 }
 
 /* One step of a pair of columns: the tile's two pair vectors times each of its MR inputs' pair
- * (one dword broadcast, folded into the instruction's memory operand). */
+ * (one dword broadcast each). */
 AVX512BF16 static inline __attribute__((always_inline)) void dot_rows_512(const int MR, __m512i w0,
                                                                           __m512i w1, const float *xp,
                                                                           __m512 *a0, __m512 *a1) {
