@@ -3,8 +3,8 @@
  * per layer q 896x896, k and v 128x896, o 896x896, gate and up 4864x896, down 896x4864, 24 layers,
  * then the 151936x896 head (Q8_0 525 MB, Q5_0 340 MB, Q4_0 295 MB: past the last-level cache, so
  * every sweep streams its weights from memory, as a model's decode step does). Q5_0 (the type a
- * Q4_K_M file of this model mostly holds) has no tile layout; the Q8_0 rows are what it cost when
- * it was requantized to Q8_0 at load.
+ * Q4_K_M file of this model mostly holds): the Q8_0 tile-layout rows are what it cost when it was
+ * requantized to Q8_0 at load.
  *
  * Threads split each matrix by rows as the model does (wb_split_rows) and meet at a spinning
  * barrier after each layer and after the head. Every input is quantized inside each product, as

@@ -87,7 +87,7 @@ typedef struct wb_mat {
     const void *w;
     wb_mat_dtype dtype;
     int rows, cols;
-    /* Q8_0 / Q4_0 only: 1 when w is in the 16-row tile layout of quant.h (chosen at load when
+    /* Q8_0 / Q4_0 / Q5_0 only: 1 when w is in the 16-row tile layout of quant.h (chosen at load when
      * the load-time kernels read it: wb_quant_tiles_native), w then pointing at the first
      * group of 16 rows and row 0 being row tile_off (< 16) of that group (a row view) */
     int tiles, tile_off;

@@ -1537,12 +1537,26 @@ VNNI512 static void gemm_q_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *
  * scales. The prefill tile reads them with plain loads (no transpose), and decode gets the 16
  * rows' sums in the lanes of one register (no folds, no scale gather). The integer sums and the
  * float chain are the file layout's, so the same bits. */
-#define TQ(q8) ((q8) ? 512 : 256) /* bytes of a tile block's values */
-#define TB(q8) ((q8) ? 544 : 288) /* bytes of a tile block: 16 rows' blocks */
+/* kind (the q8 argument below): 1 Q8_0, 0 Q4_0, 2 Q5_0 */
+#define TQ(q8) ((q8) == 1 ? 512 : (q8) == 2 ? 320 : 256) /* bytes of a tile block's values */
+#define TB(q8) ((q8) == 1 ? 544 : (q8) == 2 ? 352 : 288) /* bytes of a tile block: 16 rows' blocks */
 
+/* Q5_0's register k: Q4_0's nibbles from the qs groups (after the qh group), and the fifth bits
+ * as pack_chunk makes them (byte k / 2 of each row's qh to its 4 bytes, bits 4 (k % 2) + m) */
 INLINE_VNNI512 __m512i tile_reg(const int q8, const uint8_t *p, int k) {
-    if (q8) return _mm512_loadu_si512(p + 64 * k); /* stored as q xor 0x80 */
-    const __m512i g = _mm512_loadu_si512(p + 64 * (k & 3)), m4 = _mm512_set1_epi8(15);
+    if (q8 == 1) return _mm512_loadu_si512(p + 64 * k); /* stored as q xor 0x80 */
+    const __m512i m4 = _mm512_set1_epi8(15);
+    if (q8 == 2) {
+        const __m512i g = _mm512_loadu_si512(p + 64 * (1 + (k & 3)));
+        const __m512i v = _mm512_and_si512(k < 4 ? g : _mm512_srli_epi32(g, 4), m4);
+        const int q = k / 2;
+        const __m512i hb = _mm512_shuffle_epi8(_mm512_loadu_si512(p),
+                                               _mm512_set4_epi32(0x01010101 * (12 + q), 0x01010101 * (8 + q),
+                                                                 0x01010101 * (4 + q), 0x01010101 * q));
+        const __mmask64 h = _mm512_test_epi8_mask(hb, _mm512_set1_epi32(k & 1 ? (int)0x80402010 : 0x08040201));
+        return _mm512_mask_add_epi8(v, h, v, _mm512_set1_epi8(16));
+    }
+    const __m512i g = _mm512_loadu_si512(p + 64 * (k & 3));
     return _mm512_and_si512(k < 4 ? g : _mm512_srli_epi32(g, 4), m4);
 }
 
@@ -1590,6 +1604,7 @@ INLINE_VNNI512 void tile_run_t(const int q8, const int N, const uint8_t *T, int 
     }
 TILE_RUN_T_N(0)
 TILE_RUN_T_N(1)
+TILE_RUN_T_N(2)
 
 /* Prefill / batches from the tile layout: gemm_tiles without the packing. A group's blocks
  * are one linear stream; the next chunk is prefetched in shares, one per input group, and each
@@ -1621,7 +1636,8 @@ INLINE_VNNI512 void gemm_tiles_t(const int q8, float *Y, size_t ldy, const uint8
                 const char *pf = (const char *)W + (pfl ? aa : 0);
                 const uint8_t *tb = T + (size_t)b0 * TB(q8), *rec = gp + grp_rec(n) * (size_t)b0;
                 float *ac = acc + 16 * (size_t)j0;
-                if (q8) tile_run_t_n1(n, tb, nbk, rec, ac, b0 == 0, dst, j0, pf, lpb, pfl);
+                if (q8 == 1) tile_run_t_n1(n, tb, nbk, rec, ac, b0 == 0, dst, j0, pf, lpb, pfl);
+                else if (q8 == 2) tile_run_t_n2(n, tb, nbk, rec, ac, b0 == 0, dst, j0, pf, lpb, pfl);
                 else tile_run_t_n0(n, tb, nbk, rec, ac, b0 == 0, dst, j0, pf, lpb, pfl);
                 gp += grp_rec(n) * (size_t)nblk;
             }
@@ -1635,7 +1651,7 @@ INLINE_VNNI512 void gemm_tiles_t(const int q8, float *Y, size_t ldy, const uint8
 INLINE_VNNI512 void gemv_t_body(const int q8, float *Y, const uint8_t *act, const uint8_t *W,
                                 size_t rb, const float *bias, int in, int r0, int r1, int accumulate) {
     const qact a = act_view(act, in);
-    const int nblk = in / 32, corr = q8 ? -128 : -8;
+    const int nblk = in / 32, corr = q8 == 1 ? -128 : q8 == 2 ? -16 : -8;
     const size_t gbytes = 16 * rb, end = (size_t)((r1 + 15) & ~15) * rb;
     for (int g = r0 & ~15; g < r1; g += 16) {
         const uint8_t *T = W + (size_t)(g / 16) * gbytes;
@@ -1646,8 +1662,7 @@ INLINE_VNNI512 void gemv_t_body(const int q8, float *Y, const uint8_t *act, cons
             if (pb < end) {
                 const char *pp = (const char *)W + pb;
                 for (int l = 0; l < 5; l++) _mm_prefetch(pp + 64 * l, _MM_HINT_T0);
-                if (q8)
-                    for (int l = 5; l < 9; l++) _mm_prefetch(pp + 64 * l, _MM_HINT_T0);
+                for (int l = 5; l < (TB(q8) + 63) / 64; l++) _mm_prefetch(pp + 64 * l, _MM_HINT_T0);
             }
             const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(T + TQ(q8))));
             const int8_t *x = a.q + 32 * b;
@@ -1666,6 +1681,7 @@ INLINE_VNNI512 void gemv_t_body(const int q8, float *Y, const uint8_t *act, cons
 VNNI512 static void gemv_t_512(wb_qtype t, float *Y, const uint8_t *act, const uint8_t *W, size_t rb,
                                const float *bias, int in, int r0, int r1, int accumulate) {
     if (t == WB_QT_Q8_0) gemv_t_body(1, Y, act, W, rb, bias, in, r0, r1, accumulate);
+    else if (t == WB_QT_Q5_0) gemv_t_body(2, Y, act, W, rb, bias, in, r0, r1, accumulate);
     else gemv_t_body(0, Y, act, W, rb, bias, in, r0, r1, accumulate);
 }
 
@@ -1679,9 +1695,10 @@ VNNI512 static int gemm_t_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *a
     const int q8 = t == WB_QT_Q8_0, ng = (nb + NR - 1) / NR, gs = (nb + ng - 1) / ng;
     /* as few groups as of NR, evened out (44 inputs: 9, 9, 9, 9, 8, not 10, 10, 10, 10, 4, whose
      * last paid a block's weight loads, scales and loop for 4 inputs) */
-    group_inputs(grp, act, astride, nb, in, q8 ? -128 : -8, gs, TMAGIC);
+    group_inputs(grp, act, astride, nb, in, q8 ? -128 : t == WB_QT_Q5_0 ? -16 : -8, gs, TMAGIC);
     float *acc = (float *)(grp + gb);
     if (q8) gemm_tiles_t(1, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc, gs);
+    else if (t == WB_QT_Q5_0) gemm_tiles_t(2, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc, gs);
     else gemm_tiles_t(0, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc, gs);
     return 1;
 }
@@ -1698,7 +1715,7 @@ static int group_size(int nb) {
 
 VNNI512 static void group_act_512(wb_qtype t, uint8_t *grp, const float *X, size_t ldx, int nb, int in,
                                   int j0, int j1) {
-    const int nblk = in / 32, gs = group_size(nb), c = t == WB_QT_Q8_0 ? -128 : -8;
+    const int nblk = in / 32, gs = group_size(nb), c = t == WB_QT_Q8_0 ? -128 : t == WB_QT_Q5_0 ? -16 : -8;
     _Alignas(64) uint8_t tmp[512 + 16 * 12 + 64];
     for (int j = j0; j < j1; j++) {
         const int gi = j / gs, jj = j % gs, n = nb - gi * gs < gs ? nb - gi * gs : gs;
@@ -1731,6 +1748,7 @@ VNNI512 static void gemm_tg_512(wb_qtype t, float *Y, size_t ldy, const uint8_t 
         const int m = nb - j < per ? nb - j : per;
         const uint8_t *g = grp + grp_rec(gs) * (size_t)nblk * (size_t)(j / gs);
         if (q8) gemm_tiles_t(1, Y + (size_t)j * ldy, ldy, g, m, W, rb, bias, in, r0, r1, accumulate, acc, gs);
+        else if (t == WB_QT_Q5_0) gemm_tiles_t(2, Y + (size_t)j * ldy, ldy, g, m, W, rb, bias, in, r0, r1, accumulate, acc, gs);
         else gemm_tiles_t(0, Y + (size_t)j * ldy, ldy, g, m, W, rb, bias, in, r0, r1, accumulate, acc, gs);
     }
 }
@@ -2532,8 +2550,10 @@ void wb_kernels_quant_register(wb_kernel_table *t, wb_isa isa) {
 
 /* ------------------------------------------------------------------ the 16-row tile layout */
 
+static int tile_type(wb_qtype t) { return t == WB_QT_Q8_0 || t == WB_QT_Q4_0 || t == WB_QT_Q5_0; }
+
 int wb_quant_tiles_ok(wb_qtype t, int rows, int in) {
-    return (t == WB_QT_Q8_0 || t == WB_QT_Q4_0) && rows > 0 && rows % 16 == 0 && in > 0 &&
+    return tile_type(t) && rows > 0 && rows % 16 == 0 && in > 0 &&
            in % 32 == 0;
 }
 
@@ -2580,7 +2600,7 @@ void wb_quant_to_tiles(wb_qtype t, void *dst, const void *src, int rows, int in)
 
 void wb_quant_tile_dequant_row(wb_qtype t, float *dst, const void *W, int r, int in) {
     const size_t rb = wb_quant_row_bytes(t, in);
-    if ((t != WB_QT_Q8_0 && t != WB_QT_Q4_0) || !rb || r < 0) return;
+    if (!tile_type(t) || !rb || r < 0) return;
     uint8_t blk[34];
     for (int b = 0; b < in / 32; b++) {
         tile_block(t, blk, W, rb, r, b);
@@ -2590,7 +2610,7 @@ void wb_quant_tile_dequant_row(wb_qtype t, float *dst, const void *W, int r, int
 
 void wb_quant_tile_row(wb_qtype t, void *dst, const void *W, int r, int in) {
     const size_t bs = wb_qtype_block_bytes(t), rb = wb_quant_row_bytes(t, in);
-    if ((t != WB_QT_Q8_0 && t != WB_QT_Q4_0) || !rb || r < 0) return;
+    if (!tile_type(t) || !rb || r < 0) return;
     for (int b = 0; b < in / 32; b++) tile_block(t, (uint8_t *)dst + (size_t)b * bs, W, rb, r, b);
 }
 
@@ -2738,7 +2758,7 @@ static void gemm_q_impl(const wb_quant_kernels *k, wb_qtype t, int tiles, int of
                         int r0, int r1, int accumulate, void *xq) {
     const size_t rb = wb_quant_row_bytes(t, in);
     if (!rb || in % 32 || r0 >= r1 || nb <= 0) return;
-    if (tiles && ((t != WB_QT_Q8_0 && t != WB_QT_Q4_0) || off < 0 || off > 15)) return;
+    if (tiles && (!tile_type(t) || off < 0 || off > 15)) return;
     const size_t one = act_bytes(in);
     _Alignas(64) unsigned char local[16384];
     int cap = nb; /* inputs quantized per pass: all of them, unless memory is short */
@@ -2770,7 +2790,7 @@ static void gemm_q_act_impl(const wb_quant_kernels *k, wb_qtype t, int tiles, in
                             int r1, int accumulate) {
     const size_t rb = wb_quant_row_bytes(t, in);
     if (!rb || in % 32 || r0 >= r1 || nb <= 0) return;
-    if (tiles && ((t != WB_QT_Q8_0 && t != WB_QT_Q4_0) || off < 0 || off > 15)) return;
+    if (tiles && (!tile_type(t) || off < 0 || off > 15)) return;
     if (!gemm_act(k, t, tiles, off, Y, ldy, xq, nb, W, rb, b, in, r0, r1, accumulate)) {
         /* no memory for a row: dequantize the inputs' int8 values and sum in float */
         const size_t one = act_bytes(in);
@@ -2840,7 +2860,7 @@ void wb_gemm_qt_act(wb_qtype t, int off, float *Y, size_t ldy, const void *xq, i
 /* ---------------------------------------------- a prompt phase's inputs grouped once */
 
 size_t wb_quant_group_bytes_with(const wb_quant_kernels *k, wb_qtype t, int nb, int in) {
-    if (!k->group || (t != WB_QT_Q8_0 && t != WB_QT_Q4_0) || nb < 2 || in <= 0 || in % 32) return 0;
+    if (!k->group || !tile_type(t) || nb < 2 || in <= 0 || in % 32) return 0;
     return ((size_t)nb * ((size_t)in + (size_t)(in / 32) * 8) + 63) & ~(size_t)63; /* grouped_bytes */
 }
 

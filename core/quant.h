@@ -21,8 +21,8 @@
  *   Q5_0  32 values, 22 bytes: f16 d, uint8 qh[4], uint8 qs[16]   x = d * (q - 16); q's low 4
  *         bits are nibble j as in Q4_0, its fifth bit is bit j of qh read as a little-endian
  *         u32. Values d * [-16, 15]: exactly a Q8_0 block with the same d, and its products
- *         are Q8_0's integer sums: decode reads the 22 bytes; prompts run the AVX-512 tile
- *         kernel on Q5_0's own register packing, or (AVX2) Q8_0's on rows widened per call.
+ *         are Q8_0's integer sums; AVX2 prompts run Q8_0's tile kernel on rows widened per
+ *         call, AVX-512 ones the Q8_0 / Q4_0 tile kernel on Q5_0's own registers.
  *
  * Q8_0 and Q4_0 can be written (wb_quantize_row, byte for byte what GGUF's reference quantizers
  * write); all five are read and multiplied. The F32 input row is quantized once per product to
@@ -90,14 +90,14 @@ void wb_gemm_q(wb_qtype t, float *Y, size_t ldy, const float *X, size_t ldx, int
 void wb_gemm_q_act(wb_qtype t, float *Y, size_t ldy, const void *xq, int nb, const void *W,
                    const float *b, int in, int r0, int r1, int accumulate);
 
-/* The 16-row tile layout of Q8_0 and Q4_0 matrices (rows a multiple of 16): the file's bytes
+/* The 16-row tile layout of Q8_0, Q4_0 and Q5_0 matrices (rows a multiple of 16): the file's bytes
  * rearranged so that the AVX-512 kernels read them with plain loads (weights.c chooses it at
  * load when the load-time level has tile kernels: wb_quant_tiles_native). Rows 16g..16g+15 take
  * the same bytes as in the file, 16 x the row bytes from byte 16g x row bytes on, block after
- * block; each block of 16 rows (Q8_0 544 bytes, Q4_0 288) is
- *   values: 8 (Q8_0) or 4 (Q4_0) groups of 64 bytes, group k holding bytes 4k..4k+3 of each of
- *           the 16 rows' blocks (the bytes after the scale: Q8_0's q xor 0x80, the unsigned
- *           side of vpdpbusd, Q4_0's qs), row i at 4i;
+ * block; each block of 16 rows (Q8_0 544 bytes, Q4_0 288, Q5_0 352) is
+ *   values: 8 (Q8_0), 4 (Q4_0) or 5 (Q5_0) groups of 64 bytes, group k holding bytes 4k..4k+3 of
+ *           each of the 16 rows' blocks (the bytes after the scale: Q8_0's q xor 0x80, the
+ *           unsigned side of vpdpbusd, Q4_0's qs, Q5_0's qh then qs), row i at 4i;
  *   scales: the 16 rows' f16 d, row i at 2i.
  * Every product gives the bits the file layout gives (the same integer sums and chain). */
 int wb_quant_tiles_ok(wb_qtype t, int rows, int in);
@@ -111,7 +111,7 @@ void wb_quant_to_tiles(wb_qtype t, void *dst, const void *src, int rows, int in)
 void wb_quant_tile_row(wb_qtype t, void *dst, const void *W, int r, int in);
 /* dst[in] = the values of that row */
 void wb_quant_tile_dequant_row(wb_qtype t, float *dst, const void *W, int r, int in);
-/* wb_gemm_q / wb_gemm_q_act (and _with) for W in the tile layout (Q8_0, Q4_0); r0, r1 any rows
+/* wb_gemm_q / wb_gemm_q_act (and _with) for W in the tile layout (Q8_0, Q4_0, Q5_0); r0, r1 any rows
  * of it; rows r of the product are rows r + off of W (off < 16, a row view not starting at a
  * group: read row by row); the same bits as the file layout's call */
 void wb_gemm_qt(wb_qtype t, int off, float *Y, size_t ldy, const float *X, size_t ldx, int nb, const void *W,
@@ -143,7 +143,7 @@ void wb_gemm_qt_act_with(const wb_quant_kernels *k, wb_qtype t, int off, float *
 /* A prompt phase's inputs quantized and grouped once for every tile-layout matrix of type t it
  * multiplies (q/k/v, gate/up) and every thread, where the level in use has such a kernel
  * (AVX-512 VNNI): wb_quant_group_bytes is the buffer for nb inputs of in values (64-byte
- * aligned), 0 where the level has none (or t is not Q8_0 / Q4_0, or nb < 2): then use
+ * aligned), 0 where the level has none (or t has no tile layout, or nb < 2): then use
  * wb_gemm_qt_act. wb_quant_group_act quantizes rows j0..j1 of X[nb, ldx] into it (threads may
  * fill disjoint ranges at once), wb_gemm_qt_group multiplies W (tile layout, a whole group at row
  * 0: off 0) by them: the same bits as wb_gemm_qt on X. The bytes depend on t and the level. */

@@ -29,7 +29,6 @@ static void block_sizes_follow_the_gguf_layouts(void) {
     CHECK(wb_qtype_block_bytes(WB_QT_Q5_0) == 22 && wb_qtype_block_values(WB_QT_Q5_0) == 32);
     CHECK(wb_quant_row_bytes(WB_QT_Q5_0, 896) == 28 * 22 && wb_quant_row_bytes(WB_QT_Q5_0, 48) == 0);
     CHECK(strcmp(wb_qtype_name(WB_QT_Q5_0), "q5_0") == 0);
-    CHECK(!wb_quant_tiles_ok(WB_QT_Q5_0, 64, 896)); /* no tile layout: decode reads the file's */
     CHECK(wb_quant_row_bytes(WB_QT_Q8_0, 896) == 28 * 34);
     CHECK(wb_quant_row_bytes(WB_QT_Q4_K, 896) == 0); /* not a multiple of 256 */
     CHECK(wb_quant_row_bytes(WB_QT_Q4_0, 0) == 0 && wb_quant_row_bytes(WB_QT_Q4_0, -32) == 0);
@@ -181,9 +180,10 @@ static void quantize_row_matches_its_libm_specification(void) {
 
 /* ------------------------------------------------------------------ the kernels */
 
-/* Q8_0 and Q4_0 first: the tile tests take those two */
 enum { N_TYPES = 5 };
 static const wb_qtype all_types[N_TYPES] = {WB_QT_Q8_0, WB_QT_Q4_0, WB_QT_Q4_K, WB_QT_Q6_K, WB_QT_Q5_0};
+/* the types with the 16-row tile layout */
+static const wb_qtype tile_types[3] = {WB_QT_Q8_0, WB_QT_Q4_0, WB_QT_Q5_0};
 
 /* Rows of random blocks of type t with sane scales (finite, modest F16 values): Q8_0 / Q4_0
  * through the quantizer, the K types and Q5_0 as random bytes with their F16 fields set (every
@@ -463,13 +463,14 @@ static void tile_layout_gives_the_file_layout_bits(void) {
     CHECK(ab * NB <= sizeof xq);
     CHECK(!wb_quant_tiles_ok(WB_QT_Q4_K, 16, 256) && !wb_quant_tiles_ok(WB_QT_Q8_0, 24, 32));
     CHECK(wb_quant_tiles_ok(WB_QT_Q8_0, 32, 64) && wb_quant_tiles_ok(WB_QT_Q4_0, 16, 32));
+    CHECK(wb_quant_tiles_ok(WB_QT_Q5_0, 16, 896) && !wb_quant_tiles_ok(WB_QT_Q5_0, 8, 896));
     for (int i = 0; i < NB * IN; i++) X[i] = frand();
     for (int i = 0; i < ROWS; i++) bias[i] = frand();
     for (int j = 0; j < NB; j++) wb_quantize_act(xq + ab * (size_t)j, X + (size_t)j * IN, IN);
     const wb_quant_kernels *v[8];
     const int nv = wb_quant_kernel_variants(v, 8);
-    for (int t = 0; t < 2; t++) {
-        const wb_qtype qt = all_types[t];
+    for (int t = 0; t < 3; t++) {
+        const wb_qtype qt = tile_types[t];
         const size_t rb = wb_quant_row_bytes(qt, IN), bs = wb_qtype_block_bytes(qt);
         random_rows(qt, Wq, Wd, ROWS, IN);
         memset(Wt, 0xa5, sizeof Wt);
@@ -538,9 +539,9 @@ static void grouped_inputs_give_the_tile_bits(void) {
     }
     const int ins[2] = {96, MAXIN}, nbs[5] = {2, 3, 11, 21, NB};
     const int ranges[4][2] = {{0, ROWS}, {8, 40}, {3, 45}, {17, 30}};
-    for (int t = 0; t < 2; t++)
+    for (int t = 0; t < 3; t++)
         for (int s = 0; s < 2; s++) {
-            const wb_qtype qt = all_types[t];
+            const wb_qtype qt = tile_types[t];
             const int in = ins[s];
             random_rows(qt, Wq, Wd, ROWS, in);
             wb_quant_to_tiles(qt, Wt, Wq, ROWS, in);
