@@ -1,6 +1,6 @@
 /* bench_floors.h - the machine floors benchmarks print beside their figures, measured in the
- * same run: the FMA peak of one thread (512- and 256-bit), its int8 `vpdpbusd` peak, and the
- * streaming read rate in the pattern the GEMV kernels read weights with. Header-only (static
+ * same run: the FMA peak of one thread (512- and 256-bit), its int8 `vpdpbusd` and BF16
+ * `vdpbf16ps` peaks, and the streaming read rate in the pattern the GEMV kernels read weights with. Header-only (static
  * functions), like bench_args.h; include after <immintrin.h> and <pthread.h>. */
 #ifndef WB_BENCH_FLOORS_H
 #define WB_BENCH_FLOORS_H
@@ -71,6 +71,42 @@ __attribute__((target("avx512f,avx512vnni"), unused)) static double bench_int8_p
     s = _mm512_add_epi32(s, _mm512_add_epi32(_mm512_add_epi32(a8, a9), _mm512_add_epi32(a10, a11)));
     if (_mm512_reduce_add_epi32(s) == 12345) puts(""); /* keeps the chains live */
     return (double)iters * 12 * 64 * 2 / (ms * 1e6);
+}
+
+/* GFLOP/s of 12 independent chains of 512-bit `vdpbf16ps` (16 lanes x a pair of BF16 products
+ * and their adds: 64 FLOPs an instruction), iters rounds, on the calling thread: the compute floor
+ * of the BF16 prompt GEMM's vdpbf16ps route (WB_BF16_DOT=1), twice the FMA's on a CPU that issues
+ * both at one rate (Zen 5). asm operands keep the chains in registers, as above. */
+__attribute__((target("avx512f,avx512bf16"), unused)) static double bench_bf16dot_peak_512(long iters,
+                                                                                  bench_clock_fn clk) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0,
+           a8 = a0, a9 = a0, a10 = a0, a11 = a0;
+    const __m512i u = _mm512_set1_epi16(0x3f80), s16 = _mm512_set1_epi16(0x3580); /* 1, 2^-20 */
+    double t0 = clk();
+    for (long k = 0; k < iters; k++) {
+        __asm__ volatile("vdpbf16ps %[s], %[u], %[a0]\n\t"
+                         "vdpbf16ps %[s], %[u], %[a1]\n\t"
+                         "vdpbf16ps %[s], %[u], %[a2]\n\t"
+                         "vdpbf16ps %[s], %[u], %[a3]\n\t"
+                         "vdpbf16ps %[s], %[u], %[a4]\n\t"
+                         "vdpbf16ps %[s], %[u], %[a5]\n\t"
+                         "vdpbf16ps %[s], %[u], %[a6]\n\t"
+                         "vdpbf16ps %[s], %[u], %[a7]\n\t"
+                         "vdpbf16ps %[s], %[u], %[a8]\n\t"
+                         "vdpbf16ps %[s], %[u], %[a9]\n\t"
+                         "vdpbf16ps %[s], %[u], %[a10]\n\t"
+                         "vdpbf16ps %[s], %[u], %[a11]"
+                         : [a0] "+v"(a0), [a1] "+v"(a1), [a2] "+v"(a2), [a3] "+v"(a3), [a4] "+v"(a4),
+                           [a5] "+v"(a5), [a6] "+v"(a6), [a7] "+v"(a7), [a8] "+v"(a8), [a9] "+v"(a9),
+                           [a10] "+v"(a10), [a11] "+v"(a11)
+                         : [u] "v"(u), [s] "v"(s16));
+    }
+    double ms = clk() - t0;
+    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                             _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
+    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
+    if (_mm512_reduce_add_ps(s) == 12345.0f) puts(""); /* keeps the chains live */
+    return (double)iters * 12 * 64 / (ms * 1e6);
 }
 
 /* The same with 12 chains of 256-bit FMAs (AVX2 machines) */

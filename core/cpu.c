@@ -83,7 +83,7 @@ static wb_isa parse_isa(const char *s, wb_isa dflt) {
 /* vdpbf16ps does 32 multiply-adds per instruction against the FMA's 16: measured on Zen 5
  * (family 0x1a) at the FMA's issue rate (2 per cycle), twice the FLOPs, while on Sapphire Rapids
  * it issues at half the FMA rate, no gain for the rounding of the activations
- * (docs/performance.md, Session 9). Chosen only by WB_BF16_DOT=1 (cpu.h). */
+ * (docs/performance.md, Session 10). Chosen only by WB_BF16_DOT=1 (cpu.h). */
 static void choose_bf16_route(wb_cpu_features *f) {
     f->bf16_dot_faster = f->avx512bf16 && f->amd && f->family >= 0x19;
     const char *e = getenv("WB_BF16_DOT");

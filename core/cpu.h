@@ -39,7 +39,7 @@ typedef struct wb_cpu_features {
      * on AMD family 0x19+, where it issues at the FMA rate and so does twice the FLOPs; not
      * Intel, where it issues at half that rate). WB_BF16_DOT=1 chooses it (only with
      * AVX512_BF16): not by default, since it rounds the activations and so breaks the promise
-     * that cached and uncached generation give the same tokens (docs/performance.md, Session 9) */
+     * that cached and uncached generation give the same tokens (docs/performance.md, Session 10) */
     int bf16_dot, bf16_dot_faster;
 } wb_cpu_features;
 
