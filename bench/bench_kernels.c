@@ -2,7 +2,7 @@
  *
  * The floor is measured in the same run, interleaved with the kernels, one thread:
  *   - FMA peak: 24 independent chains of 512-bit (AVX-512) or 256-bit (AVX2) FMAs in registers;
- *   - int8 dot peak: the same with vpdpbusd (AVX512-VNNI) when the CPU has it;
+ *   - int8 dot peak: 12 chains of vpdpbusd (AVX512-VNNI) when the CPU has it (bench_floors.h);
  * and for every level the CPU supports, on Qwen2.5-0.5B's gate/up shape (4864 x 896):
  *   - BF16 GEMM over 44 and 268 inputs (prefill), GFLOP/s and the fraction of FMA peak;
  *   - Q8_0 GEMM over 44 inputs, Gop/s and the fraction of the int8 peak (when built in);
@@ -58,25 +58,7 @@ static double hi(const double *v, int n) {
     return m;
 }
 
-#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,avx2")))
 #define AVX2 __attribute__((target("avx2,fma")))
-
-/* Gop/s (a multiply and an add per int8 pair) of 24 chains of vpdpbusd */
-AVX512 static double vnni_peak(long iters) {
-    __m512i a[24];
-    for (int i = 0; i < 24; i++) a[i] = _mm512_set1_epi32(i);
-    const __m512i u = _mm512_set1_epi8(3), s8 = _mm512_set1_epi8(-2);
-    double t0 = cpu_ms();
-    for (long k = 0; k < iters; k++) {
-#pragma GCC unroll 24
-        for (int i = 0; i < 24; i++) a[i] = _mm512_dpbusd_epi32(a[i], u, s8);
-    }
-    double ms = cpu_ms() - t0;
-    long long s = 0;
-    for (int i = 0; i < 24; i++) s += _mm512_reduce_add_epi32(a[i]);
-    if (s == 12345) puts("");
-    return (double)iters * 24 * 64 * 2 / (ms * 1e6);
-}
 
 /* GB/s of reading n floats as four sequential streams (the decode kernels' access pattern) */
 AVX2 static double stream_gbs(const float *p, size_t n) {
@@ -256,7 +238,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < reps; k++) {
         p512[k] = have512 ? bench_fma_peak_512(2000000, cpu_ms) : 0;
         p256[k] = bench_fma_peak_256(2000000, cpu_ms);
-        pv[k] = have_vnni ? vnni_peak(1000000) : 0;
+        pv[k] = have_vnni ? bench_int8_peak_512(2000000, cpu_ms) : 0;
         for (int lv = WB_ISA_AVX2; lv <= levels; lv++) {
             wb_isa o = wb_isa_limit((wb_isa)lv);
             double t0 = cpu_ms();
