@@ -32,6 +32,21 @@ __attribute__((target("avx512f,fma"), unused)) static double bench_fma_peak_512(
     return (double)iters * 24 * 16 * 2 / (ms * 1e6);
 }
 
+/* One round of 12 independent chains of the 3-operand instruction OP (a_i = OP(a_i, u, s)) on the
+ * accumulators a0..a11 of the caller: asm operands keep them in registers, as a C array of
+ * accumulators does not (the int8 peak below says why that matters). */
+#define BENCH_CHAINS12(OP, u, s)                                                                  \
+    __asm__ volatile(OP " %[s_], %[u_], %[a0]\n\t" OP " %[s_], %[u_], %[a1]\n\t"                 \
+                     OP " %[s_], %[u_], %[a2]\n\t" OP " %[s_], %[u_], %[a3]\n\t"                 \
+                     OP " %[s_], %[u_], %[a4]\n\t" OP " %[s_], %[u_], %[a5]\n\t"                 \
+                     OP " %[s_], %[u_], %[a6]\n\t" OP " %[s_], %[u_], %[a7]\n\t"                 \
+                     OP " %[s_], %[u_], %[a8]\n\t" OP " %[s_], %[u_], %[a9]\n\t"                 \
+                     OP " %[s_], %[u_], %[a10]\n\t" OP " %[s_], %[u_], %[a11]"                     \
+                     : [a0] "+v"(a0), [a1] "+v"(a1), [a2] "+v"(a2), [a3] "+v"(a3), [a4] "+v"(a4), \
+                       [a5] "+v"(a5), [a6] "+v"(a6), [a7] "+v"(a7), [a8] "+v"(a8), [a9] "+v"(a9), \
+                       [a10] "+v"(a10), [a11] "+v"(a11)                                           \
+                     : [u_] "v"(u), [s_] "v"(s))
+
 /* Gop/s (a multiply and an add per byte pair) of 12 independent chains of 512-bit `vpdpbusd`,
  * iters rounds, on the calling thread. The chains are kept in registers by the asm operands: the
  * same loop written with an array of 24 accumulators in C (as the benches had it) was compiled
@@ -48,22 +63,7 @@ __attribute__((target("avx512f,avx512vnni"), unused)) static double bench_int8_p
     const __m512i u = _mm512_set1_epi8(3), s8 = _mm512_set1_epi8(-2);
     double t0 = clk();
     for (long k = 0; k < iters; k++) {
-        __asm__ volatile("vpdpbusd %[s], %[u], %[a0]\n\t"
-                         "vpdpbusd %[s], %[u], %[a1]\n\t"
-                         "vpdpbusd %[s], %[u], %[a2]\n\t"
-                         "vpdpbusd %[s], %[u], %[a3]\n\t"
-                         "vpdpbusd %[s], %[u], %[a4]\n\t"
-                         "vpdpbusd %[s], %[u], %[a5]\n\t"
-                         "vpdpbusd %[s], %[u], %[a6]\n\t"
-                         "vpdpbusd %[s], %[u], %[a7]\n\t"
-                         "vpdpbusd %[s], %[u], %[a8]\n\t"
-                         "vpdpbusd %[s], %[u], %[a9]\n\t"
-                         "vpdpbusd %[s], %[u], %[a10]\n\t"
-                         "vpdpbusd %[s], %[u], %[a11]"
-                         : [a0] "+v"(a0), [a1] "+v"(a1), [a2] "+v"(a2), [a3] "+v"(a3), [a4] "+v"(a4),
-                           [a5] "+v"(a5), [a6] "+v"(a6), [a7] "+v"(a7), [a8] "+v"(a8), [a9] "+v"(a9),
-                           [a10] "+v"(a10), [a11] "+v"(a11)
-                         : [u] "v"(u), [s] "v"(s8));
+        BENCH_CHAINS12("vpdpbusd", u, s8);
     }
     double ms = clk() - t0;
     __m512i s = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)),
@@ -84,22 +84,7 @@ __attribute__((target("avx512f,avx512bf16"), unused)) static double bench_bf16do
     const __m512i u = _mm512_set1_epi16(0x3f80), s16 = _mm512_set1_epi16(0x3580); /* 1, 2^-20 */
     double t0 = clk();
     for (long k = 0; k < iters; k++) {
-        __asm__ volatile("vdpbf16ps %[s], %[u], %[a0]\n\t"
-                         "vdpbf16ps %[s], %[u], %[a1]\n\t"
-                         "vdpbf16ps %[s], %[u], %[a2]\n\t"
-                         "vdpbf16ps %[s], %[u], %[a3]\n\t"
-                         "vdpbf16ps %[s], %[u], %[a4]\n\t"
-                         "vdpbf16ps %[s], %[u], %[a5]\n\t"
-                         "vdpbf16ps %[s], %[u], %[a6]\n\t"
-                         "vdpbf16ps %[s], %[u], %[a7]\n\t"
-                         "vdpbf16ps %[s], %[u], %[a8]\n\t"
-                         "vdpbf16ps %[s], %[u], %[a9]\n\t"
-                         "vdpbf16ps %[s], %[u], %[a10]\n\t"
-                         "vdpbf16ps %[s], %[u], %[a11]"
-                         : [a0] "+v"(a0), [a1] "+v"(a1), [a2] "+v"(a2), [a3] "+v"(a3), [a4] "+v"(a4),
-                           [a5] "+v"(a5), [a6] "+v"(a6), [a7] "+v"(a7), [a8] "+v"(a8), [a9] "+v"(a9),
-                           [a10] "+v"(a10), [a11] "+v"(a11)
-                         : [u] "v"(u), [s] "v"(s16));
+        BENCH_CHAINS12("vdpbf16ps", u, s16);
     }
     double ms = clk() - t0;
     __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),

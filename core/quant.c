@@ -2205,6 +2205,24 @@ VNNI512 static inline __m512i fold16(const __m512i P[8], const fold_idx *F) {
 
 #define PF_GROUPS 1 /* prefetch this many row groups ahead */
 
+/* A 16-row group's outputs into Y[r..r + 16) (the lanes in keep): + bias, or + 0 (so a -0 sum
+ * reads +0), then + Y when accumulating */
+INLINE_VNNI512 void group_store(float *Y, int r, __m512 y, const float *bias, __mmask16 keep,
+                                int accumulate) {
+    float *yp = Y + r;
+    if (bias) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(keep, bias + r));
+    else y = _mm512_add_ps(y, _mm512_setzero_ps());
+    if (accumulate) y = _mm512_add_ps(_mm512_maskz_loadu_ps(keep, yp), y);
+    _mm512_mask_storeu_ps(yp, keep, y);
+}
+
+/* The byte offsets of rows 0..15 of a group, rows rb bytes apart, for the gathers and masked
+ * broadcasts of the 16-row decode groups (15 rb fits an int32: a few MB for the widest rows) */
+INLINE_VNNI512 __m512i row_offsets16(size_t rb) {
+    return _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                              _mm512_set1_epi32((int32_t)rb));
+}
+
 /* Rows [r, r + 16) of a matrix whose rows are rb bytes apart, all present. Only the lanes in
  * `keep` are stored (the last group of a range overlaps the one before it). */
 INLINE_VNNI512 void gemv_group(const int q8, float *Y, const qact *a, const uint8_t *W, size_t rb,
@@ -2215,9 +2233,7 @@ INLINE_VNNI512 void gemv_group(const int q8, float *Y, const qact *a, const uint
     /* the offset correction goes into lane 0 of each row of a pair */
     const __mmask16 corr_lanes = (__mmask16)(q8 ? 0x0101 : 0x1111);
     const int corr = q8 ? -128 : -8;
-    _Alignas(64) int32_t o[16];
-    for (int i = 0; i < 16; i++) o[i] = (int32_t)((size_t)i * rb);
-    const __m512i offs = _mm512_load_si512(o);
+    const __m512i offs = row_offsets16(rb);
     const uint8_t *base = W + (size_t)r * rb;
     const size_t pf = (size_t)(r + 16 * PF_GROUPS) * rb;
     __m512 y = _mm512_setzero_ps();
@@ -2272,11 +2288,7 @@ INLINE_VNNI512 void gemv_group(const int q8, float *Y, const qact *a, const uint
         const __m512 dw = gather_f16(offs, base + (size_t)b * bs);
         y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(a->d[b])), y);
     }
-    float *yp = Y + r;
-    if (bias) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(keep, bias + r));
-    else y = _mm512_add_ps(y, _mm512_setzero_ps());
-    if (accumulate) y = _mm512_add_ps(_mm512_maskz_loadu_ps(keep, yp), y);
-    _mm512_mask_storeu_ps(yp, keep, y);
+    group_store(Y, r, y, bias, keep, accumulate);
 }
 
 INLINE_VNNI512 void gemv_body(const int q8, float *Y, const uint8_t *act, const uint8_t *W,
@@ -2309,9 +2321,7 @@ INLINE_VNNI512 void gemv_group_q5(float *Y, const qact *a, const uint8_t *W, siz
                                   const float *bias, int nblk, int r, size_t end, __mmask16 keep,
                                   int accumulate, const fold_idx *F) {
     const __m512i m4 = _mm512_set1_epi8(15), c16 = _mm512_set1_epi8(16);
-    _Alignas(64) int32_t o[16];
-    for (int i = 0; i < 16; i++) o[i] = (int32_t)((size_t)i * rb);
-    const __m512i offs = _mm512_load_si512(o);
+    const __m512i offs = row_offsets16(rb);
     const uint8_t *base = W + (size_t)r * rb;
     const size_t pf = (size_t)(r + 16 * PF_GROUPS) * rb;
     __m512 y = _mm512_setzero_ps();
@@ -2338,11 +2348,7 @@ INLINE_VNNI512 void gemv_group_q5(float *Y, const qact *a, const uint8_t *W, siz
         const __m512 dw = gather_f16(offs, base + (size_t)b * 22);
         y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(a->d[b])), y);
     }
-    float *yp = Y + r;
-    if (bias) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(keep, bias + r));
-    else y = _mm512_add_ps(y, _mm512_setzero_ps());
-    if (accumulate) y = _mm512_add_ps(_mm512_maskz_loadu_ps(keep, yp), y);
-    _mm512_mask_storeu_ps(yp, keep, y);
+    group_store(Y, r, y, bias, keep, accumulate);
 }
 
 INLINE_VNNI512 void gemv_body_q5(float *Y, const uint8_t *act, const uint8_t *W, size_t rb,
@@ -2371,9 +2377,7 @@ INLINE_VNNI512 void gemv_body_q5(float *Y, const uint8_t *act, const uint8_t *W,
 INLINE_VNNI512 void gemv_group_k(const wb_qtype t, float *Y, const qact *a, const uint8_t *W,
                                  size_t rb, const float *bias, int nblk, int r, __mmask16 keep,
                                  int accumulate, const fold_idx *F) {
-    _Alignas(64) int32_t o[16];
-    for (int i = 0; i < 16; i++) o[i] = (int32_t)((size_t)i * rb);
-    const __m512i offs = _mm512_load_si512(o);
+    const __m512i offs = row_offsets16(rb);
     const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
     const uint8_t *base = W + (size_t)r * rb;
     const size_t bs = t == WB_QT_Q4_K ? 144 : 210;
@@ -2444,11 +2448,7 @@ INLINE_VNNI512 void gemv_group_k(const wb_qtype t, float *Y, const qact *a, cons
             }
         }
     }
-    float *yp = Y + r;
-    if (bias) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(keep, bias + r));
-    else y = _mm512_add_ps(y, _mm512_setzero_ps());
-    if (accumulate) y = _mm512_add_ps(_mm512_maskz_loadu_ps(keep, yp), y);
-    _mm512_mask_storeu_ps(yp, keep, y);
+    group_store(Y, r, y, bias, keep, accumulate);
 }
 
 INLINE_VNNI512 void gemv_body_k(const wb_qtype t, float *Y, const uint8_t *act, const uint8_t *W,
