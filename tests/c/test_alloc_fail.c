@@ -11,6 +11,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,6 +22,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "cpu.h"
 #include "lwb.h"
 #include <lauxlib.h>
 #include <lualib.h>
@@ -841,6 +844,101 @@ static int chat_qwen_tools(void *ctx) {
     return ok;
 }
 
+/* The BF16 prompt GEMM with its kernel buffers short: each route (widening; vdpbf16ps where the
+ * CPU has AVX512_BF16), each call in a fresh thread, whose per-thread buffers are then allocated
+ * in the run (a thread keeps them between calls), through the packed call (xpack + gemm_packed, whose
+ * fallback is the route's scalar chain) and the unpacked one (gemm, whose fallback is the
+ * widening chain). With the buffers refused the outputs must still be the product: within the
+ * bound of the route's rounding of the inputs to BF16 (2^-8 of sum |w x|, 0 for the widening
+ * route) and the dot-product tolerance twice over (the fallback's and the kernel's own). */
+typedef struct gemm_case {
+    const wb_gemm_bf16_route *rt;
+    int rows, in, nb;
+    const uint16_t *W;
+    const float *X, *Yref, *mag; /* Yref: the route's outputs, mag: sum |w x| of each */
+    int packed, ok;
+} gemm_case;
+static void *gemm_thread(void *arg) {
+    gemm_case *g = arg;
+    const size_t ny = (size_t)g->rows * g->nb;
+    float *P = __libc_memalign(64, sizeof(float) * (size_t)g->in * g->nb); /* not part of the run */
+    float *Y = __libc_malloc(sizeof(float) * ny);
+    g->ok = P && Y;
+    const double rel = (g->rt->exact ? 0.0 : 1.0 / 256) + 4e-6 * sqrt((double)g->in);
+    if (g->ok) {
+        if (g->packed) {
+            g->rt->xpack(P, g->X, g->in, g->nb, g->in, 0, g->nb, 1);
+            g->rt->gemm_packed(Y, g->rows, P, g->nb, g->W, NULL, g->in, 0, g->rows, 0);
+        } else {
+            g->rt->gemm(Y, g->rows, g->X, g->in, g->nb, g->W, NULL, g->in, 0, g->rows, 0);
+        }
+        int bad = 0;
+        for (size_t k = 0; k < ny; k++) bad += !(fabs((double)Y[k] - g->Yref[k]) <= rel * g->mag[k]);
+        CHECK_MSG(bad == 0, "%s, %s call: %d of %zu outputs off the product", g->rt->name,
+                  g->packed ? "packed" : "unpacked", bad, ny);
+    }
+    __libc_free(P);
+    __libc_free(Y);
+    return NULL;
+}
+/* each call in a thread of its own, so that each allocates its buffers in the run */
+static int bf16_prompt_gemm(void *ctx) {
+    gemm_case *g = ctx;
+    int ok = 1;
+    for (g->packed = 0; g->packed < 2; g->packed++) {
+        pthread_t th;
+        if (pthread_create(&th, NULL, gemm_thread, g)) return 0; /* its own allocation refused */
+        pthread_join(th, NULL);
+        ok &= g->ok;
+    }
+    return ok;
+}
+static void bf16_prompt_gemm_fails_over(void) {
+    enum { ROWS = 70, IN = 97, NB = 20 }; /* a row block past 64, an odd width, nb past a tile */
+    uint16_t *W = __libc_malloc(2 * (size_t)ROWS * IN);
+    float *X = __libc_malloc(sizeof(float) * (size_t)IN * NB), *Yref = __libc_malloc(sizeof(float) * ROWS * NB);
+    float *mag = __libc_malloc(sizeof(float) * ROWS * NB);
+    CHECK(W && X && Yref && mag);
+    if (W && X && Yref && mag) {
+        uint32_t h = 12345;
+        for (size_t i = 0; i < (size_t)ROWS * IN; i++) {
+            h = h * 1664525u + 1013904223u;
+            const float f = ((int)(h >> 9) - (1 << 22)) / (float)(1 << 22);
+            uint32_t u;
+            memcpy(&u, &f, 4);
+            W[i] = (uint16_t)(u >> 16);
+        }
+        for (size_t i = 0; i < (size_t)IN * NB; i++) {
+            h = h * 1664525u + 1013904223u;
+            X[i] = ((int)(h >> 9) - (1 << 22)) / (float)(1 << 21);
+        }
+        for (int j = 0; j < NB; j++)
+            for (int r = 0; r < ROWS; r++) {
+                double m = 0;
+                for (int i = 0; i < IN; i++) {
+                    uint32_t u = (uint32_t)W[(size_t)r * IN + i] << 16;
+                    float w;
+                    memcpy(&w, &u, 4);
+                    m += fabs((double)w * X[(size_t)j * IN + i]);
+                }
+                mag[(size_t)j * ROWS + r] = (float)m;
+            }
+        for (int v = 0; v < 2; v++) {
+            const wb_gemm_bf16_route *rt = wb_kt()->bf16_route[v];
+            if (!rt) continue;
+            rt->gemm(Yref, ROWS, X, IN, NB, W, NULL, IN, 0, ROWS, 0);
+            gemm_case g = {rt, ROWS, IN, NB, W, X, Yref, mag, 0, 0};
+            char name[96];
+            snprintf(name, sizeof name, "BF16 prompt GEMM, %s, buffers refused", rt->name);
+            drive(name, bf16_prompt_gemm, &g, 100, 0);
+        }
+    }
+    __libc_free(W);
+    __libc_free(X);
+    __libc_free(Yref);
+    __libc_free(mag);
+}
+
 static void running_fails_cleanly(void) {
     wb_model *m = shared_model();
     if (!m) return;
@@ -869,6 +967,7 @@ int main(void) {
     RUN(gguf_loading_fails_cleanly);
     RUN(llama_cpp_gguf_loading_fails_cleanly);
     RUN(running_fails_cleanly);
+    RUN(bf16_prompt_gemm_fails_over);
     RUN(saving_fails_cleanly);
     RUN(the_lua_binding_fails_cleanly);
     RUN(more_entry_points_fail_cleanly);
