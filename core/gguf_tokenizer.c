@@ -187,8 +187,7 @@ static int canon(const cJSON *j, cJSON *arr, int depth) {
         return 0;
     }
     jsb jb_ = {0}, *b = &jb_; /* out of memory: -1 as well (the caller cannot go on) */
-    cJSON *o = cJSON_CreateObject();
-    jsb_push(b, arr, o);
+    cJSON *o = jsb_push(b, arr, cJSON_CreateObject()); /* NULL once pushing failed: later adds just mark b */
     jsb_str(b, o, "type", t);
     if (!strcmp(t, "ByteLevel")) {
         jsb_bool(b, o, "add_prefix_space", jbool(j, "add_prefix_space", 1));
@@ -705,8 +704,7 @@ wb_status wb_gguf_tokenizer_load(const wb_gguf *g, wb_tokenizer **out, char **ch
     cJSON *added = jsb_arr(tb, root, "added_tokens");
     for (uint64_t i = 0; i < n; i++) {
         if (aflags[i] & AF_NOT_ADDED) continue;
-        cJSON *a = cJSON_CreateObject();
-        jsb_push(tb, added, a);
+        cJSON *a = jsb_push(tb, added, cJSON_CreateObject()); /* a failed push deleted it: a is NULL then */
         jsb_num(tb, a, "id", (double)i);
         jsb_str(tb, a, "content", strs[i]);
         jsb_bool(tb, a, "single_word", !!(aflags[i] & AF_SINGLE_WORD));
