@@ -8,7 +8,9 @@
 #include <immintrin.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "cpu.h"
 #include "wb_base.h"
 
 /* wb_clock_ms (wall) or a thread-CPU-time clock (bench_kernels: descheduling left out) */
@@ -113,6 +115,93 @@ __attribute__((target("avx2,fma"), unused)) static double bench_fma_peak_256(lon
     }
     if (s == 12345.0f) puts("");
     return (double)iters * 12 * 8 * 2 / (ms * 1e6);
+}
+
+/* Gop/s (a multiply and an add per byte pair, as above) of the int8 dot an AVX2 kernel without
+ * VNNI has: `vpmaddubsw` (32 u8 x s8 products, added in pairs to int16), `vpmaddwd` by ones (to
+ * int32) and `vpaddd` into an accumulator, 64 ops a sequence; 8 accumulator chains, the two
+ * multiplies of each sequence independent of the chains. This, not twice the FMA peak, is the
+ * quantized kernels' compute floor at the AVX2 level: each sequence takes two multiplier issues
+ * where `vpdpbusd` takes one. */
+__attribute__((target("avx2"), unused)) static double bench_int8_peak_256(long iters, bench_clock_fn clk) {
+    __m256i a0 = _mm256_set1_epi32(0), a1 = _mm256_set1_epi32(1), a2 = _mm256_set1_epi32(2),
+            a3 = _mm256_set1_epi32(3), a4 = _mm256_set1_epi32(4), a5 = _mm256_set1_epi32(5),
+            a6 = _mm256_set1_epi32(6), a7 = _mm256_set1_epi32(7), t0_, t1_;
+    const __m256i u = _mm256_set1_epi8(3), s8 = _mm256_set1_epi8(-2), one = _mm256_set1_epi16(1);
+#define BENCH_MADD2(A, B)                                                                         \
+    "vpmaddubsw %[s_], %[u_], %[t0]\n\t"                                                          \
+    "vpmaddubsw %[s_], %[u_], %[t1]\n\t"                                                          \
+    "vpmaddwd %[one_], %[t0], %[t0]\n\t"                                                          \
+    "vpmaddwd %[one_], %[t1], %[t1]\n\t"                                                          \
+    "vpaddd %[t0], %[" A "], %[" A "]\n\t"                                                         \
+    "vpaddd %[t1], %[" B "], %[" B "]\n\t"
+    double t0 = clk();
+    for (long k = 0; k < iters; k++) {
+        __asm__ volatile(BENCH_MADD2("a0", "a1") BENCH_MADD2("a2", "a3") BENCH_MADD2("a4", "a5")
+                             BENCH_MADD2("a6", "a7")
+                         : [a0] "+x"(a0), [a1] "+x"(a1), [a2] "+x"(a2), [a3] "+x"(a3), [a4] "+x"(a4),
+                           [a5] "+x"(a5), [a6] "+x"(a6), [a7] "+x"(a7), [t0] "=&x"(t0_), [t1] "=&x"(t1_)
+                         : [u_] "x"(u), [s_] "x"(s8), [one_] "x"(one));
+    }
+#undef BENCH_MADD2
+    double ms = clk() - t0;
+    __m256i s = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(a0, a1), _mm256_add_epi32(a2, a3)),
+                                 _mm256_add_epi32(_mm256_add_epi32(a4, a5), _mm256_add_epi32(a6, a7)));
+    int32_t t[8];
+    _mm256_storeu_si256((__m256i *)t, s);
+    if (t[0] + t[7] == 12345) puts(""); /* keeps the chains live */
+    return (double)iters * 8 * 32 * 2 / (ms * 1e6);
+}
+
+/* The same as the 512-bit vpdpbusd peak with 256-bit AVX-VNNI `vpdpbusd` (VEX encoded): the
+ * AVX-VNNI kernels' floor on CPUs that have it without AVX-512. Assembled here but not run on
+ * the CPUs measured so far (those with AVX-VNNI also had AVX-512, whose peak is used there). */
+__attribute__((target("avx2,avxvnni"), unused)) static double bench_int8_peak_vnni256(long iters,
+                                                                              bench_clock_fn clk) {
+    __m256i a0 = _mm256_set1_epi32(0), a1 = _mm256_set1_epi32(1), a2 = _mm256_set1_epi32(2),
+            a3 = _mm256_set1_epi32(3), a4 = _mm256_set1_epi32(4), a5 = _mm256_set1_epi32(5),
+            a6 = _mm256_set1_epi32(6), a7 = _mm256_set1_epi32(7), a8 = _mm256_set1_epi32(8),
+            a9 = _mm256_set1_epi32(9), a10 = _mm256_set1_epi32(10), a11 = _mm256_set1_epi32(11);
+    const __m256i u = _mm256_set1_epi8(3), s8 = _mm256_set1_epi8(-2);
+    double t0 = clk();
+    for (long k = 0; k < iters; k++) {
+        BENCH_CHAINS12("%{vex%} vpdpbusd", u, s8);
+    }
+    double ms = clk() - t0;
+    __m256i s = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(a0, a1), _mm256_add_epi32(a2, a3)),
+                                 _mm256_add_epi32(_mm256_add_epi32(a4, a5), _mm256_add_epi32(a6, a7)));
+    s = _mm256_add_epi32(s, _mm256_add_epi32(_mm256_add_epi32(a8, a9), _mm256_add_epi32(a10, a11)));
+    int32_t t[8];
+    _mm256_storeu_si256((__m256i *)t, s);
+    if (t[0] + t[7] == 12345) puts(""); /* keeps the chains live */
+    return (double)iters * 12 * 32 * 2 / (ms * 1e6);
+}
+
+/* The FMA and int8 peaks of the kernel level in use (the CPU's best unless WB_KERNELS capped it),
+ * one thread, and what each one measured (for the tables' labels). iters: rounds of the 512-bit
+ * loops; the 256-bit ones run twice as many. */
+static inline int bench_level512(void) {
+    return wb_isa_current() >= WB_ISA_AVX512 && wb_cpu()->avx512f;
+}
+__attribute__((unused)) static double bench_fma_peak_level(long iters, bench_clock_fn clk, const char **what) {
+    if (bench_level512()) return *what = "512-bit FMA", bench_fma_peak_512(iters, clk);
+    return *what = "256-bit FMA", bench_fma_peak_256(2 * iters, clk);
+}
+__attribute__((unused)) static double bench_int8_peak_level(long iters, bench_clock_fn clk, const char **what) {
+    if (bench_level512() && wb_cpu()->avx512vnni)
+        return *what = "512-bit vpdpbusd", bench_int8_peak_512(iters, clk);
+    if (wb_cpu()->avxvnni) return *what = "256-bit AVX-VNNI vpdpbusd", bench_int8_peak_vnni256(2 * iters, clk);
+    return *what = "256-bit vpmaddubsw+vpmaddwd+vpaddd", bench_int8_peak_256(2 * iters, clk);
+}
+
+/* The int8 peak of one quantized kernel variant (wb_quant_kernels_name): the instruction its
+ * products are built on, told by the variant's name ("avx512..." vpdpbusd 512-bit, "...avx-vnni..."
+ * 256-bit vpdpbusd, other x86 variants vpmaddubsw+vpmaddwd). */
+__attribute__((unused)) static double bench_int8_peak_variant(const char *variant, long iters,
+                                                             bench_clock_fn clk) {
+    if (strstr(variant, "avx512")) return bench_int8_peak_512(iters, clk);
+    if (strstr(variant, "avx-vnni")) return bench_int8_peak_vnni256(2 * iters, clk);
+    return bench_int8_peak_256(2 * iters, clk);
 }
 
 /* ---------------------------------------------------------------- streaming read rate */

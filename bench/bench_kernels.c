@@ -232,13 +232,14 @@ int main(int argc, char **argv) {
                         Wf + (size_t)rr * IN, IN);
     void *xq = aligned_alloc(64, wb_quant_act_bytes(IN) * 268);
 
-    double p512[MAXR], p256[MAXR], pv[MAXR];
+    double p512[MAXR], p256[MAXR], pv[MAXR], p8[MAXR];
     double g44[WB_ISA_COUNT][MAXR], g268[WB_ISA_COUNT][MAXR], q44[WB_ISA_COUNT][MAXR];
     const int levels = (int)wb_isa_best();
     for (int k = 0; k < reps; k++) {
         p512[k] = have512 ? bench_fma_peak_512(2000000, cpu_ms) : 0;
         p256[k] = bench_fma_peak_256(2000000, cpu_ms);
         pv[k] = have_vnni ? bench_int8_peak_512(2000000, cpu_ms) : 0;
+        p8[k] = f->avxvnni ? bench_int8_peak_vnni256(2000000, cpu_ms) : bench_int8_peak_256(2000000, cpu_ms);
         for (int lv = WB_ISA_AVX2; lv <= levels; lv++) {
             wb_isa o = wb_isa_limit((wb_isa)lv);
             double t0 = cpu_ms();
@@ -254,17 +255,19 @@ int main(int argc, char **argv) {
             q44[lv][k] = 2.0 * 44 * ROWS * IN / ((t3 - t2) * 1e6);
         }
     }
-    double P512 = have512 ? med(p512, reps) : 0, P256 = med(p256, reps), PV = have_vnni ? med(pv, reps) : 0;
+    double P512 = have512 ? med(p512, reps) : 0, P256 = med(p256, reps), PV = have_vnni ? med(pv, reps) : 0, P8 = med(p8, reps);
     printf("\n1 thread, %d repeats, median [min - max]\n\n", reps);
     printf("| floor | rate |\n|---|---|\n");
     if (have512) printf("| FMA peak 512-bit | %.0f GFLOP/s [%.0f - %.0f] |\n", P512, lo(p512, reps), hi(p512, reps));
     printf("| FMA peak 256-bit | %.0f GFLOP/s [%.0f - %.0f] |\n", P256, lo(p256, reps), hi(p256, reps));
     if (have_vnni) printf("| int8 vpdpbusd peak | %.0f Gop/s [%.0f - %.0f] |\n", PV, lo(pv, reps), hi(pv, reps));
+    printf("| int8 peak 256-bit (%s) | %.0f Gop/s [%.0f - %.0f] |\n",
+           f->avxvnni ? "AVX-VNNI vpdpbusd" : "vpmaddubsw+vpmaddwd+vpaddd", P8, lo(p8, reps), hi(p8, reps));
     printf("\n| level | BF16 GEMM 44x%dx%d | of FMA peak | BF16 GEMM 268 rows | of peak | Q8_0 GEMM 44 | of int8 peak |\n",
            ROWS, IN);
     printf("|---|---|---|---|---|---|---|\n");
     for (int lv = WB_ISA_AVX2; lv <= levels; lv++) {
-        double peak = have512 ? P512 : P256, ipeak = have_vnni ? PV : 2 * P256;
+        double peak = have512 ? P512 : P256, ipeak = have_vnni ? PV : P8;
         double a = med(g44[lv], reps), b = med(g268[lv], reps), c = med(q44[lv], reps);
         printf("| %s | %.0f GFLOP/s [%.0f - %.0f] | %.0f%% | %.0f [%.0f - %.0f] | %.0f%% | %.0f Gop/s [%.0f - %.0f] | %.0f%% |\n",
                wb_isa_name(lv), a, lo(g44[lv], reps), hi(g44[lv], reps), 100 * a / peak, b,

@@ -1,8 +1,9 @@
 /* bench_quant.c - quantized weights against this machine's floors, measured in the same run.
  *
  * Floors, per repeat, interleaved with the kernels: a streaming read of 512 MB (four sequential
- * streams per thread, the decode kernels' pattern) at 1 and 2 threads, the 512-bit FMA peak and
- * the int8 vpdpbusd peak (24 independent chains in registers, per core).
+ * streams per thread, the decode kernels' pattern) at 1 and 2 threads, and the FMA and int8 dot
+ * peaks of the kernel level in use (bench_floors.h: 512-bit FMA and vpdpbusd at AVX-512; 256-bit
+ * FMA and vpmaddubsw+vpmaddwd, or AVX-VNNI vpdpbusd, at AVX2), per core.
  *
  * 1. Matrix products through wb_mat_mul (the model's dispatch) for every dtype: F32, BF16, Q8_0,
  *    Q4_0, Q4_K, Q6_K, split over 2 threads by rows as the model splits them:
@@ -154,7 +155,7 @@ int main(int argc, char **argv) {
     if (reps > MAXR) reps = MAXR;
     int matrices_only = 0;
     for (int i = 1; i < argc; i++) matrices_only |= strcmp(argv[i], "--matrices-only") == 0;
-    const int have512 = wb_cpu()->avx512f && wb_cpu()->avx512vnni;
+    const char *fma_what = "", *int8_what = "";
     printf("%s\n", wb_kernels_describe());
     print_load("before");
 
@@ -183,7 +184,8 @@ int main(int argc, char **argv) {
     wb_threads_set(2);
     for (int k = -1; k < reps; k++) { /* k = -1: warm-up */
         const double b1 = bench_read_gbs(bw_buf, 1), b2 = bench_read_gbs(bw_buf, 2);
-        const double f = have512 ? bench_fma_peak_512(2000000, wb_clock_ms) : 0, i8 = have512 ? bench_int8_peak_512(2000000, wb_clock_ms) : 0;
+        const double f = bench_fma_peak_level(2000000, wb_clock_ms, &fma_what),
+                     i8 = bench_int8_peak_level(2000000, wb_clock_ms, &int8_what);
         for (int d = 0; d < N_DT; d++) {
             const double ms = mm2(Y, X, 1, &dec[d]);
             const double bytes = (double)dt_row_bytes(d, IN) * dec[d].rows;
@@ -201,11 +203,9 @@ int main(int argc, char **argv) {
     printf("\n%d repeats, median [min - max]\n\n| floor | rate |\n|---|---|\n", reps);
     printf("| streaming read, 1 thread | %.1f GB/s [%.1f - %.1f] |\n", s1.med, s1.lo, s1.hi);
     printf("| streaming read, 2 threads | %.1f GB/s [%.1f - %.1f] |\n", s2.med, s2.lo, s2.hi);
-    if (have512) {
-        printf("| FMA peak, 512-bit, 1 core | %.0f GFLOP/s [%.0f - %.0f] |\n", sf.med, sf.lo, sf.hi);
-        printf("| int8 vpdpbusd peak, 1 core | %.0f Gop/s [%.0f - %.0f] (%.1fx FMA) |\n", si.med, si.lo,
-               si.hi, si.med / sf.med);
-    }
+    printf("| FMA peak (%s), 1 core | %.0f GFLOP/s [%.0f - %.0f] |\n", fma_what, sf.med, sf.lo, sf.hi);
+    printf("| int8 peak (%s), 1 core | %.0f Gop/s [%.0f - %.0f] (%.1fx FMA) |\n", int8_what, si.med,
+           si.lo, si.hi, si.med / sf.med);
     printf("\nMatrix products through wb_mat_mul, 2 threads (rows split in halves). Decode: one input,"
            " 4864 columns, ~320 MB; prefill: 896 x 4864, Gop/s against 2 cores' int8 peak (quantized)"
            " or FMA peak (F32, BF16)\n\n");
@@ -216,7 +216,7 @@ int main(int argc, char **argv) {
         const double peak = 2 * (d <= DT_BF16 ? sf.med : si.med);
         printf("| %s | %.1f [%.1f - %.1f] | %.0f%% [%.0f - %.0f] | %.0f [%.0f - %.0f] | %.0f%% | %.0f [%.0f - %.0f] | %.0f%% |\n",
                dt_name[d], a.med, a.lo, a.hi, 100 * b.med, 100 * b.lo, 100 * b.hi, c.med, c.lo, c.hi,
-               have512 ? 100 * c.med / peak : 0, e.med, e.lo, e.hi, have512 ? 100 * e.med / peak : 0);
+               100 * c.med / peak, e.med, e.lo, e.hi, 100 * e.med / peak);
     }
     for (int d = 0; d < N_DT; d++) free((void *)dec[d].w), free((void *)pre[d].w);
     fflush(stdout);
@@ -242,7 +242,7 @@ int main(int argc, char **argv) {
 #define PREFILL_OPS(n) (2.0 * (n) * L * ((double)C * (NH * HD + 2 * NKV * HD) + (double)NH * HD * C + 3.0 * C * F) + 2.0 * V * C)
         printf("\nQwen2.5-0.5B-shaped model, 2 threads: prefill (ms, and its matrix products' Gop/s as a fraction "
                "of 2 cores' peak above: FMA for BF16, %s for the quantized), decode (ms/token over %d tokens after 44), bound = weight bytes / "
-               "2-thread read rate measured before each decode\nQ8_0 / Q4_0 matrices with rows a multiple of 16 kept in %s\n\n", have512 ? "int8 vpdpbusd" : "(no AVX-512: none)", NTOK,
+               "2-thread read rate measured before each decode\nQ8_0 / Q4_0 matrices with rows a multiple of 16 kept in %s\n\n", int8_what, NTOK,
                wb_quant_tiles_native() ? "the 16-row tile layout (this level reads it natively)" : "the file layout");
         printf("| weights | weight GB | prefill 44 | of peak | prefill 268 | of peak | decode | read GB/s | bound | decode / bound |\n");
         printf("|---|---|---|---|---|---|---|---|---|---|\n");
@@ -291,8 +291,8 @@ int main(int argc, char **argv) {
             stat3 a = stats(R->p44, reps), b = stats(R->p268, reps), c = stats(R->dec, reps),
                   g = stats(R->bw, reps), bd = stats(R->bound, reps), ra = stats(R->ratio, reps);
             printf("| %s | %.3f | %.0f [%.0f - %.0f] | %.0f%% | %.0f [%.0f - %.0f] | %.0f%% | %.1f [%.1f - %.1f] | %.1f [%.1f - %.1f] | %.1f | %.2fx [%.2f - %.2f] |\n",
-                   R->name, R->gb, a.med, a.lo, a.hi, have512 ? 100 * PREFILL_OPS(44) / (a.med * 1e6) / (w == 0 ? 2 * sf.med : 2 * si.med) : 0,
-                   b.med, b.lo, b.hi, have512 ? 100 * PREFILL_OPS(268) / (b.med * 1e6) / (w == 0 ? 2 * sf.med : 2 * si.med) : 0, c.med, c.lo, c.hi, g.med, g.lo,
+                   R->name, R->gb, a.med, a.lo, a.hi, 100 * PREFILL_OPS(44) / (a.med * 1e6) / (w == 0 ? 2 * sf.med : 2 * si.med),
+                   b.med, b.lo, b.hi, 100 * PREFILL_OPS(268) / (b.med * 1e6) / (w == 0 ? 2 * sf.med : 2 * si.med), c.med, c.lo, c.hi, g.med, g.lo,
                    g.hi, bd.med, ra.med, ra.lo, ra.hi);
             fflush(stdout);
         }

@@ -50,7 +50,6 @@ int main(int argc, char **argv) {
     if (reps < 3) reps = 3;
     if (reps > MAXR) reps = MAXR;
     const char *only = pos[1];
-    const int have512 = wb_cpu()->avx512f && wb_cpu()->avx512vnni;
     const wb_quant_kernels *v[8];
     const int nv = wb_quant_kernel_variants(v, 8);
     enum { MAXIN = 4864, MAXNB = 268 };
@@ -89,7 +88,7 @@ int main(int argc, char **argv) {
                     if (tl) wb_gemm_qt_with(v[k], qt, 0, Y, (size_t)R, X, IN, nb, M, NULL, IN, 0, R, 0, NULL);
                     else wb_gemm_q_with(v[k], qt, Y, (size_t)R, X, IN, nb, M, NULL, IN, 0, R, 0, NULL);
                     for (int rep = 0; rep < reps; rep++) {
-                        pk[rep] = have512 ? bench_int8_peak_512(400000, bench_thread_ms) : 0;
+                        pk[rep] = bench_int8_peak_variant(wb_quant_kernels_name(v[k]), 400000, bench_thread_ms);
                         const double t0 = bench_thread_ms();
                         for (int i = 0; i < it; i++)
                             if (tl) wb_gemm_qt_with(v[k], qt, 0, Y, (size_t)R, X, IN, nb, M + mb * (size_t)(i % copies), NULL, IN, 0, R, 0, NULL);
@@ -101,7 +100,7 @@ int main(int argc, char **argv) {
                     const double gop = 2.0 * nb * R * IN / (ts[reps / 2] * 1e6);
                     printf("| %s | %d x %d | %s%s | %d | %.3f [%.3f - %.3f] | %.0f | %.0f | %.0f%% |\n",
                            wb_qtype_name(qt), R, IN, wb_quant_kernels_name(v[k]), tl ? " (tile layout)" : "", nb, ts[reps / 2], ts[0],
-                           ts[reps - 1], gop, pk[reps / 2], have512 ? 100 * gop / pk[reps / 2] : 0);
+                           ts[reps - 1], gop, pk[reps / 2], 100 * gop / pk[reps / 2]);
                     fflush(stdout);
                 }
             }
