@@ -14,7 +14,7 @@
 # quantized at load); llama.cpp gets the GGUF the workbench writes of it in the same type
 # (model:save_gguf), so both run exactly the same weights; q4_k_m is llama.cpp's own llama-quantize
 # of the F32 GGUF, and both programs load that file (a Q4_K_M download's mix of types: at these
-# widths mostly the fallback Q5_0, which the workbench reads as Q8_0). Tests, as llama-bench names them:
+# widths mostly the fallback Q5_0, which the workbench reads natively since Session 10). Tests, as llama-bench names them:
 # pp44 and pp268 (TinyLM: pp44, pp96, its context being 128) prefill into an empty cache, tg32 =
 # ms per token of 32 decodes. Each round runs every (model, type, threads) once in each program,
 # alternating which goes first; a run is a fresh process reporting the median of REPS
