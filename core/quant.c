@@ -1757,10 +1757,11 @@ VNNI512 static void gemm_tg_512(wb_qtype t, float *Y, size_t ldy, const uint8_t 
  * Batches and prefill on the AVX2 level, Q8_0 and Q4_0: the AVX-512 scheme at 8 rows (one row
  * per lane of a 256-bit register). A chunk of KC blocks of 8 rows is transposed once into the
  * dword layout (register k = values 4k..4k+3 of every row; loads and unpacks, no gathers), and
- * register tiles of 8 rows x NR2 inputs broadcast each input's 4-byte groups against it. The
- * integer sums are the per-row dots' (maddubs: |w| against x with w's sign for Q8_0, nibbles
- * against x for Q4_0, whose 8 int16 pair sums stay below 2^15; AVX-VNNI: vpdpbusd), and the
- * float chain is theirs, so every variant still gives a row in a batch the bits it gets alone. */
+ * register tiles of 8 rows x NR2 inputs broadcast each input's 4-byte groups against it (Q8_0
+ * with maddubs: two such packs, 16 rows x NR16 inputs, gemm_tiles16_q8). The integer sums are
+ * the per-row dots' (maddubs: |w| against x with w's sign for Q8_0, nibbles against x for Q4_0,
+ * whose 8 int16 pair sums stay below 2^15; AVX-VNNI: vpdpbusd), and the float chain is theirs,
+ * so every variant still gives a row in a batch the bits it gets alone. */
 #define NR2 6
 
 typedef struct pack8 {
@@ -2038,6 +2039,107 @@ VNNI512 static int ktile_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *ac
     return 1;
 }
 
+/* Q8_0 with maddubs (the AVX2 level without AVX-VNNI): 16 rows x NR16 inputs, two 8-row packs
+ * of one chunk against each broadcast. A signed x signed byte product needs the sign trick
+ * (|w| against x carrying w's sign: one vpsignb per row register and input), and on Zen 3
+ * vpsignb and the memory broadcast issue at 2 a cycle each while maddubs + madd take 1 cycle
+ * per 32 products: 8 rows x 6 inputs paid a broadcast per sign and measured 1.35 cycles per 32
+ * products in a bare loop; one broadcast for two row registers, 1.2. The four inputs' 8 int32
+ * sums and the two sign registers fit in the 16 ymm registers with |w| reloaded per 4-byte
+ * group; the float accumulators stay in acc (a load and a store per block and input). The
+ * integer sums and the float chain are the 8-row tile's, so the bits do not change. */
+#define NR16 4
+#define KC16 16 /* two packs of KC16 blocks: 17 KB, in L1 beside a group's records */
+
+/* One block of 4 inputs: "+x" pins on C intrinsics still left gcc's schedule at 1.9 cycles per
+ * 32 products against the bare loop's 1.2 (register copies for every chain and spilled sign
+ * registers), so the 8 x 4 steps are written out. */
+#define T16_STEP(K, J)                                                                               \
+    "vpbroadcastd " #J "*32+" #K "*4(%[x]), %[t]\n\t"                                             \
+    "vpsignb 256+" #K "*32(%[p0]), %[t], %[u]\n\t"                                                \
+    "vpsignb 256+" #K "*32(%[p1]), %[t], %[t]\n\t"                                                \
+    "vpmaddubsw %[u], %[w0], %[u]\n\t"                                                            \
+    "vpmaddubsw %[t], %[w1], %[t]\n\t"                                                            \
+    "vpmaddwd %[one], %[u], %[u]\n\t"                                                             \
+    "vpmaddwd %[one], %[t], %[t]\n\t"                                                             \
+    "vpaddd %[u], %[a" #J "], %[a" #J "]\n\t"                                                     \
+    "vpaddd %[t], %[b" #J "], %[b" #J "]\n\t"
+#define T16_K(K)                                                                                  \
+    "vmovdqa " #K "*32(%[p0]), %[w0]\n\t"                                                         \
+    "vmovdqa " #K "*32(%[p1]), %[w1]\n\t" T16_STEP(K, 0) T16_STEP(K, 1) T16_STEP(K, 2) T16_STEP(K, 3)
+
+AVX2 static inline __attribute__((always_inline)) void tile16_q8(const int N, const pack8 *P0, const pack8 *P1,
+                                                                 int nbk, const uint8_t *rec, float *acc) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int i = 0; i < nbk; i++, rec += 40 * N) {
+        const int8_t *x = (const int8_t *)rec;
+        const float *dx = (const float *)(rec + 32 * N);
+        __m256i s0[NR16], s1[NR16];
+        for (int j = 0; j < N; j++) s0[j] = s1[j] = _mm256_setzero_si256();
+        if (N == NR16) {
+            __m256i w0, w1, t, u;
+            __asm__("" T16_K(0) T16_K(1) T16_K(2) T16_K(3) T16_K(4) T16_K(5) T16_K(6) T16_K(7)
+                    : [a0] "+x"(s0[0]), [a1] "+x"(s0[1]), [a2] "+x"(s0[2]), [a3] "+x"(s0[3]),
+                      [b0] "+x"(s1[0]), [b1] "+x"(s1[1]), [b2] "+x"(s1[2]), [b3] "+x"(s1[3]),
+                      [w0] "=&x"(w0), [w1] "=&x"(w1), [t] "=&x"(t), [u] "=&x"(u)
+                    : [x] "r"(x), [p0] "r"(P0[i].w), [p1] "r"(P1[i].w), [one] "x"(ones), "m"(P0[i]), "m"(P1[i]),
+                      "m"(*(const uint8_t(*)[128])x));
+        } else
+            for (int k = 0; k < 8; k++) {
+                const __m256i w0 = _mm256_load_si256(&P0[i].w[k]), w1 = _mm256_load_si256(&P1[i].w[k]);
+                const __m256i g0 = _mm256_load_si256(&P0[i].s[k]), g1 = _mm256_load_si256(&P1[i].s[k]);
+                for (int j = 0; j < N; j++) {
+                    const __m256i xb = bcast4_256(x + 32 * j + 4 * k);
+                    s0[j] = _mm256_add_epi32(s0[j], _mm256_madd_epi16(_mm256_maddubs_epi16(w0, _mm256_sign_epi8(xb, g0)), ones));
+                    s1[j] = _mm256_add_epi32(s1[j], _mm256_madd_epi16(_mm256_maddubs_epi16(w1, _mm256_sign_epi8(xb, g1)), ones));
+                }
+            }
+        for (int j = 0; j < N; j++) {
+            const __m256 dj = _mm256_set1_ps(dx[j]);
+            float *a = acc + 16 * j;
+            _mm256_store_ps(a, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0[j]), _mm256_mul_ps(P0[i].d, dj), _mm256_load_ps(a)));
+            _mm256_store_ps(a + 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1[j]), _mm256_mul_ps(P1[i].d, dj), _mm256_load_ps(a + 8)));
+        }
+    }
+}
+
+/* acc: 16 floats per input */
+AVX2 static void gemm_tiles16_q8(float *Y, size_t ldy, const uint8_t *grp, int nb, const uint8_t *W, size_t rb,
+                                 const float *bias, int in, int r0, int r1, int accumulate, float *acc) {
+    _Alignas(64) pack8 P0[KC16], P1[KC16];
+    const int nblk = in / 32;
+    for (int r = r0; r < r1; r += 16) {
+        const uint8_t *rows[16];
+        for (int i = 0; i < 16; i++) rows[i] = W + (size_t)(r + i < r1 ? r + i : r1 - 1) * rb;
+        memset(acc, 0, sizeof(float) * 16 * (size_t)nb);
+        for (int b0 = 0; b0 < nblk; b0 += KC16) {
+            const int nbk = nblk - b0 < KC16 ? nblk - b0 : KC16;
+            pack_chunk8(0, P0, rows, b0, nbk);
+            if (r1 - r > 8) pack_chunk8(0, P1, rows + 8, b0, nbk);
+            else memcpy(P1, P0, sizeof(pack8) * (size_t)nbk); /* rows past r1: never stored */
+            const uint8_t *g = grp;
+            for (int j0 = 0; j0 < nb; j0 += NR16) {
+                const int n = nb - j0 < NR16 ? nb - j0 : NR16;
+                const uint8_t *rec = g + grp_rec(n) * (size_t)b0;
+                float *a = acc + 16 * (size_t)j0;
+                switch (n) {
+                case 1: tile16_q8(1, P0, P1, nbk, rec, a); break;
+                case 2: tile16_q8(2, P0, P1, nbk, rec, a); break;
+                case 3: tile16_q8(3, P0, P1, nbk, rec, a); break;
+                default: tile16_q8(NR16, P0, P1, nbk, rec, a); break;
+                }
+                g += grp_rec(n) * (size_t)nblk;
+            }
+        }
+        for (int j = 0; j < nb; j++)
+            for (int i = 0; i < 16 && r + i < r1; i++) {
+                const float s = acc[16 * j + i] + (bias ? bias[r + i] : 0.0f);
+                float *yp = Y + (size_t)j * ldy + r + i;
+                *yp = accumulate ? *yp + s : s;
+            }
+    }
+}
+
 #define DEFINE_TILE8(SUFFIX, ATTR, DOT)                                                           \
     ATTR static inline __attribute__((always_inline)) void tile8_##SUFFIX(                        \
         const int kind, const int N, const pack8 *P, int nbk, const uint8_t *rec, float *acc) {   \
@@ -2055,9 +2157,7 @@ VNNI512 static int ktile_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *ac
                 for (int j = 0; j < N; j++) {                                                     \
                     const __m256i xb = bcast4_256(x + 32 * j + 4 * k);                            \
                     if (DOT) s[j] = DOTOP_##SUFFIX(s[j], w, xb);                                  \
-                    else if (kind == 2) s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(w, xb)); \
-                    else s[j] = _mm256_add_epi32(s[j], _mm256_madd_epi16(_mm256_maddubs_epi16(    \
-                                    w, _mm256_sign_epi8(xb, _mm256_load_si256(&P[i].s[k]))), ones)); \
+                    else s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(w, xb)); /* Q4_0 */ \
                 }                                                                                 \
             }                                                                                     \
             const __m256 d = P[i].d;                                                              \
@@ -2069,8 +2169,9 @@ VNNI512 static int ktile_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *ac
         }                                                                                         \
         for (int j = 0; j < N; j++) _mm256_store_ps(acc + 8 * j, y[j]);                           \
     }                                                                                             \
+    /* without DOT only Q4_0 comes here (Q8_0 takes gemm_tiles16_q8) */                          \
     ATTR static void tile8n_##SUFFIX(int kind, int n, const pack8 *P, int nbk, const uint8_t *rec, float *acc) { \
-        if (kind == 2) switch (n) {                                                               \
+        if (kind == 2 || !DOT) switch (n) {                                                       \
             case 1: tile8_##SUFFIX(2, 1, P, nbk, rec, acc); break;                                \
             case 2: tile8_##SUFFIX(2, 2, P, nbk, rec, acc); break;                                \
             case 3: tile8_##SUFFIX(2, 3, P, nbk, rec, acc); break;                                \
@@ -2098,7 +2199,7 @@ VNNI512 static int ktile_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *ac
             memset(acc, 0, sizeof(float) * 8 * (size_t)nb);                                       \
             for (int b0 = 0; b0 < nblk; b0 += KC) {                                               \
                 const int nbk = nblk - b0 < KC ? nblk - b0 : KC;                                  \
-                if (kind == 2) pack_chunk8(2, P, rows, b0, nbk);                                  \
+                if (kind == 2 || !DOT) pack_chunk8(2, P, rows, b0, nbk);                          \
                 else pack_chunk8(KIND8_##SUFFIX, P, rows, b0, nbk);                               \
                 const uint8_t *g = grp;                                                           \
                 for (int j0 = 0; j0 < nb; j0 += NR2) {                                            \
@@ -2120,11 +2221,12 @@ VNNI512 static int ktile_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *ac
                                      int r0, int r1, int accumulate) {                            \
         uint8_t *grp = NULL;                                                                      \
         const size_t gb = (grouped_bytes(nb, in) + 63) & ~(size_t)63;                             \
-        if ((t == WB_QT_Q8_0 || t == WB_QT_Q4_0) && (grp = qscratch(1, gb + 32 * (size_t)nb))) { \
+        if ((t == WB_QT_Q8_0 || t == WB_QT_Q4_0) && (grp = qscratch(1, gb + 64 * (size_t)nb))) { \
             const int kind = t == WB_QT_Q4_0 ? 2 : KIND8_##SUFFIX;                                \
-            group_inputs(grp, act, astride, nb, in, kind == 2 ? -8 : kind == 1 ? -128 : 0, NR2, 0); \
+            group_inputs(grp, act, astride, nb, in, kind == 2 ? -8 : kind == 1 ? -128 : 0, kind == 0 ? NR16 : NR2, 0); \
             float *acc = (float *)(grp + gb);                                                     \
-            if (kind == 2) gemm_tiles8_##SUFFIX(2, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc); \
+            if (kind == 0) gemm_tiles16_q8(Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc); \
+            else if (kind == 2) gemm_tiles8_##SUFFIX(2, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc); \
             else gemm_tiles8_##SUFFIX(KIND8_##SUFFIX, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc); \
             return;                                                                               \
         }                                                                                         \
