@@ -684,32 +684,21 @@ static void q5_0_real_shapes_agree_across_variants(void) {
     }
 }
 
-/* Q8_0 at the int8 extremes through every variant's batch kernel: weights -128 and 127 (a file's
- * rows may hold -128, which the quantizer never writes) in whole blocks and alternating, against
- * inputs whose blocks quantize to +-127 (equal magnitudes), so the largest pair sums a byte
- * multiply can form (2 x 128 x 127) turn up with both signs; a saturating or mis-signed sum is
- * off by thousands of steps. Rows 0-44 and 5-43 (full 16-row passes, then 13 and 7 rows), every
- * batch size 1-9 and 45 (every tail of a 4- or 6-input tile), 40 blocks (chunks of 16 or 32
- * and a short one). Each output must be the per-row dot of that input alone (wb_quant_dot, bit
- * for bit, for the FMA variants) and within the input-rounding bound of the double dot. */
-static void q8_0_extreme_values_through_every_batch_kernel(void) {
+/* Q8_0 and Q4_0 at the int8 extremes through every variant's batch kernel: Q8_0 weights -128 and
+ * 127 (a file's rows may hold -128, which the quantizer never writes), Q4_0 nibbles 0 and 15, in
+ * whole blocks and alternating, against inputs whose blocks quantize to +-127 (equal
+ * magnitudes), so the largest sums the byte multiplies and the int16 sums can form (Q8_0's pair
+ * 2 x 128 x 127; Q4_0's 8 steps of 2 x 15 x 127) turn up with both signs; a saturating or
+ * mis-signed sum is off by thousands of steps. Rows 0-44 and 5-43 (full 16-row passes, then 13
+ * and 7 rows), every batch size 1-9 and 45 (every tail of a 4- or 6-input tile), 40 blocks
+ * (chunks of 16 or 32 and a short one). Each output must be the per-row dot of that input
+ * alone (wb_quant_dot, bit for bit, for the FMA variants) and within the input-rounding bound
+ * of the double dot. */
+static void int8_extreme_values_through_every_batch_kernel(void) {
     enum { IN = 40 * 32, ROWS = 45, NB = 45 };
-    static float Wd[ROWS * IN], X[NB * IN], Y[NB * ROWS], Ya[ROWS];
+    static float Wd[ROWS * IN], X[NB * IN], Y[NB * ROWS];
     static uint8_t Wq[ROWS * 34 * (IN / 32)];
     static _Alignas(64) uint8_t xq[2048];
-    const size_t rb = wb_quant_row_bytes(WB_QT_Q8_0, IN);
-    for (int r = 0; r < ROWS; r++)
-        for (int b = 0; b < IN / 32; b++) {
-            uint8_t *blk = Wq + rb * (size_t)r + 34 * (size_t)b;
-            put16(blk, 0.01f * (float)(1 + (r + b) % 5));
-            for (int i = 0; i < 32; i++) {
-                const int m = (r + 3 * b) % 6;
-                const int q = m == 0 ? -128 : m == 1 ? 127 : m == 2 ? (i & 1 ? 127 : -128)
-                            : m == 3 ? (i & 2 ? -128 : 127) : (int)(frand() * 127.5f);
-                blk[2 + i] = (uint8_t)(int8_t)q;
-            }
-        }
-    for (int r = 0; r < ROWS; r++) wb_dequantize_row(WB_QT_Q8_0, Wd + (size_t)r * IN, Wq + rb * (size_t)r, IN);
     for (int j = 0; j < NB; j++)
         for (int i = 0; i < IN; i++) {
             const int m = (j + i / 32) % 4;
@@ -720,28 +709,44 @@ static void q8_0_extreme_values_through_every_batch_kernel(void) {
     const wb_quant_kernels *v[8];
     const int nv = wb_quant_kernel_variants(v, 8);
     static const int ranges[2][2] = {{0, ROWS}, {5, ROWS - 1}};
-    for (int k = 0; k < nv; k++)
-        for (int g = 0; g < 2; g++)
-            for (int nb = 1; nb <= NB; nb = nb == 9 ? NB : nb + 1) {
-                const int r0 = ranges[g][0], r1 = ranges[g][1];
-                wb_gemm_q_with(v[k], WB_QT_Q8_0, Y, ROWS, X, IN, nb, Wq, NULL, IN, r0, r1, 0, NULL);
-                int bad = 0, alone = 0;
-                for (int j = 0; j < nb; j++) {
-                    const float *x = X + (size_t)j * IN;
-                    wb_quantize_act(xq, x, IN);
-                    for (int r = r0; r < r1; r++) {
-                        const float *w = Wd + (size_t)r * IN;
-                        double s = 0, m = 0;
-                        for (int i = 0; i < IN; i++) s += (double)w[i] * x[i], m += fabs((double)w[i] * x[i]);
-                        const float a = Y[(size_t)j * ROWS + r];
-                        bad += fabs(a - s) > input_rounding_bound(w, x, IN) * 1.001 + 1e-5 * m;
-                        Ya[r] = wb_quant_dot(WB_QT_Q8_0, Wq + rb * (size_t)r, xq, IN);
-                        alone += k > 0 && Ya[r] != a;
-                    }
+    for (int q4 = 0; q4 < 2; q4++) {
+        const wb_qtype qt = q4 ? WB_QT_Q4_0 : WB_QT_Q8_0;
+        const size_t rb = wb_quant_row_bytes(qt, IN), bs = q4 ? 18 : 34;
+        for (int r = 0; r < ROWS; r++)
+            for (int b = 0; b < IN / 32; b++) {
+                uint8_t *blk = Wq + rb * (size_t)r + bs * (size_t)b;
+                put16(blk, 0.01f * (float)(1 + (r + b) % 5));
+                const int m = (r + 3 * b) % 6;
+                for (int i = 0; i < (q4 ? 16 : 32); i++) {
+                    const int lo = q4 ? 0 : -128, hi = q4 ? 15 : 127;
+                    const int q = m == 0 ? lo : m == 1 ? hi : m == 2 ? (i & 1 ? hi : lo) : m == 3 ? (i & 2 ? lo : hi)
+                                : q4 ? (int)(frand() * 7.99f + 8.0f) : (int)(frand() * 127.5f);
+                    blk[2 + i] = q4 ? (uint8_t)(q | (m == 2 ? lo : q) << 4) : (uint8_t)(int8_t)q;
                 }
-                CHECK_MSG(!bad && !alone, "%s rows %d-%d nb %d: %d off the double dot, %d differ from the row alone",
-                          wb_quant_kernels_name(v[k]), r0, r1, nb, bad, alone);
             }
+        for (int r = 0; r < ROWS; r++) wb_dequantize_row(qt, Wd + (size_t)r * IN, Wq + rb * (size_t)r, IN);
+        for (int k = 0; k < nv; k++)
+            for (int g = 0; g < 2; g++)
+                for (int nb = 1; nb <= NB; nb = nb == 9 ? NB : nb + 1) {
+                    const int r0 = ranges[g][0], r1 = ranges[g][1];
+                    wb_gemm_q_with(v[k], qt, Y, ROWS, X, IN, nb, Wq, NULL, IN, r0, r1, 0, NULL);
+                    int bad = 0, alone = 0;
+                    for (int j = 0; j < nb; j++) {
+                        const float *x = X + (size_t)j * IN;
+                        wb_quantize_act(xq, x, IN);
+                        for (int r = r0; r < r1; r++) {
+                            const float *w = Wd + (size_t)r * IN;
+                            double s = 0, m = 0;
+                            for (int i = 0; i < IN; i++) s += (double)w[i] * x[i], m += fabs((double)w[i] * x[i]);
+                            const float a = Y[(size_t)j * ROWS + r];
+                            bad += !(fabs(a - s) <= input_rounding_bound(w, x, IN) * 1.001 + 1e-5 * m); /* NaN too */
+                            alone += k > 0 && wb_quant_dot(qt, Wq + rb * (size_t)r, xq, IN) != a;
+                        }
+                    }
+                    CHECK_MSG(!bad && !alone, "%s %s rows %d-%d nb %d: %d off the double dot, %d differ from the row alone",
+                              wb_qtype_name(qt), wb_quant_kernels_name(v[k]), r0, r1, nb, bad, alone);
+                }
+    }
 }
 
 int main(void) {
@@ -753,7 +758,7 @@ int main(void) {
     RUN(input_quantization_is_the_same_at_every_level);
     RUN(every_variant_matches_portable_and_the_float_reference);
     RUN(quant_batch_rows_equal_alone);
-    RUN(q8_0_extreme_values_through_every_batch_kernel);
+    RUN(int8_extreme_values_through_every_batch_kernel);
     RUN(prequantized_inputs_give_the_same_bits);
     RUN(tile_layout_gives_the_file_layout_bits);
     RUN(grouped_inputs_give_the_tile_bits);
