@@ -1,4 +1,4 @@
-/* bench_quant_kernels.c - every Q8_0 / Q4_0 kernel variant this CPU runs (wb_quant_kernel_variants:
+/* bench_quant_kernels.c - every Q8_0 / Q4_0 / Q5_0 kernel variant this CPU runs (wb_quant_kernel_variants:
  * portable excluded, AVX2 maddubs, AVX2 + AVX-VNNI, AVX-512 VNNI) on Qwen2.5-0.5B's MLP shapes
  * (896 x 4864, the down projection, and 4864 x 896, gate/up) at 1, 44 and 268 inputs, 1 thread.
  * Times are thread CPU time (CLOCK_THREAD_CPUTIME_ID), so a shared machine's descheduling is left
@@ -37,7 +37,7 @@ static int cmpd(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     static const char *const opts[] = {"--stream", NULL};
-    bench_args(argc, argv, "[REPS=5] [VARIANT] [--stream]\n  Q8_0/Q4_0 kernel variants on Qwen2.5-0.5B's MLP shapes, "
+    bench_args(argc, argv, "[REPS=5] [VARIANT] [--stream]\n  Q8_0/Q4_0/Q5_0 kernel variants on Qwen2.5-0.5B's MLP shapes, "
                "1 thread, thread CPU time, against the int8 peak measured beside each repeat;\n"
                "  --stream: weights read from memory (a product per copy of ~100 MB of copies)", opts);
     int stream = 0, npos = 0;
@@ -61,8 +61,8 @@ int main(int argc, char **argv) {
     printf("%s", stream ? "weights streamed from memory (--stream)\n" : "");
     printf("| type | rows x cols | variant | inputs | ms (CPU) | Gop/s | int8 peak Gop/s | of peak |\n");
     printf("|---|---|---|---|---|---|---|---|\n");
-    for (int t = 0; t < 2; t++) {
-        const wb_qtype qt = t ? WB_QT_Q4_0 : WB_QT_Q8_0;
+    for (int t = 0; t < 3; t++) {
+        const wb_qtype qt = t == 0 ? WB_QT_Q8_0 : t == 1 ? WB_QT_Q4_0 : WB_QT_Q5_0;
         for (int s = 0; s < 2; s++) {
             const int R = shapes[s][0], IN = shapes[s][1];
             const size_t rb = wb_quant_row_bytes(qt, IN), mb = (rb * (size_t)R + 63) & ~(size_t)63;

@@ -671,21 +671,24 @@ DEFINE_DOTS_256(avxvnni, AVXVNNI, vnni_u8s8)
  * both halves; the 4 partial sums per row then take two hadd levels, and the halves come out in
  * row order (rows 0-3 low, 4-7 high) with no cross-lane step. With maddubs the two products add
  * as int16 before the widening madd: each pair sums to at most 2 * 15 * 127, two of them 7620.
- * The 8 f16 scales are assembled in two 64-bit registers (through the stack, 2 stores and one
- * wider load, store forwarding failed on every block: 40% of the samples); the next group of rows is prefetched as one
- * linear stream while this one is read, as in the AVX-512 kernel. */
+ * The 8 f16 scales are gathered by 8 movd loads and a tree of 7 unpacks (scales8): through the
+ * stack (2 stores and a wider load) store forwarding failed on every block (40% of the samples);
+ * built with scalar shifts and ors in two 64-bit registers they cost 7% more of the Q8_0 and
+ * Q4_0 decode kernels' time than the unpacks (4% of Q5_0's), and a vpgatherdd 14-30% more (Zen 3,
+ * docs/performance.md Session 13). The next group of rows is prefetched as one linear stream
+ * while this one is read, as in the AVX-512 kernel. */
 AVX2 static inline __m256i fold8(const __m256i P[8]) {
     const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(P[0], P[1]), _mm256_hadd_epi32(P[2], P[3]));
     const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(P[4], P[5]), _mm256_hadd_epi32(P[6], P[7]));
     return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
+/* the f16 scales of 8 blocks rb apart (c: the first; each block's bytes 0-1), lane i block i */
 AVX2 static inline __m256 scales8(const uint8_t *c, size_t rb) {
-    uint64_t lo = 0, hi = 0;
-    for (int i = 0; i < 4; i++) {
-        lo |= (uint64_t)rd16(c + (size_t)i * rb) << (16 * i);
-        hi |= (uint64_t)rd16(c + (size_t)(i + 4) * rb) << (16 * i);
-    }
-    return _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
+    __m128i v[8];
+    for (int i = 0; i < 8; i++) v[i] = _mm_cvtsi32_si128((int)rd32(c + (size_t)i * rb));
+    const __m128i a = _mm_unpacklo_epi32(_mm_unpacklo_epi16(v[0], v[1]), _mm_unpacklo_epi16(v[2], v[3]));
+    const __m128i b = _mm_unpacklo_epi32(_mm_unpacklo_epi16(v[4], v[5]), _mm_unpacklo_epi16(v[6], v[7]));
+    return _mm256_cvtph_ps(_mm_unpacklo_epi64(a, b));
 }
 AVX2 static inline __m256i hsum4x2(const __m256i S[4]) { /* lane i: row i (rows 0-3 low half, 4-7 high) */
     return _mm256_hadd_epi32(_mm256_hadd_epi32(S[0], S[1]), _mm256_hadd_epi32(S[2], S[3]));
@@ -2155,20 +2158,69 @@ AVX2 static inline __attribute__((always_inline)) void tile16_q4(const int N, co
     }
 }
 
-/* acc: 16 floats per input */
-AVX2 static void gemm_tiles16(const int q4, float *Y, size_t ldy, const uint8_t *grp, int nb, const uint8_t *W,
-                              size_t rb, const float *bias, int in, int r0, int r1, int accumulate, float *acc) {
+/* The AVX2 level's 16-row tile layout (quant.h, wb_quant_to_tiles): half h (rows 0-7 or 8-15) of
+ * a tile block's register k is 32 bytes at 64 k + 32 h, lane i row 8 h + i, values 4k..4k+3;
+ * its 8 scales at TQ + 16 h. Q8_0 stored as w xor 0x80; Q4_0 and Q5_0 (after its qh group)
+ * hold 4 qs dwords whose low nibbles are registers 0-3, high ones 4-7. tk: 1 Q8_0, 0 Q4_0, 2
+ * Q5_0 (TQ / TB's numbering). */
+AVX2 static inline __m256i q8_tile_reg(const uint8_t *p, int k) { /* signed w */
+    return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(p + 64 * k)), _mm256_set1_epi8((char)0x80));
+}
+AVX2 static inline __m256i q4_tile_reg(const uint8_t *p, int k) { /* nibbles 0..15 */
+    const __m256i g = _mm256_loadu_si256((const __m256i *)(p + 64 * (k & 3)));
+    return _mm256_and_si256(k < 4 ? g : _mm256_srli_epi32(g, 4), _mm256_set1_epi8(15));
+}
+/* Q5_0: the nibbles (qs groups after the qh group at p) with each fifth bit as 16: value 4k + m
+ * takes bit 4k + m of its row's qh, i.e. bit 4 (k % 2) + m of byte k / 2, spread to its byte by a
+ * shuffle and tested against that byte's bit */
+AVX2 static inline __m256i q5_tile_reg(const uint8_t *p, int k) { /* 0..31 */
+    const __m256i v = q4_tile_reg(p + 64, k);
+    const __m256i sel = _mm256_add_epi8(_mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 0, 0, 0,
+                                                         0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12),
+                                        _mm256_set1_epi8((char)(k / 2)));
+    const __m256i bits = _mm256_set1_epi32(k & 1 ? (int)0x80402010 : 0x08040201);
+    const __m256i hb = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)p), sel), bits);
+    return _mm256_or_si256(v, _mm256_and_si256(_mm256_cmpeq_epi8(hb, bits), _mm256_set1_epi8(16)));
+}
+
+/* pack_chunk8's packs read from half h of tile blocks b0.. (T: the 16-row group): plain loads, no
+ * transpose. Q5_0 packs as Q8_0's maddubs form of q - 16 (the same integer sums as its dot). */
+AVX2 static inline __attribute__((always_inline)) void pack_tile8(const int tk, pack8 *P, const uint8_t *T, int h,
+                                                                  int b0, int nbk) {
+    for (int i = 0; i < nbk; i++) {
+        const uint8_t *p = T + (size_t)(b0 + i) * TB(tk);
+        P[i].d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + TQ(tk) + 16 * h)));
+        p += 32 * h;
+        for (int k = 0; k < 8; k++) {
+            if (tk == 0) {
+                P[i].w[k] = q4_tile_reg(p, k);
+                continue;
+            }
+            const __m256i w = tk == 1 ? q8_tile_reg(p, k) : _mm256_sub_epi8(q5_tile_reg(p, k), _mm256_set1_epi8(16));
+            P[i].w[k] = _mm256_sign_epi8(w, w), P[i].s[k] = w;
+        }
+    }
+}
+
+/* acc: 16 floats per input. tk < 0: W in the file layout, rows r0.. packed by pack_chunk8; else
+ * in the tile layout (kind tk), its groups from the one holding r0, rows outside r0..r1 computed
+ * and not stored. */
+AVX2 static inline __attribute__((always_inline)) void gemm_tiles16_any(
+    const int q4, const int tk, float *Y, size_t ldy, const uint8_t *grp, int nb, const uint8_t *W, size_t rb,
+    const float *bias, int in, int r0, int r1, int accumulate, float *acc) {
     _Alignas(64) pack8 P0[KC16], P1[KC16];
     const int nblk = in / 32;
-    for (int r = r0; r < r1; r += 16) {
-        const uint8_t *rows[16];
+    for (int r = tk < 0 ? r0 : r0 & ~15; r < r1; r += 16) {
+        const uint8_t *rows[16], *T = W + (size_t)(r / 16) * 16 * rb;
         for (int i = 0; i < 16; i++) rows[i] = W + (size_t)(r + i < r1 ? r + i : r1 - 1) * rb;
         memset(acc, 0, sizeof(float) * 16 * (size_t)nb);
         for (int b0 = 0; b0 < nblk; b0 += KC16) {
             const int nbk = nblk - b0 < KC16 ? nblk - b0 : KC16;
-            if (q4) pack_chunk8(2, P0, rows, b0, nbk);
+            if (tk >= 0) pack_tile8(tk, P0, T, 0, b0, nbk), pack_tile8(tk, P1, T, 1, b0, nbk);
+            else if (q4) pack_chunk8(2, P0, rows, b0, nbk);
             else pack_chunk8(0, P0, rows, b0, nbk);
-            if (r1 - r > 8 && q4) pack_chunk8(2, P1, rows + 8, b0, nbk);
+            if (tk >= 0) {
+            } else if (r1 - r > 8 && q4) pack_chunk8(2, P1, rows + 8, b0, nbk);
             else if (r1 - r > 8) pack_chunk8(0, P1, rows + 8, b0, nbk);
             else memcpy(P1, P0, sizeof(pack8) * (size_t)nbk); /* rows past r1: never stored */
             const uint8_t *g = grp;
@@ -2192,12 +2244,104 @@ AVX2 static void gemm_tiles16(const int q4, float *Y, size_t ldy, const uint8_t 
             }
         }
         for (int j = 0; j < nb; j++)
-            for (int i = 0; i < 16 && r + i < r1; i++) {
+            for (int i = r < r0 ? r0 - r : 0; i < 16 && r + i < r1; i++) {
                 const float s = acc[16 * j + i] + (bias ? bias[r + i] : 0.0f);
                 float *yp = Y + (size_t)j * ldy + r + i;
                 *yp = accumulate ? *yp + s : s;
             }
     }
+}
+AVX2 static void gemm_tiles16(const int q4, float *Y, size_t ldy, const uint8_t *grp, int nb, const uint8_t *W,
+                              size_t rb, const float *bias, int in, int r0, int r1, int accumulate, float *acc) {
+    gemm_tiles16_any(q4, -1, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc);
+}
+
+/* Prompts and batches from the tile layout: the inputs grouped as for gemm_tiles16, the packs
+ * loaded from the tiles (Q5_0 through Q8_0's tile); 0 without scratch (the caller then reads the
+ * tiles row by row) */
+AVX2 static int gemm_t_avx2(wb_qtype t, float *Y, size_t ldy, const uint8_t *act, size_t astride, int nb,
+                            const uint8_t *W, size_t rb, const float *bias, int in, int r0, int r1, int accumulate) {
+    const size_t gb = (grouped_bytes(nb, in) + 63) & ~(size_t)63;
+    uint8_t *grp = qscratch(1, gb + 64 * (size_t)nb);
+    if (!grp) return 0;
+    float *acc = (float *)(grp + gb);
+    group_inputs(grp, act, astride, nb, in, t == WB_QT_Q4_0 ? -8 : 0, NR16, 0);
+    if (t == WB_QT_Q4_0) gemm_tiles16_any(1, 0, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc);
+    else if (t == WB_QT_Q8_0) gemm_tiles16_any(0, 1, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc);
+    else gemm_tiles16_any(0, 2, Y, ldy, grp, nb, W, rb, bias, in, r0, r1, accumulate, acc);
+    return 1;
+}
+
+/* Decode from the tile layout: a 16-row group as two 8-row halves, lane i row i of its half, so a
+ * block's sums need no fold and its 8 scales are one load. Q8_0: |w| against x with w's sign per
+ * register (pair sums <= 2 * 128 * 127); Q4_0 / Q5_0: registers k and k + 4 (values 4k.. and
+ * 16 + 4k..) multiplied and added as int16 before widening (two pair sums <= 2 * 31 * 127 each:
+ * 15748). Each half's chain is its rows' canonical FMAs, so the bits of the per-row dots. */
+AVX2 static inline __attribute__((always_inline)) __m256i tile_isum8(const int tk, const uint8_t *p, const int8_t *x) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+    if (tk == 1)
+        for (int k = 0; k < 8; k += 2) {
+            const __m256i w0 = q8_tile_reg(p, k), w1 = q8_tile_reg(p, k + 1);
+            s0 = _mm256_add_epi32(s0, mul_s8s8(w0, bcast4_256(x + 4 * k)));
+            s1 = _mm256_add_epi32(s1, mul_s8s8(w1, bcast4_256(x + 4 * k + 4)));
+        }
+    else
+        for (int k = 0; k < 4; k++) {
+            const __m256i lo = tk == 0 ? q4_tile_reg(p, k) : q5_tile_reg(p, k);
+            const __m256i hi = tk == 0 ? q4_tile_reg(p, k + 4) : q5_tile_reg(p, k + 4);
+            const __m256i m = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4_256(x + 4 * k)),
+                                                                 _mm256_maddubs_epi16(hi, bcast4_256(x + 16 + 4 * k))),
+                                                ones);
+            if (k & 1) s1 = _mm256_add_epi32(s1, m);
+            else s0 = _mm256_add_epi32(s0, m);
+        }
+    return _mm256_add_epi32(s0, s1);
+}
+/* The tile layout is one linear stream per thread, which the hardware prefetchers follow except
+ * across 4 KB pages; a software prefetch TB_AHEAD blocks (1-2 KB) ahead carries it over them.
+ * Prefetching the next group (16 rows on, as the AVX-512 kernel does; 15-82 KB ahead) decoded
+ * Qwen2.5-0.5B's matrices 5-10% slower on Zen 3 at 2 threads, none at all 5-25% slower
+ * (bench_quant_decode, docs/performance.md Session 13). */
+#define TB_AHEAD 4
+AVX2 static inline __attribute__((always_inline)) void gemv_t_body256(const int tk, float *Y, const uint8_t *act,
+                                                                      const uint8_t *W, size_t rb, const float *bias,
+                                                                      int in, int r0, int r1, int accumulate) {
+    const qact a = act_view(act, in);
+    const int nblk = in / 32, corr = tk == 1 ? 0 : tk == 2 ? -16 : -8;
+    const size_t gbytes = 16 * rb, end = (size_t)((r1 + 15) & ~15) * rb;
+    for (int g = r0 & ~15; g < r1; g += 16) {
+        const uint8_t *T = W + (size_t)(g / 16) * gbytes;
+        const size_t pf = (size_t)(T - W) + TB_AHEAD * TB(tk); /* TB_AHEAD blocks on */
+        __m256 y0 = _mm256_setzero_ps(), y1 = _mm256_setzero_ps();
+        for (int b = 0; b < nblk; b++, T += TB(tk)) {
+            const size_t pb = pf + (size_t)b * TB(tk);
+            if (pb < end)
+                for (int l = 0; l < (TB(tk) + 63) / 64; l++) _mm_prefetch((const char *)W + pb + 64 * l, _MM_HINT_T0);
+            const int8_t *x = a.q + 32 * b;
+            const __m256i c = _mm256_set1_epi32(corr * a.s[b]);
+            const __m256i i0 = _mm256_add_epi32(tile_isum8(tk, T, x), c);
+            const __m256i i1 = _mm256_add_epi32(tile_isum8(tk, T + 32, x), c);
+            const __m256 dx = _mm256_set1_ps(a.d[b]);
+            const __m256 d0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(T + TQ(tk))));
+            const __m256 d1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(T + TQ(tk) + 16)));
+            y0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(d0, dx), y0);
+            y1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(d1, dx), y1);
+        }
+        _Alignas(32) float v[16];
+        _mm256_store_ps(v, y0);
+        _mm256_store_ps(v + 8, y1);
+        for (int i = g < r0 ? r0 - g : 0; i < 16 && g + i < r1; i++) {
+            const float s = v[i] + (bias ? bias[g + i] : 0.0f);
+            Y[g + i] = accumulate ? Y[g + i] + s : s;
+        }
+    }
+}
+AVX2 static void gemv_t_avx2(wb_qtype t, float *Y, const uint8_t *act, const uint8_t *W, size_t rb,
+                             const float *bias, int in, int r0, int r1, int accumulate) {
+    if (t == WB_QT_Q8_0) gemv_t_body256(1, Y, act, W, rb, bias, in, r0, r1, accumulate);
+    else if (t == WB_QT_Q5_0) gemv_t_body256(2, Y, act, W, rb, bias, in, r0, r1, accumulate);
+    else gemv_t_body256(0, Y, act, W, rb, bias, in, r0, r1, accumulate);
 }
 
 /* AVX-VNNI: the 8-row x NR2 tile, one vpdpbusd per 32 products for both types (Q8_0 as
@@ -2666,8 +2810,8 @@ static int has_vnni512(const wb_cpu_features *f) {
 static const wb_quant_kernels k_variants[] = {
     {"portable", {dot_q8_0_c, dot_q4_0_c, dot_q4_k_c, dot_q6_k_c, dot_q5_0_c}, NULL, NULL, NULL, NULL, WB_ISA_PORTABLE, always, NULL, NULL, 0},
 #ifdef WB_X86
-    {"avx2 maddubs", {dot_q8_0_avx2, dot_q4_0_avx2, dot_q4_k_avx2, dot_q6_k_avx2, dot_q5_0_avx2}, gemm_q_avx2, gemv_avx2, NULL, NULL,
-     WB_ISA_AVX2, has_avx2, NULL, NULL, 0},
+    {"avx2 maddubs", {dot_q8_0_avx2, dot_q4_0_avx2, dot_q4_k_avx2, dot_q6_k_avx2, dot_q5_0_avx2}, gemm_q_avx2, gemv_avx2, gemm_t_avx2,
+     gemv_t_avx2, WB_ISA_AVX2, has_avx2, NULL, NULL, 0},
     {"avx2 avx-vnni vpdpbusd", {dot_q8_0_avxvnni, dot_q4_0_avxvnni, dot_q4_k_avxvnni, dot_q6_k_avxvnni, dot_q5_0_avxvnni},
      gemm_q_avxvnni, gemv_avxvnni, NULL, NULL, WB_ISA_AVX2, has_avxvnni, NULL, NULL, 0},
     {"avx512-vnni 16-row tiles", {dot_q8_0_vnni512, dot_q4_0_vnni512, dot_q4_k_vnni512, dot_q6_k_vnni512, dot_q5_0_vnni512},
@@ -2829,8 +2973,9 @@ static int tile_rows_dots(const wb_quant_kernels *k, wb_qtype t, int off, float 
     return 1;
 }
 
-/* Q5_0 prompts and batches on a level without its own Q5_0 tiles (AVX2; AVX-512 packs Q5_0 rows
- * into its tile registers directly: pack_chunk). A Q5_0 block is a Q8_0 block with the same d
+/* Q5_0 prompts and batches in the file layout on a level without its own Q5_0 tiles (AVX2 with
+ * AVX-VNNI, or AVX2 rows that are not a multiple of 16; AVX-512 packs Q5_0 rows into its tile
+ * registers directly: pack_chunk; AVX2 reads the tile layout's as Q8_0 packs: pack_tile8). A Q5_0 block is a Q8_0 block with the same d
  * and q - 16 as its int8 values: the same integer sum (sum (q - 16) x = sum q x - 16 s) and
  * scale, so the level's Q8_0 tile kernels give the canonical Q5_0 bits on it. Each call widens
  * its rows, a chunk at a time into the thread's scratch (34 bytes per 22, read from cache while

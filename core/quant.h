@@ -91,7 +91,7 @@ void wb_gemm_q_act(wb_qtype t, float *Y, size_t ldy, const void *xq, int nb, con
                    const float *b, int in, int r0, int r1, int accumulate);
 
 /* The 16-row tile layout of Q8_0, Q4_0 and Q5_0 matrices (rows a multiple of 16): the file's bytes
- * rearranged so that the AVX-512 kernels read them with plain loads (weights.c chooses it at
+ * rearranged so that the AVX-512 and AVX2 kernels read them with plain loads (weights.c chooses it at
  * load when the load-time level has tile kernels: wb_quant_tiles_native). Rows 16g..16g+15 take
  * the same bytes as in the file, 16 x the row bytes from byte 16g x row bytes on, block after
  * block; each block of 16 rows (Q8_0 544 bytes, Q4_0 288, Q5_0 352) is
@@ -101,8 +101,9 @@ void wb_gemm_q_act(wb_qtype t, float *Y, size_t ldy, const void *xq, int nb, con
  *   scales: the 16 rows' f16 d, row i at 2i.
  * Every product gives the bits the file layout gives (the same integer sums and chain). */
 int wb_quant_tiles_ok(wb_qtype t, int rows, int in);
-/* 1 when the level in use multiplies the tile layout directly (AVX-512 VNNI); other levels read
- * it row by row (correct, slow: for tests that switch levels after load). */
+/* 1 when the level in use multiplies the tile layout directly (AVX-512 VNNI, AVX2 without
+ * AVX-VNNI); other levels read it row by row (correct, slow: for tests that switch levels after
+ * load). */
 int wb_quant_tiles_native(void);
 /* dst = the tile layout of the rows x in matrix src in the file layout (dst != src; nothing
  * when wb_quant_tiles_ok fails) */

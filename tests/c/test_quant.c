@@ -684,20 +684,22 @@ static void q5_0_real_shapes_agree_across_variants(void) {
     }
 }
 
-/* Q8_0 and Q4_0 at the int8 extremes through every variant's batch kernel: Q8_0 weights -128 and
- * 127 (a file's rows may hold -128, which the quantizer never writes), Q4_0 nibbles 0 and 15, in
+/* Q8_0, Q4_0 and Q5_0 at the int8 extremes through every variant's batch kernel: Q8_0 weights -128
+ * and 127 (a file's rows may hold -128, which the quantizer never writes), Q4_0 nibbles 0 and 15
+ * and Q5_0 values 0 and 31, in
  * whole blocks and alternating, against inputs whose blocks quantize to +-127 (equal
  * magnitudes), so the largest sums the byte multiplies and the int16 sums can form (Q8_0's pair
  * 2 x 128 x 127; Q4_0's 8 steps of 2 x 15 x 127) turn up with both signs; a saturating or
  * mis-signed sum is off by thousands of steps. Rows 0-44 and 5-43 (full 16-row passes, then 13
- * and 7 rows), every batch size 1-9 and 45 (every tail of a 4- or 6-input tile), 40 blocks
+ * and 7 rows; and the tile layout of rows 0-31, as 0-31 and 5-30, ranges inside groups), every
+ * batch size 1-9 and 45 (every tail of a 4- or 6-input tile; 1 is the decode GEMV), 40 blocks
  * (chunks of 16 or 32 and a short one). Each output must be the per-row dot of that input
  * alone (wb_quant_dot, bit for bit, for the FMA variants) and within the input-rounding bound
  * of the double dot. */
 static void int8_extreme_values_through_every_batch_kernel(void) {
-    enum { IN = 40 * 32, ROWS = 45, NB = 45 };
+    enum { IN = 40 * 32, ROWS = 45, NB = 45, TROWS = 32 };
     static float Wd[ROWS * IN], X[NB * IN], Y[NB * ROWS];
-    static uint8_t Wq[ROWS * 34 * (IN / 32)];
+    static uint8_t Wq[ROWS * 34 * (IN / 32)], Wt[ROWS * 34 * (IN / 32)];
     static _Alignas(64) uint8_t xq[2048];
     for (int j = 0; j < NB; j++)
         for (int i = 0; i < IN; i++) {
@@ -708,28 +710,42 @@ static void int8_extreme_values_through_every_batch_kernel(void) {
     CHECK(wb_quant_act_bytes(IN) <= sizeof xq);
     const wb_quant_kernels *v[8];
     const int nv = wb_quant_kernel_variants(v, 8);
-    static const int ranges[2][2] = {{0, ROWS}, {5, ROWS - 1}};
-    for (int q4 = 0; q4 < 2; q4++) {
-        const wb_qtype qt = q4 ? WB_QT_Q4_0 : WB_QT_Q8_0;
-        const size_t rb = wb_quant_row_bytes(qt, IN), bs = q4 ? 18 : 34;
+    /* the file layout over 45 rows, then the tile layout of the first 32 (each range inside groups) */
+    static const int ranges[4][2] = {{0, ROWS}, {5, ROWS - 1}, {0, TROWS}, {5, TROWS - 1}};
+    static const wb_qtype types[3] = {WB_QT_Q8_0, WB_QT_Q4_0, WB_QT_Q5_0};
+    for (int t = 0; t < 3; t++) {
+        const wb_qtype qt = types[t];
+        const size_t rb = wb_quant_row_bytes(qt, IN), bs = wb_qtype_block_bytes(qt);
+        const int lo = qt == WB_QT_Q8_0 ? -128 : 0, hi = qt == WB_QT_Q8_0 ? 127 : qt == WB_QT_Q4_0 ? 15 : 31;
         for (int r = 0; r < ROWS; r++)
             for (int b = 0; b < IN / 32; b++) {
                 uint8_t *blk = Wq + rb * (size_t)r + bs * (size_t)b;
                 put16(blk, 0.01f * (float)(1 + (r + b) % 5));
                 const int m = (r + 3 * b) % 6;
-                for (int i = 0; i < (q4 ? 16 : 32); i++) {
-                    const int lo = q4 ? 0 : -128, hi = q4 ? 15 : 127;
-                    const int q = m == 0 ? lo : m == 1 ? hi : m == 2 ? (i & 1 ? hi : lo) : m == 3 ? (i & 2 ? lo : hi)
-                                : q4 ? (int)(frand() * 7.99f + 8.0f) : (int)(frand() * 127.5f);
-                    blk[2 + i] = q4 ? (uint8_t)(q | (m == 2 ? lo : q) << 4) : (uint8_t)(int8_t)q;
+                int q[32];
+                for (int i = 0; i < 32; i++)
+                    q[i] = m == 0 ? lo : m == 1 ? hi : m == 2 ? (i & 1 ? hi : lo) : m == 3 ? (i & 2 ? lo : hi)
+                         : lo + (int)((frand() * 0.5f + 0.5f) * (float)(hi - lo) + 0.5f);
+                if (qt == WB_QT_Q8_0)
+                    for (int i = 0; i < 32; i++) blk[2 + i] = (uint8_t)(int8_t)q[i];
+                else { /* value i: low nibble of qs byte i (i < 16) or high of byte i - 16; Q5_0's bit 4 in qh bit i */
+                    uint8_t *qs = blk + (qt == WB_QT_Q5_0 ? 6 : 2);
+                    uint32_t qh = 0;
+                    for (int i = 0; i < 16; i++) qs[i] = (uint8_t)((q[i] & 15) | (q[i + 16] & 15) << 4);
+                    for (int i = 0; i < 32; i++) qh |= (uint32_t)(q[i] >> 4 & 1) << i;
+                    if (qt == WB_QT_Q5_0)
+                        for (int k = 0; k < 4; k++) blk[2 + k] = (uint8_t)(qh >> (8 * k));
                 }
             }
         for (int r = 0; r < ROWS; r++) wb_dequantize_row(qt, Wd + (size_t)r * IN, Wq + rb * (size_t)r, IN);
+        CHECK(wb_quant_tiles_ok(qt, TROWS, IN));
+        wb_quant_to_tiles(qt, Wt, Wq, TROWS, IN);
         for (int k = 0; k < nv; k++)
-            for (int g = 0; g < 2; g++)
+            for (int g = 0; g < 4; g++)
                 for (int nb = 1; nb <= NB; nb = nb == 9 ? NB : nb + 1) {
-                    const int r0 = ranges[g][0], r1 = ranges[g][1];
-                    wb_gemm_q_with(v[k], qt, Y, ROWS, X, IN, nb, Wq, NULL, IN, r0, r1, 0, NULL);
+                    const int r0 = ranges[g][0], r1 = ranges[g][1], tiles = g >= 2;
+                    if (tiles) wb_gemm_qt_with(v[k], qt, 0, Y, ROWS, X, IN, nb, Wt, NULL, IN, r0, r1, 0, NULL);
+                    else wb_gemm_q_with(v[k], qt, Y, ROWS, X, IN, nb, Wq, NULL, IN, r0, r1, 0, NULL);
                     int bad = 0, alone = 0;
                     for (int j = 0; j < nb; j++) {
                         const float *x = X + (size_t)j * IN;
@@ -743,8 +759,8 @@ static void int8_extreme_values_through_every_batch_kernel(void) {
                             alone += k > 0 && wb_quant_dot(qt, Wq + rb * (size_t)r, xq, IN) != a;
                         }
                     }
-                    CHECK_MSG(!bad && !alone, "%s %s rows %d-%d nb %d: %d off the double dot, %d differ from the row alone",
-                              wb_qtype_name(qt), wb_quant_kernels_name(v[k]), r0, r1, nb, bad, alone);
+                    CHECK_MSG(!bad && !alone, "%s %s%s rows %d-%d nb %d: %d off the double dot, %d differ from the row alone",
+                              wb_qtype_name(qt), wb_quant_kernels_name(v[k]), tiles ? " (tiles)" : "", r0, r1, nb, bad, alone);
                 }
     }
 }
