@@ -2216,13 +2216,14 @@ AVX2 static inline __attribute__((always_inline)) void gemm_tiles16_any(
         memset(acc, 0, sizeof(float) * 16 * (size_t)nb);
         for (int b0 = 0; b0 < nblk; b0 += KC16) {
             const int nbk = nblk - b0 < KC16 ? nblk - b0 : KC16;
-            if (tk >= 0) pack_tile8(tk, P0, T, 0, b0, nbk), pack_tile8(tk, P1, T, 1, b0, nbk);
-            else if (q4) pack_chunk8(2, P0, rows, b0, nbk);
-            else pack_chunk8(0, P0, rows, b0, nbk);
             if (tk >= 0) {
-            } else if (r1 - r > 8 && q4) pack_chunk8(2, P1, rows + 8, b0, nbk);
-            else if (r1 - r > 8) pack_chunk8(0, P1, rows + 8, b0, nbk);
-            else memcpy(P1, P0, sizeof(pack8) * (size_t)nbk); /* rows past r1: never stored */
+                pack_tile8(tk, P0, T, 0, b0, nbk);
+                pack_tile8(tk, P1, T, 1, b0, nbk);
+            } else {
+                pack_chunk8(q4 ? 2 : 0, P0, rows, b0, nbk);
+                if (r1 - r > 8) pack_chunk8(q4 ? 2 : 0, P1, rows + 8, b0, nbk);
+                else memcpy(P1, P0, sizeof(pack8) * (size_t)nbk); /* rows past r1: never stored */
+            }
             const uint8_t *g = grp;
             for (int j0 = 0; j0 < nb; j0 += NR16) {
                 const int n = nb - j0 < NR16 ? nb - j0 : NR16;
