@@ -31,8 +31,9 @@ typedef enum wb_gguf_vtype {
 /* ggml tensor types the workbench reads or writes (the file's numbers). */
 enum {
     WB_GGML_F32 = 0, WB_GGML_F16 = 1, WB_GGML_Q4_0 = 2, WB_GGML_Q4_1 = 3, WB_GGML_Q5_0 = 6,
-    WB_GGML_Q5_1 = 7, WB_GGML_Q8_0 = 8, WB_GGML_Q4_K = 12, WB_GGML_Q5_K = 13, WB_GGML_Q6_K = 14,
-    WB_GGML_BF16 = 30
+    WB_GGML_Q5_1 = 7, WB_GGML_Q8_0 = 8, WB_GGML_Q2_K = 10, WB_GGML_Q3_K = 11, WB_GGML_Q4_K = 12,
+    WB_GGML_Q5_K = 13, WB_GGML_Q6_K = 14, WB_GGML_IQ2_XXS = 16, WB_GGML_IQ4_NL = 20,
+    WB_GGML_IQ4_XS = 23, WB_GGML_BF16 = 30
 };
 
 typedef struct wb_gguf wb_gguf;

@@ -1,20 +1,29 @@
-/* quant_fallback.c - dequantizing Q4_1, Q5_0, Q5_1 and Q5_K blocks (layouts: quant_fallback.h;
- * Q5_0 is read through quant.c now, this decode stays as its reference).
+/* quant_fallback.c - decoding the ggml block types without kernels, and turning their rows into
+ * a type that has them (layouts: quant_fallback.h; Q5_0 is read through quant.c now, this
+ * decode stays as its reference).
  *
  * Read once at load, never in a product, so one plain loop per type is all it needs: the
- * values are exact (an f16 scale times a small integer, plus an f16 offset, in float). */
+ * values are exact (an f16 scale times small integers, plus an f16 offset, in float), computed
+ * in ggml's order (the group's scale d * sc first, then times q) so that they are ggml's values. */
 #include "quant_fallback.h"
 
+#include "gguf.h"
 #include "wb_model.h"
 
 #include <string.h>
 
-enum { Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q5_K = 13 };
+enum {
+    Q4_1 = WB_GGML_Q4_1, Q5_0 = WB_GGML_Q5_0, Q5_1 = WB_GGML_Q5_1, Q2_K = WB_GGML_Q2_K,
+    Q3_K = WB_GGML_Q3_K, Q5_K = WB_GGML_Q5_K, IQ4_NL = WB_GGML_IQ4_NL, IQ4_XS = WB_GGML_IQ4_XS
+};
+
+static const int8_t k_iq4[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                 1,    13,   25,  38,  53,  69,  89,  113};
 
 int wb_fallback_block_values(uint32_t type) {
     switch (type) {
-    case Q4_1: case Q5_0: case Q5_1: return 32;
-    case Q5_K: return 256;
+    case Q4_1: case Q5_0: case Q5_1: case IQ4_NL: return 32;
+    case Q2_K: case Q3_K: case Q5_K: case IQ4_XS: return 256;
     default: return 0;
     }
 }
@@ -24,16 +33,19 @@ size_t wb_fallback_block_bytes(uint32_t type) {
     case Q4_1: return 20;
     case Q5_0: return 22;
     case Q5_1: return 24;
+    case Q2_K: return 84;
+    case Q3_K: return 110;
     case Q5_K: return 176;
+    case IQ4_NL: return 18;
+    case IQ4_XS: return 136;
     default: return 0;
     }
 }
 
-static float half_at(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return wb_f16_to_f32(h);
-}
+wb_qtype wb_fallback_target(uint32_t type) { return type == Q3_K ? WB_QT_Q6_K : WB_QT_Q8_0; }
+
+static uint16_t u16_at(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static float half_at(const uint8_t *p) { return wb_f16_to_f32(u16_at(p)); }
 
 static uint32_t u32_at(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -76,6 +88,57 @@ static void q5_k_block(float *y, const uint8_t *b) {
     }
 }
 
+/* The 2 low bits of value i of a Q2_K / Q3_K block (qs: its 64 bytes). */
+static int k_low2(const uint8_t *qs, int i) {
+    const int h = i / 128, k = (i % 128) / 32, l = i % 32;
+    return (qs[32 * h + l] >> 2 * k) & 3;
+}
+
+static void q2_k_block(float *y, const uint8_t *b) {
+    const uint8_t *scales = b, *qs = b + 16;
+    const float d = half_at(b + 80), dmin = half_at(b + 82);
+    for (int g = 0; g < 16; g++) {
+        const float dg = d * (float)(scales[g] & 15), mg = dmin * (float)(scales[g] >> 4);
+        for (int i = 16 * g; i < 16 * g + 16; i++) y[i] = dg * (float)k_low2(qs, i) - mg;
+    }
+}
+
+/* Q3_K's group g scale, s - 32 in [-32, 31] */
+static int q3_k_scale(const uint8_t *sc, int g) {
+    const int lo = g < 8 ? sc[g] & 15 : sc[g - 8] >> 4, hi = (sc[8 + g % 4] >> 2 * (g / 4)) & 3;
+    return (lo | hi << 4) - 32;
+}
+
+/* value i of a Q3_K block as an integer in [-4, 3] */
+static int q3_k_value(const uint8_t *b, int i) {
+    const int h = i / 128, k = (i % 128) / 32, l = i % 32;
+    return k_low2(b + 32, i) - ((b[l] >> (4 * h + k)) & 1 ? 0 : 4);
+}
+
+static void q3_k_block(float *y, const uint8_t *b) {
+    const float d = half_at(b + 108);
+    for (int g = 0; g < 16; g++) {
+        const float dg = d * (float)q3_k_scale(b + 96, g);
+        for (int i = 16 * g; i < 16 * g + 16; i++) y[i] = dg * (float)q3_k_value(b, i);
+    }
+}
+
+/* IQ4_XS group g's scale, s - 32 */
+static int iq4_xs_scale(const uint8_t *b, int g) {
+    return (((b[4 + g / 2] >> 4 * (g % 2)) & 15) | ((u16_at(b + 2) >> 2 * g) & 3) << 4) - 32;
+}
+
+/* the 32 levels of one group of IQ4_NL / IQ4_XS nibbles qs[16] */
+static void iq4_levels(int8_t *v, const uint8_t *qs) {
+    for (int j = 0; j < 16; j++) v[j] = k_iq4[qs[j] & 15], v[j + 16] = k_iq4[qs[j] >> 4];
+}
+
+static void iq4_group(float *y, const uint8_t *qs, float d) {
+    int8_t v[32];
+    iq4_levels(v, qs);
+    for (int j = 0; j < 32; j++) y[j] = d * (float)v[j];
+}
+
 int wb_fallback_dequantize_row(uint32_t type, float *dst, const void *src, int64_t n) {
     const int bv = wb_fallback_block_values(type);
     const size_t bb = wb_fallback_block_bytes(type);
@@ -86,8 +149,60 @@ int wb_fallback_dequantize_row(uint32_t type, float *dst, const void *src, int64
         case Q4_1: legacy_block(dst, b + 4, half_at(b), half_at(b + 2), 0, 0, 0); break;
         case Q5_0: legacy_block(dst, b + 6, half_at(b), 0.0f, u32_at(b + 2), 1, 16); break;
         case Q5_1: legacy_block(dst, b + 8, half_at(b), half_at(b + 2), u32_at(b + 4), 1, 0); break;
+        case Q2_K: q2_k_block(dst, b); break;
+        case Q3_K: q3_k_block(dst, b); break;
+        case IQ4_NL: iq4_group(dst, b + 2, half_at(b)); break;
+        case IQ4_XS:
+            for (int g = 0; g < 8; g++)
+                iq4_group(dst + 32 * g, b + 8 + 16 * g, half_at(b) * (float)iq4_xs_scale(b, g));
+            break;
         default: q5_k_block(dst, b); break;
         }
     }
     return 0;
+}
+
+/* A Q3_K block as the Q6_K block with the same d, its group scales s - 32 as Q6_K's int8 ones
+ * and q + 32 as the 6-bit values (Q6_K layout: quant.h): the same values. */
+static void q3_k_to_q6_k(uint8_t *o, const uint8_t *b) {
+    memset(o, 0, 210);
+    for (int i = 0; i < 256; i++) {
+        const int q = q3_k_value(b, i) + 32, h = i / 128, k = (i % 128) / 32, l = i % 32;
+        o[64 * h + 32 * (k % 2) + l] |= (uint8_t)((q & 15) << 4 * (k / 2));
+        o[128 + 32 * h + l] |= (uint8_t)((q >> 4) << 2 * k);
+    }
+    for (int g = 0; g < 16; g++) o[192 + g] = (uint8_t)(int8_t)q3_k_scale(b + 96, g);
+    o[208] = b[108], o[209] = b[109];
+}
+
+/* One IQ4 group as a Q8_0 block: scale |d| as f16, the levels (negated for d < 0) as int8. */
+static void iq4_to_q8_0(uint8_t *o, const uint8_t *qs, float d) {
+    int8_t v[32];
+    iq4_levels(v, qs);
+    const uint16_t h = wb_f32_to_f16(d < 0 ? -d : d);
+    o[0] = (uint8_t)h, o[1] = (uint8_t)(h >> 8);
+    for (int j = 0; j < 32; j++) o[2 + j] = (uint8_t)(int8_t)(d < 0 ? -v[j] : v[j]);
+}
+
+int wb_fallback_convert_row(uint32_t type, void *dst, const void *src, const float *x, int64_t n) {
+    const int bv = wb_fallback_block_values(type);
+    const size_t bb = wb_fallback_block_bytes(type);
+    if (!bv || n <= 0 || n % bv || n > 1 << 30) return -1;
+    const uint8_t *b = src;
+    uint8_t *o = dst;
+    switch (type) {
+    case Q3_K:
+        for (int64_t i = 0; i < n / bv; i++) q3_k_to_q6_k(o + 210 * i, b + bb * i);
+        return 0;
+    case IQ4_NL: /* the scale is already an f16: d * K exactly */
+        for (int64_t i = 0; i < n / bv; i++) iq4_to_q8_0(o + 34 * i, b + bb * i + 2, half_at(b + bb * i));
+        return 0;
+    case IQ4_XS:
+        for (int64_t i = 0; i < n / bv; i++)
+            for (int g = 0; g < 8; g++)
+                iq4_to_q8_0(o + 34 * (8 * i + g), b + bb * i + 8 + 16 * g,
+                            half_at(b + bb * i) * (float)iq4_xs_scale(b + bb * i, g));
+        return 0;
+    default: return wb_quantize_row(WB_QT_Q8_0, dst, x, (int)n);
+    }
 }

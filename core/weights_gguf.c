@@ -16,9 +16,11 @@
  *                     (keep_bf16), else widened
  *   Q8_0, Q4_0,       mapped from the file as quantized wb_mat rows (quant.c's kernels)
  *   Q4_K, Q6_K, Q5_0
- *   Q4_1, Q5_1,       no kernels: dequantized (quant_fallback.c) and quantized again as Q8_0
- *   Q5_K              rows into a store-owned copy (the rows are multiples of 32 wide, as the
- *                     types require); 8 bits for 5-bit data, near-lossless (docs/gguf.md)
+ *   Q4_1, Q5_1, Q5_K, no kernels: decoded (quant_fallback.c) into a store-owned copy in a type
+ *   Q2_K, Q3_K,       that has them: Q3_K as Q6_K and IQ4_NL as Q8_0 with the same values,
+ *   IQ4_NL, IQ4_XS    IQ4_XS as Q8_0 with f16 group scales, the others quantized again as Q8_0
+ *                     (rows are multiples of 32 wide, as the types require); more bits than
+ *                     the file's, near-lossless (docs/gguf.md)
  *   vectors           always F32 (any type above dequantized)
  * The llama architecture's Q and K weights and biases come with their rows in llama.cpp's
  * interleaved-pair order (gguf_model.h, wb_gguf_qk_row); they are put back in transformers'
@@ -175,8 +177,8 @@ static int qtype_of(uint32_t type) {
     }
 }
 
-/* A type read through quant_fallback.c (no kernels): Q4_1, Q5_1, Q5_K (the file has Q5_0's
- * decode too, the reference the kernels' one is tested against). */
+/* A type read through quant_fallback.c (no kernels): Q4_1, Q5_1, Q5_K, Q2_K, Q3_K, IQ4_NL,
+ * IQ4_XS (the file has Q5_0's decode too, the reference the kernels' one is tested against). */
 static int fallback(uint32_t type) { return qtype_of(type) < 0 && wb_fallback_block_values(type) > 0; }
 
 static int readable(uint32_t type) {
@@ -244,7 +246,7 @@ static size_t first_bad_block(int q, const uint8_t *p, size_t n_blocks) {
 /* ------------------------------------------------------------------------------ loading */
 
 /* How one want is served. */
-typedef enum how { HOW_F32, HOW_MAP, HOW_COPY, HOW_Q8 } how;
+typedef enum how { HOW_F32, HOW_MAP, HOW_COPY, HOW_CONVERT } how;
 
 typedef struct plan {
     const wb_gguf_tensor *t;
@@ -286,7 +288,7 @@ static wb_status plan_want(wb_gguf_src *s, const wb_want *w, int keep_bf16, plan
     if (!readable(t->type))
         return wb_err_set(err, WB_ERR_FORMAT,
                           "%s: tensor '%s' has type %s; the workbench reads F32, F16, BF16, Q8_0, "
-                          "Q4_0, Q4_K, Q6_K, Q4_1, Q5_0, Q5_1 and Q5_K", s->path, t->name, wb_ggml_type_name(t->type));
+                          "Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS", s->path, t->name, wb_ggml_type_name(t->type));
     p->t = t;
     if (!w->d1) {
         if (t->n_dims != 1 || t->dims[0] != w->d0) return want_error(s, w, t, err);
@@ -312,7 +314,7 @@ static wb_status plan_want(wb_gguf_src *s, const wb_want *w, int keep_bf16, plan
     if (w->mat && ((t->type == WB_GGML_BF16 && keep_bf16) || mat_dtype_of(t->type) >= 0))
         p->how = p->permuted ? HOW_COPY : HOW_MAP;
     else if (w->mat && fallback(t->type))
-        p->how = HOW_Q8;
+        p->how = HOW_CONVERT;
     note_type(s, t->type);
     return WB_OK;
 }
@@ -330,29 +332,34 @@ static wb_status nonfinite(const wb_gguf_src *s, const plan *p, size_t i, const 
                       "is corrupt", s->path, p->t->name, unit, i);
 }
 
-/* The rows of p (a fallback type) as Q8_0 rows at dst, in the loaded order: each row widened,
- * checked for NaN/Inf, quantized (d = max|x| / 127 per 32, quant.c); a scale that does not fit
- * an f16 (a Q5_K group beyond 65504 * 127) is refused too, as the kernels would read Inf. */
-static wb_status requantize_q8(const wb_gguf_src *s, const plan *p, uint8_t *dst, wb_err *err) {
+/* The rows of p (a fallback type) in its target type (wb_fallback_target) at dst, in the loaded
+ * order: each row decoded and checked for NaN/Inf, then converted; a scale that does not fit an
+ * f16 (a Q5_K group beyond 65504 * 127, an IQ4_XS group scale beyond 65504) is refused too, as
+ * the kernels would read Inf. */
+static wb_status convert_rows(const wb_gguf_src *s, const plan *p, uint8_t *dst, wb_err *err) {
     const int64_t rows = p->rows, cols = p->cols;
-    const size_t rb = row_bytes(p->t->type, cols), qb = wb_quant_row_bytes(WB_QT_Q8_0, cols);
+    const wb_qtype to = wb_fallback_target(p->t->type);
+    const size_t rb = row_bytes(p->t->type, cols), qb = wb_quant_row_bytes(to, cols);
+    const size_t nblk = qb / wb_qtype_block_bytes(to);
     float *tmp = malloc((size_t)cols * sizeof *tmp);
     if (!tmp) return wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory", s->path);
     wb_status st = WB_OK;
     for (int64_t r = 0; r < rows && !st; r++) {
-        wb_fallback_dequantize_row(p->t->type, tmp, (const uint8_t *)p->t->data + rb * (size_t)r,
-                                   cols);
+        const uint8_t *src = (const uint8_t *)p->t->data + rb * (size_t)r;
+        wb_fallback_dequantize_row(p->t->type, tmp, src, cols);
         size_t bad = wb_weights_nonfinite_f32(tmp, (size_t)cols);
         if (bad < (size_t)cols) {
             st = nonfinite(s, p, (size_t)r * (size_t)cols + bad, "element", err);
             break;
         }
         uint8_t *q = dst + qb * (size_t)dst_row(s, p, r);
-        wb_quantize_row(WB_QT_Q8_0, q, tmp, (int)cols);
-        if ((bad = first_bad_block(WB_QT_Q8_0, q, (size_t)cols / 32)) < (size_t)cols / 32)
-            st = wb_err_set(err, WB_ERR_FORMAT, "%s: tensor '%s': row %lld, block %zu has values "
-                            "beyond what a Q8_0 scale holds (|x| > %g)", s->path, p->t->name,
-                            (long long)r, bad, 65504.0 * 127);
+        wb_fallback_convert_row(p->t->type, q, src, tmp, cols);
+        if ((bad = first_bad_block(to, q, nblk)) < nblk)
+            st = wb_err_set(err, WB_ERR_FORMAT, "%s: tensor '%s': row %lld, block %zu (%s) has "
+                            "values beyond what a %s block's f16 scale holds", s->path, p->t->name,
+                            (long long)r, bad * (size_t)wb_qtype_block_values(to) /
+                                (size_t)wb_fallback_block_values(p->t->type),
+                            wb_ggml_type_name(p->t->type), to == WB_QT_Q6_K ? "Q6_K" : "Q8_0");
     }
     free(tmp);
     return st;
@@ -375,8 +382,9 @@ wb_status wb_gguf_src_load(wb_gguf_src *s, const wb_want *wants, int n, int keep
         np += (int64_t)ne;
         if (pl[i].how == HOW_F32) floats += align16(ne);
         else if (pl[i].how == HOW_MAP) mapped++;
-        else if (pl[i].how == HOW_Q8)
-            row_copy += wb_quant_row_bytes(WB_QT_Q8_0, pl[i].cols) * (size_t)pl[i].rows;
+        else if (pl[i].how == HOW_CONVERT)
+            row_copy += wb_quant_row_bytes(wb_fallback_target(pl[i].t->type), pl[i].cols) *
+                        (size_t)pl[i].rows;
         else if (pl[i].t->type == WB_GGML_BF16) bf16_copy += ne;
         else row_copy += pl[i].t->bytes;
     }
@@ -409,11 +417,12 @@ wb_status wb_gguf_src_load(wb_gguf_src *s, const wb_want *wants, int n, int keep
         const void *data;
         wb_mat_dtype dt = WB_MAT_F32;
         size_t bad;
-        if (p->how == HOW_Q8) {
-            if ((st = requantize_q8(s, p, rp, err))) goto done;
+        if (p->how == HOW_CONVERT) {
+            const wb_qtype to = wb_fallback_target(p->t->type);
+            if ((st = convert_rows(s, p, rp, err))) goto done;
             data = rp;
-            dt = WB_MAT_Q8_0;
-            rp += wb_quant_row_bytes(WB_QT_Q8_0, cols) * (size_t)rows;
+            dt = to == WB_QT_Q6_K ? WB_MAT_Q6_K : WB_MAT_Q8_0;
+            rp += wb_quant_row_bytes(to, cols) * (size_t)rows;
         } else if (p->how == HOW_F32) {
             if (w->d1) {
                 const size_t rb = row_bytes(p->t->type, cols);

@@ -795,16 +795,19 @@ static void gguf_loading_fails_cleanly(void) {
 }
 
 /* GGUF files llama.cpp made (tests/vectors/gguf/README.md): the llama architecture with
- * K-quant, Q5_0 and Q8_0 tensors, and TinyLM as Q4_K_M */
+ * K-quant, Q5_0 and Q8_0 tensors, the converted types (Q3_K, IQ4_XS), and TinyLM as Q4_K_M */
 #define KQ "tests/vectors/gguf/kq-llama-"
 static void llama_cpp_gguf_loading_fails_cleanly(void) {
     load_case km = {KQ "q4_k_m.gguf", WB_WEIGHTS_AS_STORED, 0}, q5 = {KQ "q5_0.gguf", WB_WEIGHTS_AS_STORED, 0},
               q8 = {KQ "q8_0.gguf", WB_WEIGHTS_AS_STORED, 0},
-              tk = {"tests/vectors/gguf/tinylm-q4_k_m.gguf", WB_WEIGHTS_AS_STORED, 0};
+              tk = {"tests/vectors/gguf/tinylm-q4_k_m.gguf", WB_WEIGHTS_AS_STORED, 0},
+              k3 = {KQ "q3_k_m.gguf", WB_WEIGHTS_AS_STORED, 0}, xs = {KQ "iq4_xs.gguf", WB_WEIGHTS_AS_STORED, 0};
     drive("wb_model_load (llama, Q4_K_M)", load_model, &km, 200, 0);
     drive("wb_model_load (llama, Q5_0)", load_model, &q5, 100, 0);
     drive("wb_model_load (llama, Q8_0)", load_model, &q8, 100, 0);
     drive("wb_model_load (gpt2, Q4_K_M)", load_model, &tk, 100, 0);
+    drive("wb_model_load (llama, Q3_K_M: Q3_K converted to Q6_K)", load_model, &k3, 100, 0);
+    drive("wb_model_load (llama, IQ4_XS converted to Q8_0)", load_model, &xs, 100, 0);
 }
 
 /* a real chat template (Qwen2.5's, with tools) rendered from its directory */

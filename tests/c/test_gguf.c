@@ -217,6 +217,12 @@ static void hostile_headers_are_rejected_with_the_field_named(void) {
         {"w", 1, {416}, WB_GGML_Q4_1, 0, "past the end"},  /* 13 x 20 = 260 */
         {"w", 1, {352}, WB_GGML_Q5_1, 0, "past the end"},  /* 11 x 24 = 264 */
         {"w", 1, {512}, WB_GGML_Q5_K, 0, "past the end"},  /* 2 x 176 = 352 */
+        {"w", 1, {1024}, WB_GGML_Q2_K, 0, "past the end"}, /* 4 x 84 = 336 */
+        {"w", 1, {100}, WB_GGML_IQ4_NL, 0, "multiple of IQ4_NL"},
+        {"w", 1, {480}, WB_GGML_IQ4_NL, 0, "past the end"}, /* 15 x 18 = 270 */
+        {"w", 1, {128}, WB_GGML_IQ4_XS, 0, "multiple of IQ4_XS"},
+        {"w", 1, {512}, WB_GGML_IQ4_XS, 0, "past the end"}, /* 2 x 136 = 272 */
+        {"w", 1, {256}, 31, 0, "unknown tensor type"},      /* Q4_0_4_4: gone from GGUF */
         {"a-name-of-sixty-five-bytes-is-one-byte-longer-than-ggml-allows-xyz", 1, {64}, WB_GGML_F32, 0, "name"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -230,7 +236,8 @@ static void hostile_headers_are_rejected_with_the_field_named(void) {
     /* exactly block bytes x blocks: the last fitting size is accepted and measured so */
     const struct { uint32_t type; uint64_t n; size_t bytes; } fit[] = {
         {WB_GGML_Q5_0, 352, 242}, {WB_GGML_Q4_1, 384, 240}, {WB_GGML_Q5_1, 320, 240},
-        {WB_GGML_Q5_K, 256, 176}};
+        {WB_GGML_Q5_K, 256, 176}, {WB_GGML_Q2_K, 512, 168}, {WB_GGML_Q3_K, 512, 220},
+        {WB_GGML_IQ4_NL, 416, 234}, {WB_GGML_IQ4_XS, 256, 136}, {WB_GGML_IQ2_XXS, 768, 198}};
     for (size_t i = 0; i < sizeof fit / sizeof *fit; i++) {
         b_hdr(&b, 3, 1, 0);
         b_tensor(&b, "w", 1, &fit[i].n, fit[i].type, 0);

@@ -1,6 +1,6 @@
 /* seed_gguf_model.c - writes the seed corpus of fuzz_gguf_model: one tiny random model per
- * architecture (gpt2, llama, qwen2, phi3) and tensor type (with Q5_0 / Q5_1 / Q4_1 ones, which
- * the load converts to Q8_0), in llama.cpp's layout, each well
+ * architecture (gpt2, llama, qwen2, phi3) and tensor type (with Q5_0 / Q5_1 / Q4_1 / IQ4_NL
+ * ones, which the load converts to Q8_0), in llama.cpp's layout, each well
  * under the fuzzer's 64 KiB input limit. Not part of the build; run from the source root:
  *   cc -Icore tests/fuzz/seed_gguf_model.c build/libwbcore.a -lopenblas -lcjson -lpcre2-8 \
  *      -lutf8proc -lm -lpthread -o /tmp/seed && /tmp/seed tests/fuzz/corpus/fuzz_gguf_model */
@@ -34,7 +34,7 @@ static void tensor(wb_gguf_writer *w, const char *name, int64_t cols, int64_t ro
         for (size_t b = 0; b < n; b += bb) {
             const uint16_t d = wb_f32_to_f16(0.012f), m = wb_f32_to_f16(-0.1f);
             memcpy(raw + b, &d, 2);
-            if (type != WB_GGML_Q5_0) memcpy(raw + b + 2, &m, 2);
+            if (type != WB_GGML_Q5_0 && type != WB_GGML_IQ4_NL) memcpy(raw + b + 2, &m, 2);
         }
         if (wb_gguf_add_tensor_raw(w, name, 2, dims, type, raw, n, &err))
             fprintf(stderr, "%s: %s\n", name, err.msg);
@@ -124,10 +124,12 @@ int main(int argc, char **argv) {
             if (t == 1 || t == 3 || (a == 1 && t != 0) || (a == 2 && t == 2))
                 model(argv[1], archs[a], types[t].t, types[t].n);
     /* Q5_0, read natively (llama: its Q/K rows copied into llama's order; qwen2: mapped), and
-     * the types converted to Q8_0 at load (Q5_K needs rows of 256: not at this size) */
+     * the types converted to Q8_0 at load (the 256-value types Q5_K, Q2_K, Q3_K, IQ4_XS need rows
+     * of 256: not at this size) */
     model(argv[1], "llama", WB_GGML_Q5_0, "q5_0");
     model(argv[1], "qwen2", WB_GGML_Q5_0, "q5_0");
     model(argv[1], "qwen2", WB_GGML_Q5_1, "q5_1");
     model(argv[1], "gpt2", WB_GGML_Q4_1, "q4_1");
+    model(argv[1], "llama", WB_GGML_IQ4_NL, "iq4_nl");
     return 0;
 }
