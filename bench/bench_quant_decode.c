@@ -15,8 +15,9 @@
  * robust to the descheduling of a shared machine, though not to others' memory traffic). Printed:
  * median [min - max] of ms per sweep and of the ratios, and the load average before and after.
  *
- *   bench_quant_decode [repeats=7] [threads=2] [q8_0|q4_0|q5_0|both] [variant-substring]
- * (both: all three)
+ *   bench_quant_decode [repeats=7] [threads=2] [q8_0|q4_0|q5_0|iq4_nl|both] [variant-substring]
+ * (both: all four; IQ4_NL, the type a Q3_K_M / IQ4_XS file of this model mostly holds, has no
+ * tile layout: its row is Q4_0's size, read by the per-row dot)
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -157,7 +158,7 @@ static double max_cpu(int nt) { /* the slowest thread's CPU ms of the last job *
 
 int main(int argc, char **argv) {
     bench_args(argc, argv,
-               "[REPS=7] [THREADS=2] [q8_0|q4_0|q5_0|both] [VARIANT]\n  the quantized decode kernels alone, "
+               "[REPS=7] [THREADS=2] [q8_0|q4_0|q5_0|iq4_nl|both] [VARIANT]\n  the quantized decode kernels alone, "
                "every variant, on one Qwen2.5-0.5B decode step's matrices, against weight bytes / read rate",
                NULL);
     int reps = argc > 1 ? atoi(argv[1]) : 7, nt = argc > 2 ? atoi(argv[2]) : 2;
@@ -196,8 +197,8 @@ int main(int argc, char **argv) {
            "the step and for the read), which leaves out the time a busy machine takes the cores away\n\n"
            "| type | weight MB | variant | ms / step | read GB/s | step / bound | CPU ms / step | CPU read GB/s | CPU step / bound |\n"
            "|---|---|---|---|---|---|---|---|---|\n", nt, reps, nt);
-    for (int ti = 0; ti < 3; ti++) {
-        const wb_qtype t = ti == 2 ? WB_QT_Q5_0 : ti ? WB_QT_Q4_0 : WB_QT_Q8_0;
+    for (int ti = 0; ti < 4; ti++) {
+        const wb_qtype t = (const wb_qtype[]){WB_QT_Q8_0, WB_QT_Q4_0, WB_QT_Q5_0, WB_QT_IQ4_NL}[ti];
         const int can_tile = wb_quant_tiles_ok(t, 16, C);
         if (strcmp(which, "both") && strcmp(which, wb_qtype_name(t))) continue;
         static const int shape[PER_LAYER][2] = {{C, C}, {KV, C}, {KV, C}, {C, C}, {F, C}, {F, C}, {C, F}};

@@ -24,7 +24,12 @@ static const struct {
     int values;
     size_t bytes;
 } k_types[WB_QT_COUNT] = {
-    {"q8_0", 32, 34}, {"q4_0", 32, 18}, {"q4_k", 256, 144}, {"q6_k", 256, 210}, {"q5_0", 32, 22}};
+    {"q8_0", 32, 34}, {"q4_0", 32, 18}, {"q4_k", 256, 144}, {"q6_k", 256, 210}, {"q5_0", 32, 22},
+    {"iq4_nl", 32, 18}};
+
+/* IQ4_NL's levels (ggml's kvalues_iq4nl) */
+static const int8_t k_iq4_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                        1,    13,   25,  38,  53,  69,  89,  113};
 
 const char *wb_qtype_name(wb_qtype t) { return (unsigned)t < WB_QT_COUNT ? k_types[t].name : "?"; }
 int wb_qtype_block_values(wb_qtype t) { return (unsigned)t < WB_QT_COUNT ? k_types[t].values : 0; }
@@ -131,6 +136,14 @@ static void deq_q5_0(float *y, const uint8_t *p) {
     for (int j = 0; j < 32; j++) y[j] = d * (float)(q5_value(p, j) - 16) + 0.0f;
 }
 
+static void deq_iq4_nl(float *y, const uint8_t *p) {
+    const float d = f16(p);
+    for (int i = 0; i < 16; i++) {
+        y[i] = d * (float)k_iq4_levels[p[2 + i] & 15];
+        y[i + 16] = d * (float)k_iq4_levels[p[2 + i] >> 4];
+    }
+}
+
 static void q4k_scale_min(int j, const uint8_t *s, int *sc, int *m) {
     if (j < 4) {
         *sc = s[j] & 63;
@@ -188,6 +201,7 @@ void wb_dequantize_range(wb_qtype t, float *dst, const void *row, int k0, int kn
         case WB_QT_Q4_K: deq_q4_k(dst, p); break;
         case WB_QT_Q6_K: deq_q6_k(dst, p); break;
         case WB_QT_Q5_0: deq_q5_0(dst, p); break;
+        case WB_QT_IQ4_NL: deq_iq4_nl(dst, p); break;
         default: break;
         }
 }
@@ -443,6 +457,7 @@ void wb_quantize_act(void *dst, const float *x, int n) {
  *   Q8_0  isum = sum w q                                   scale d
  *   Q4_0  isum = sum nibble q - 8 s                        scale d
  *   Q5_0  isum = sum q5 q - 16 s                           scale d
+ *   IQ4_NL isum = sum K[nibble] q                          scale d   (Q8_0's, with w = K[nibble])
  *   Q4_K  isum = sum nibble q, scale d sc; then  -s with scale dmin m   (group b of 8)
  *   Q6_K  per 16: isum = sum q6 q - 32 h, scale d sc16 (two terms per block)
  * The AVX2 and AVX-512 levels fuse each step into one FMA (so their outputs are bit-identical),
@@ -492,6 +507,18 @@ static float dot_q4_k_c(const uint8_t *w, const qact *a, int nblk) {
         q4k_block_scales(blk, b % 8, &dsc, &dmn);
         acc = PORTABLE_MAC(acc, (float)s, dsc * a->d[b]);
         acc = PORTABLE_MAC(acc, (float)(-a->s[b]), dmn * a->d[b]);
+    }
+    return acc;
+}
+
+static float dot_iq4_nl_c(const uint8_t *w, const qact *a, int nblk) {
+    float acc = 0.0f;
+    for (int b = 0; b < nblk; b++, w += 18) {
+        const int8_t *q = a->q + 32 * b;
+        int32_t s = 0;
+        for (int i = 0; i < 16; i++)
+            s += k_iq4_levels[w[2 + i] & 15] * q[i] + k_iq4_levels[w[2 + i] >> 4] * q[i + 16];
+        acc = PORTABLE_MAC(acc, (float)s, f16(w) * a->d[b]);
     }
     return acc;
 }
@@ -570,6 +597,11 @@ AVX2 static inline __m256i q5_values(const uint8_t *p) {
     const __m256i hi = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit), _mm256_set1_epi8(16));
     return _mm256_or_si256(nibbles(p + 6), hi);
 }
+/* the 32 int8 levels of an IQ4_NL block (at p) in value order: its nibbles looked up in K */
+AVX2 static inline __m256i iq4_values(const uint8_t *p) {
+    const __m256i k = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)k_iq4_levels));
+    return _mm256_shuffle_epi8(k, nibbles(p + 2));
+}
 AVX2 static inline __m256i q4k_nibbles(const uint8_t *qs, int sh) {
     const __m256i v = _mm256_loadu_si256((const __m256i *)qs);
     return _mm256_and_si256(sh ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(15));
@@ -612,6 +644,15 @@ AVXVNNI static inline __m256i vnni_u8s8(__m256i u, __m256i s) {
         for (int b = 0; b < nblk; b++, w += 18) {                                                 \
             const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));              \
             const int32_t s = hsum_i32(MULU(nibbles(w + 2), xv)) - 8 * a->s[b];                   \
+            acc = fmaf((float)s, h2f(w) * a->d[b], acc);                                          \
+        }                                                                                         \
+        return acc;                                                                               \
+    }                                                                                             \
+    ATTR static float dot_iq4_nl_##SUFFIX(const uint8_t *w, const qact *a, int nblk) {            \
+        float acc = 0.0f;                                                                         \
+        for (int b = 0; b < nblk; b++, w += 18) {                                                 \
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));              \
+            const int32_t s = Q8_ISUM_##SUFFIX(iq4_values(w), xv, a->s[b]);                      \
             acc = fmaf((float)s, h2f(w) * a->d[b], acc);                                          \
         }                                                                                         \
         return acc;                                                                               \
@@ -913,10 +954,11 @@ DEFINE_KQUANT_256(avx2, AVX2, mul_u8s8)
 DEFINE_KQUANT_256(avxvnni, AVXVNNI, vnni_u8s8)
 
 #define DEFINE_GEMV_256(SUFFIX, ATTR, Q8MUL, Q8CORR)                                              \
+    /* q8: 1 Q8_0, 0 Q4_0, 2 IQ4_NL (Q8_0's products on its looked-up levels, 18-byte blocks) */ \
     ATTR static void gemv8_##SUFFIX(const int q8, float *Y, const qact *a, const uint8_t *W,      \
                                     size_t rb, const float *bias, int nblk, int r, int keep_from, \
                                     size_t end, int accumulate) {                                 \
-        const size_t bs = q8 ? 34 : 18;                                                           \
+        const size_t bs = q8 == 1 ? 34 : 18;                                                      \
         const uint8_t *base = W + (size_t)r * rb;                                                 \
         const size_t pf = (size_t)(r + 8) * rb;                                                   \
         const __m256i m4 = _mm256_set1_epi8(15);                                                  \
@@ -926,7 +968,7 @@ DEFINE_KQUANT_256(avxvnni, AVXVNNI, vnni_u8s8)
             if (pb < end) {                                                                       \
                 const char *pp = (const char *)W + pb;                                            \
                 for (int l = 0; l < 3; l++) _mm_prefetch(pp + 64 * l, _MM_HINT_T0);               \
-                if (q8)                                                                           \
+                if (q8 == 1)                                                                      \
                     for (int l = 3; l < 5; l++) _mm_prefetch(pp + 64 * l, _MM_HINT_T0);           \
             }                                                                                     \
             const int8_t *x = a->q + 32 * b;                                                      \
@@ -936,7 +978,8 @@ DEFINE_KQUANT_256(avxvnni, AVXVNNI, vnni_u8s8)
                 const __m256i xv = _mm256_loadu_si256((const __m256i *)x);                        \
                 __m256i P[8];                                                                     \
                 for (int i = 0; i < 8; i++)                                                       \
-                    P[i] = Q8MUL(_mm256_loadu_si256((const __m256i *)(c + (size_t)i * rb + 2)), xv); \
+                    P[i] = Q8MUL(q8 == 1 ? _mm256_loadu_si256((const __m256i *)(c + (size_t)i * rb + 2)) \
+                                         : iq4_values(c + (size_t)i * rb), xv);                   \
                 isum = _mm256_add_epi32(fold8(P), _mm256_set1_epi32(Q8CORR * a->s[b]));          \
             } else {                                                                              \
                 const __m256i xl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)x)); \
@@ -1017,9 +1060,10 @@ DEFINE_KQUANT_256(avxvnni, AVXVNNI, vnni_u8s8)
             if (r < r1) gemv8q5_##SUFFIX(Y, &a, W, rb, bias, in / 32, r1 - 8, 8 - (r1 - r), end, accumulate); \
             return;                                                                               \
         }                                                                                         \
-        if ((t != WB_QT_Q8_0 && t != WB_QT_Q4_0) || r1 - r0 < 8) {                                \
+        if ((t != WB_QT_Q8_0 && t != WB_QT_Q4_0 && t != WB_QT_IQ4_NL) || r1 - r0 < 8) {           \
             const qdot_fn dot = t == WB_QT_Q8_0   ? dot_q8_0_##SUFFIX                             \
                                 : t == WB_QT_Q4_0 ? dot_q4_0_##SUFFIX                             \
+                                : t == WB_QT_IQ4_NL ? dot_iq4_nl_##SUFFIX                         \
                                 : t == WB_QT_Q5_0 ? dot_q5_0_##SUFFIX                             \
                                 : t == WB_QT_Q4_K ? dot_q4_k_##SUFFIX                             \
                                                   : dot_q6_k_##SUFFIX;                            \
@@ -1029,7 +1073,7 @@ DEFINE_KQUANT_256(avxvnni, AVXVNNI, vnni_u8s8)
             }                                                                                     \
             return;                                                                               \
         }                                                                                         \
-        const int q8 = t == WB_QT_Q8_0;                                                           \
+        const int q8 = t == WB_QT_Q8_0 ? 1 : t == WB_QT_IQ4_NL ? 2 : 0;                           \
         const size_t end = (size_t)r1 * rb;                                                       \
         int r = r0;                                                                               \
         for (; r + 8 <= r1; r += 8) gemv8_##SUFFIX(q8, Y, &a, W, rb, bias, in / 32, r, 0, end, accumulate); \
@@ -2762,6 +2806,7 @@ VNNI512 static void gemv_q_512(wb_qtype t, float *Y, const uint8_t *act, const u
     if (t == WB_QT_Q8_0) gemv_body(1, Y, act, W, rb, bias, in, r0, r1, accumulate);
     else if (t == WB_QT_Q4_0) gemv_body(0, Y, act, W, rb, bias, in, r0, r1, accumulate);
     else if (t == WB_QT_Q5_0) gemv_body_q5(Y, act, W, rb, bias, in, r0, r1, accumulate);
+    else if (t == WB_QT_IQ4_NL) gemv_avx2(t, Y, act, W, rb, bias, in, r0, r1, accumulate); /* the same FMA chain */
     else if (r1 - r0 < 16) gemm_q_512(t, Y, 0, act, 0, 1, W, rb, bias, in, r0, r1, accumulate);
     else if (t == WB_QT_Q4_K) gemv_body_k(WB_QT_Q4_K, Y, act, W, rb, bias, in, r0, r1, accumulate);
     else gemv_body_k(WB_QT_Q6_K, Y, act, W, rb, bias, in, r0, r1, accumulate);
@@ -2809,13 +2854,13 @@ static int has_vnni512(const wb_cpu_features *f) {
 #endif
 
 static const wb_quant_kernels k_variants[] = {
-    {"portable", {dot_q8_0_c, dot_q4_0_c, dot_q4_k_c, dot_q6_k_c, dot_q5_0_c}, NULL, NULL, NULL, NULL, WB_ISA_PORTABLE, always, NULL, NULL, 0},
+    {"portable", {dot_q8_0_c, dot_q4_0_c, dot_q4_k_c, dot_q6_k_c, dot_q5_0_c, dot_iq4_nl_c}, NULL, NULL, NULL, NULL, WB_ISA_PORTABLE, always, NULL, NULL, 0},
 #ifdef WB_X86
-    {"avx2 maddubs", {dot_q8_0_avx2, dot_q4_0_avx2, dot_q4_k_avx2, dot_q6_k_avx2, dot_q5_0_avx2}, gemm_q_avx2, gemv_avx2, gemm_t_avx2,
+    {"avx2 maddubs", {dot_q8_0_avx2, dot_q4_0_avx2, dot_q4_k_avx2, dot_q6_k_avx2, dot_q5_0_avx2, dot_iq4_nl_avx2}, gemm_q_avx2, gemv_avx2, gemm_t_avx2,
      gemv_t_avx2, WB_ISA_AVX2, has_avx2, NULL, NULL, 0},
-    {"avx2 avx-vnni vpdpbusd", {dot_q8_0_avxvnni, dot_q4_0_avxvnni, dot_q4_k_avxvnni, dot_q6_k_avxvnni, dot_q5_0_avxvnni},
+    {"avx2 avx-vnni vpdpbusd", {dot_q8_0_avxvnni, dot_q4_0_avxvnni, dot_q4_k_avxvnni, dot_q6_k_avxvnni, dot_q5_0_avxvnni, dot_iq4_nl_avxvnni},
      gemm_q_avxvnni, gemv_avxvnni, NULL, NULL, WB_ISA_AVX2, has_avxvnni, NULL, NULL, 0},
-    {"avx512-vnni 16-row tiles", {dot_q8_0_vnni512, dot_q4_0_vnni512, dot_q4_k_vnni512, dot_q6_k_vnni512, dot_q5_0_vnni512},
+    {"avx512-vnni 16-row tiles", {dot_q8_0_vnni512, dot_q4_0_vnni512, dot_q4_k_vnni512, dot_q6_k_vnni512, dot_q5_0_vnni512, dot_iq4_nl_vnni512},
      gemm_q_512, gemv_q_512, gemm_t_512, gemv_t_512, WB_ISA_AVX512, has_vnni512, group_act_512, gemm_tg_512, 1},
 #endif
 };
@@ -2987,6 +3032,15 @@ static void q5_to_q8_c(uint8_t *dst, const uint8_t *src, int nblk) {
         for (int j = 0; j < 32; j++) dst[2 + j] = (uint8_t)(int8_t)(q5_value(src, j) - 16);
     }
 }
+/* IQ4_NL the same way: the Q8_0 block with the same d and the levels K[nibble] as its int8
+ * values, the same integer sum and scale as its canonical dot */
+static void iq4_to_q8_c(uint8_t *dst, const uint8_t *src, int nblk) {
+    for (int b = 0; b < nblk; b++, src += 18, dst += 34) {
+        dst[0] = src[0], dst[1] = src[1];
+        for (int j = 0; j < 16; j++)
+            dst[2 + j] = (uint8_t)k_iq4_levels[src[2 + j] & 15], dst[18 + j] = (uint8_t)k_iq4_levels[src[2 + j] >> 4];
+    }
+}
 #ifdef WB_X86
 AVX2 static void q5_to_q8_avx2(uint8_t *dst, const uint8_t *src, int nblk) {
     for (int b = 0; b < nblk; b++, src += 22, dst += 34) {
@@ -2994,12 +3048,19 @@ AVX2 static void q5_to_q8_avx2(uint8_t *dst, const uint8_t *src, int nblk) {
         _mm256_storeu_si256((__m256i *)(dst + 2), _mm256_sub_epi8(q5_values(src), _mm256_set1_epi8(16)));
     }
 }
+AVX2 static void iq4_to_q8_avx2(uint8_t *dst, const uint8_t *src, int nblk) {
+    for (int b = 0; b < nblk; b++, src += 18, dst += 34) {
+        dst[0] = src[0], dst[1] = src[1];
+        _mm256_storeu_si256((__m256i *)(dst + 2), iq4_values(src));
+    }
+}
 #endif
 
-/* 0 without the scratch (then the level's per-row dots) */
-static int q5_gemm(const wb_quant_kernels *k, float *Y, size_t ldy, const uint8_t *act, size_t one,
-                   int nb, const uint8_t *W, size_t rb, const float *b, int in, int r0, int r1,
-                   int accumulate) {
+/* t (Q5_0 or IQ4_NL) as Q8_0 rows for the level's Q8_0 batch kernel; 0 without the scratch
+ * (then the level's per-row dots) */
+static int widened_gemm(const wb_quant_kernels *k, wb_qtype t, float *Y, size_t ldy, const uint8_t *act,
+                        size_t one, int nb, const uint8_t *W, size_t rb, const float *b, int in, int r0,
+                        int r1, int accumulate) {
     const size_t rb8 = wb_quant_row_bytes(WB_QT_Q8_0, in);
     /* about 512 KB of Q8_0 rows per chunk, whole groups of 16 (the AVX-512 tile's rows): the
      * tile kernels regroup the inputs per call, a cost per chunk */
@@ -3008,9 +3069,9 @@ static int q5_gemm(const wb_quant_kernels *k, float *Y, size_t ldy, const uint8_
     if (ch > r1 - r0) ch = r1 - r0;
     uint8_t *q8 = qscratch(2, rb8 * (size_t)ch);
     if (!q8) return 0;
-    void (*widen)(uint8_t *, const uint8_t *, int) = q5_to_q8_c;
+    void (*widen)(uint8_t *, const uint8_t *, int) = t == WB_QT_IQ4_NL ? iq4_to_q8_c : q5_to_q8_c;
 #ifdef WB_X86
-    if (k->isa >= WB_ISA_AVX2) widen = q5_to_q8_avx2;
+    if (k->isa >= WB_ISA_AVX2) widen = t == WB_QT_IQ4_NL ? iq4_to_q8_avx2 : q5_to_q8_avx2;
 #endif
     for (int r = r0; r < r1; r += ch) {
         const int n = r1 - r < ch ? r1 - r : ch;
@@ -3038,8 +3099,13 @@ static int gemm_act(const wb_quant_kernels *k, wb_qtype t, int tiles, int off, f
         return tile_rows_dots(k, t, 0, Y, ldy, act, nb, W, rb, b, in, r0, r1, accumulate);
     }
     if (t == WB_QT_Q5_0 && nb > 1 && k->gemm && !k->q5_tiles &&
-        q5_gemm(k, Y, ldy, act, one, nb, W, rb, b, in, r0, r1, accumulate))
+        widened_gemm(k, t, Y, ldy, act, one, nb, W, rb, b, in, r0, r1, accumulate))
         return 1;
+    if (t == WB_QT_IQ4_NL && nb > 1) { /* prompts: as Q8_0 rows, widened per call */
+        if (!(k->gemm && widened_gemm(k, t, Y, ldy, act, one, nb, W, rb, b, in, r0, r1, accumulate)))
+            rows_dots(k, t, Y, ldy, act, one, nb, W, rb, b, in, r0, r1, accumulate);
+        return 1;
+    }
     if (nb == 1 && k->gemv)
         k->gemv(t, Y, act, W, rb, b, in, r0, r1, accumulate);
     else if (k->gemm)

@@ -23,6 +23,12 @@
  *         u32. Values d * [-16, 15]: exactly a Q8_0 block with the same d, and its products
  *         are Q8_0's integer sums; AVX2 prompts run Q8_0's tile kernel on rows widened per
  *         call, AVX-512 ones the Q8_0 / Q4_0 tile kernel on Q5_0's own registers.
+ *   IQ4_NL 32 values, 18 bytes: f16 d, uint8 qs[16]   x = d * K[nibble], nibbles as in Q4_0 and
+ *         K ggml's 16 int8 levels (quant_fallback.h): exactly the Q8_0 block with the same d
+ *         and q = K[nibble]. Decode looks the levels up per block (one vpshufb) and runs
+ *         Q8_0's dot chain; prompts widen rows to those Q8_0 blocks per call for the Q8_0
+ *         kernels (no tile layout). llama.cpp writes it where a Q2_K / Q3_K / IQ4_XS row is not
+ *         a multiple of 256 wide, and the GGUF loader turns IQ4_XS groups into it.
  *
  * Q8_0 and Q4_0 can be written (wb_quantize_row, byte for byte what GGUF's reference quantizers
  * write); all five are read and multiplied. The F32 input row is quantized once per product to
@@ -44,10 +50,11 @@ typedef enum wb_qtype {
     WB_QT_Q4_K,
     WB_QT_Q6_K,
     WB_QT_Q5_0,
+    WB_QT_IQ4_NL,
     WB_QT_COUNT
 } wb_qtype;
 
-/* "q8_0", "q4_0", "q4_k", "q6_k", "q5_0" */
+/* "q8_0", "q4_0", "q4_k", "q6_k", "q5_0", "iq4_nl" */
 const char *wb_qtype_name(wb_qtype t);
 /* Values and bytes per block. */
 int wb_qtype_block_values(wb_qtype t);

@@ -42,7 +42,9 @@ size_t wb_fallback_block_bytes(uint32_t type) {
     }
 }
 
-wb_qtype wb_fallback_target(uint32_t type) { return type == Q3_K ? WB_QT_Q6_K : WB_QT_Q8_0; }
+wb_qtype wb_fallback_target(uint32_t type) {
+    return type == Q3_K ? WB_QT_Q6_K : type == IQ4_XS ? WB_QT_IQ4_NL : WB_QT_Q8_0;
+}
 
 static uint16_t u16_at(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 static float half_at(const uint8_t *p) { return wb_f16_to_f32(u16_at(p)); }
@@ -175,15 +177,6 @@ static void q3_k_to_q6_k(uint8_t *o, const uint8_t *b) {
     o[208] = b[108], o[209] = b[109];
 }
 
-/* One IQ4 group as a Q8_0 block: scale |d| as f16, the levels (negated for d < 0) as int8. */
-static void iq4_to_q8_0(uint8_t *o, const uint8_t *qs, float d) {
-    int8_t v[32];
-    iq4_levels(v, qs);
-    const uint16_t h = wb_f32_to_f16(d < 0 ? -d : d);
-    o[0] = (uint8_t)h, o[1] = (uint8_t)(h >> 8);
-    for (int j = 0; j < 32; j++) o[2 + j] = (uint8_t)(int8_t)(d < 0 ? -v[j] : v[j]);
-}
-
 int wb_fallback_convert_row(uint32_t type, void *dst, const void *src, const float *x, int64_t n) {
     const int bv = wb_fallback_block_values(type);
     const size_t bb = wb_fallback_block_bytes(type);
@@ -194,14 +187,15 @@ int wb_fallback_convert_row(uint32_t type, void *dst, const void *src, const flo
     case Q3_K:
         for (int64_t i = 0; i < n / bv; i++) q3_k_to_q6_k(o + 210 * i, b + bb * i);
         return 0;
-    case IQ4_NL: /* the scale is already an f16: d * K exactly */
-        for (int64_t i = 0; i < n / bv; i++) iq4_to_q8_0(o + 34 * i, b + bb * i + 2, half_at(b + bb * i));
-        return 0;
-    case IQ4_XS:
+    case Q5_0: case IQ4_NL: return -1; /* kernel types: read as they are */
+    case IQ4_XS: /* group g as the IQ4_NL block of scale d * (s - 32) and the same nibbles */
         for (int64_t i = 0; i < n / bv; i++)
-            for (int g = 0; g < 8; g++)
-                iq4_to_q8_0(o + 34 * (8 * i + g), b + bb * i + 8 + 16 * g,
-                            half_at(b + bb * i) * (float)iq4_xs_scale(b + bb * i, g));
+            for (int g = 0; g < 8; g++) {
+                uint8_t *blk = o + 18 * (8 * i + g);
+                const uint16_t h = wb_f32_to_f16(half_at(b + bb * i) * (float)iq4_xs_scale(b + bb * i, g));
+                blk[0] = (uint8_t)h, blk[1] = (uint8_t)(h >> 8);
+                memcpy(blk + 2, b + bb * i + 8 + 16 * g, 16);
+            }
         return 0;
     default: return wb_quantize_row(WB_QT_Q8_0, dst, x, (int)n);
     }

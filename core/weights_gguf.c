@@ -15,10 +15,11 @@
  *   BF16              mapped from the file as a BF16 wb_mat when the family keeps BF16
  *                     (keep_bf16), else widened
  *   Q8_0, Q4_0,       mapped from the file as quantized wb_mat rows (quant.c's kernels)
- *   Q4_K, Q6_K, Q5_0
+ *   Q4_K, Q6_K, Q5_0,
+ *   IQ4_NL
  *   Q4_1, Q5_1, Q5_K, no kernels: decoded (quant_fallback.c) into a store-owned copy in a type
- *   Q2_K, Q3_K,       that has them: Q3_K as Q6_K and IQ4_NL as Q8_0 with the same values,
- *   IQ4_NL, IQ4_XS    IQ4_XS as Q8_0 with f16 group scales, the others quantized again as Q8_0
+ *   Q2_K, Q3_K,       that has them: Q3_K as Q6_K with the same values, IQ4_XS as IQ4_NL with
+ *   IQ4_XS            f16 group scales, the others quantized again as Q8_0
  *                     (rows are multiples of 32 wide, as the types require); more bits than
  *                     the file's, near-lossless (docs/gguf.md)
  *   vectors           always F32 (any type above dequantized)
@@ -173,12 +174,14 @@ static int qtype_of(uint32_t type) {
     case WB_GGML_Q4_K: return WB_QT_Q4_K;
     case WB_GGML_Q6_K: return WB_QT_Q6_K;
     case WB_GGML_Q5_0: return WB_QT_Q5_0;
+    case WB_GGML_IQ4_NL: return WB_QT_IQ4_NL;
     default: return -1;
     }
 }
 
-/* A type read through quant_fallback.c (no kernels): Q4_1, Q5_1, Q5_K, Q2_K, Q3_K, IQ4_NL,
- * IQ4_XS (the file has Q5_0's decode too, the reference the kernels' one is tested against). */
+/* A type read through quant_fallback.c (no kernels): Q4_1, Q5_1, Q5_K, Q2_K, Q3_K, IQ4_XS (the
+ * file has Q5_0's and IQ4_NL's decode too, the references the kernels' ones are tested
+ * against). */
 static int fallback(uint32_t type) { return qtype_of(type) < 0 && wb_fallback_block_values(type) > 0; }
 
 static int readable(uint32_t type) {
@@ -205,6 +208,7 @@ static int mat_dtype_of(uint32_t type) {
     case WB_GGML_Q4_K: return WB_MAT_Q4_K;
     case WB_GGML_Q6_K: return WB_MAT_Q6_K;
     case WB_GGML_Q5_0: return WB_MAT_Q5_0;
+    case WB_GGML_IQ4_NL: return WB_MAT_IQ4_NL;
     default: return -1;
     }
 }
@@ -359,7 +363,7 @@ static wb_status convert_rows(const wb_gguf_src *s, const plan *p, uint8_t *dst,
                             "values beyond what a %s block's f16 scale holds", s->path, p->t->name,
                             (long long)r, bad * (size_t)wb_qtype_block_values(to) /
                                 (size_t)wb_fallback_block_values(p->t->type),
-                            wb_ggml_type_name(p->t->type), to == WB_QT_Q6_K ? "Q6_K" : "Q8_0");
+                            wb_ggml_type_name(p->t->type), to == WB_QT_Q6_K ? "Q6_K" : to == WB_QT_IQ4_NL ? "IQ4_NL" : "Q8_0");
     }
     free(tmp);
     return st;
@@ -421,7 +425,7 @@ wb_status wb_gguf_src_load(wb_gguf_src *s, const wb_want *wants, int n, int keep
             const wb_qtype to = wb_fallback_target(p->t->type);
             if ((st = convert_rows(s, p, rp, err))) goto done;
             data = rp;
-            dt = to == WB_QT_Q6_K ? WB_MAT_Q6_K : WB_MAT_Q8_0;
+            dt = to == WB_QT_Q6_K ? WB_MAT_Q6_K : to == WB_QT_IQ4_NL ? WB_MAT_IQ4_NL : WB_MAT_Q8_0;
             rp += wb_quant_row_bytes(to, cols) * (size_t)rows;
         } else if (p->how == HOW_F32) {
             if (w->d1) {

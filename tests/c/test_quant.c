@@ -29,6 +29,8 @@ static void block_sizes_follow_the_gguf_layouts(void) {
     CHECK(wb_qtype_block_bytes(WB_QT_Q5_0) == 22 && wb_qtype_block_values(WB_QT_Q5_0) == 32);
     CHECK(wb_quant_row_bytes(WB_QT_Q5_0, 896) == 28 * 22 && wb_quant_row_bytes(WB_QT_Q5_0, 48) == 0);
     CHECK(strcmp(wb_qtype_name(WB_QT_Q5_0), "q5_0") == 0);
+    CHECK(wb_qtype_block_bytes(WB_QT_IQ4_NL) == 18 && wb_qtype_block_values(WB_QT_IQ4_NL) == 32);
+    CHECK(strcmp(wb_qtype_name(WB_QT_IQ4_NL), "iq4_nl") == 0 && !wb_quant_tiles_ok(WB_QT_IQ4_NL, 16, 32));
     CHECK(wb_quant_row_bytes(WB_QT_Q8_0, 896) == 28 * 34);
     CHECK(wb_quant_row_bytes(WB_QT_Q4_K, 896) == 0); /* not a multiple of 256 */
     CHECK(wb_quant_row_bytes(WB_QT_Q4_0, 0) == 0 && wb_quant_row_bytes(WB_QT_Q4_0, -32) == 0);
@@ -37,6 +39,7 @@ static void block_sizes_follow_the_gguf_layouts(void) {
     CHECK(wb_quantize_row(WB_QT_Q4_K, out, x, 32) == -1); /* K types are read-only */
     CHECK(wb_quantize_row(WB_QT_Q8_0, out, x, 31) == -1);
     CHECK(wb_quantize_row(WB_QT_Q5_0, out, x, 32) == -1); /* read-only, as the K types */
+    CHECK(wb_quantize_row(WB_QT_IQ4_NL, out, x, 32) == -1);
 }
 
 /* Blocks written byte by byte from the layout description decode to the values it defines. */
@@ -180,8 +183,9 @@ static void quantize_row_matches_its_libm_specification(void) {
 
 /* ------------------------------------------------------------------ the kernels */
 
-enum { N_TYPES = 5 };
-static const wb_qtype all_types[N_TYPES] = {WB_QT_Q8_0, WB_QT_Q4_0, WB_QT_Q4_K, WB_QT_Q6_K, WB_QT_Q5_0};
+enum { N_TYPES = 6 };
+static const wb_qtype all_types[N_TYPES] = {WB_QT_Q8_0, WB_QT_Q4_0, WB_QT_Q4_K, WB_QT_Q6_K, WB_QT_Q5_0,
+                                            WB_QT_IQ4_NL};
 /* the types with the 16-row tile layout */
 static const wb_qtype tile_types[3] = {WB_QT_Q8_0, WB_QT_Q4_0, WB_QT_Q5_0};
 
@@ -204,7 +208,12 @@ static void random_rows(wb_qtype t, uint8_t *Wq, float *Wd, int rows, int in) {
                 if ((r + b) % 11 == 5) memset(blk + 2, 0xff, 20); /* every q 31 (value 15) */
                 if ((r + b) % 11 == 6) memset(blk + 2, 0x00, 20); /* every q 0 (value -16) */
             }
-            for (int b = 0; t != WB_QT_Q5_0 && b < in / 256; b++) {
+            for (int b = 0; t == WB_QT_IQ4_NL && b < in / 32; b++) { /* d of either sign */
+                uint8_t *blk = row + (size_t)b * 18;
+                put16(blk, 0.0003f * (1.0f + 0.5f * (float)((r + b) % 4)) * (b % 5 == 2 ? -1.0f : 1.0f));
+                if ((r + b) % 13 == 4) memset(blk + 2, 0x00, 16); /* every level -127 */
+            }
+            for (int b = 0; t != WB_QT_Q5_0 && t != WB_QT_IQ4_NL && b < in / 256; b++) {
                 uint8_t *blk = row + (size_t)b * wb_qtype_block_bytes(t);
                 if (t == WB_QT_Q4_K) put16(blk, 0.01f + 0.002f * (float)(r % 5)), put16(blk + 2, 0.02f);
                 else put16(blk + 208, 0.003f * (1.0f + 0.25f * (float)(b % 3)));

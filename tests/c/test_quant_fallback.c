@@ -29,7 +29,7 @@ static void sizes_are_the_ggml_block_sizes(void) {
     CHECK(wb_fallback_block_values(WB_GGML_Q8_0) == 0 && wb_fallback_block_bytes(WB_GGML_Q4_K) == 0);
     CHECK(wb_fallback_block_values(WB_GGML_IQ2_XXS) == 0); /* a grid type: named, not read */
     CHECK(wb_fallback_target(WB_GGML_Q3_K) == WB_QT_Q6_K && wb_fallback_target(WB_GGML_Q2_K) == WB_QT_Q8_0 &&
-          wb_fallback_target(WB_GGML_IQ4_XS) == WB_QT_Q8_0);
+          wb_fallback_target(WB_GGML_IQ4_XS) == WB_QT_IQ4_NL);
     float y[256];
     uint8_t b[176] = {0};
     CHECK(wb_fallback_dequantize_row(WB_GGML_Q5_0, y, b, 48) == -1);
@@ -150,11 +150,9 @@ static void iq4_levels_are_the_fixed_non_linear_grid(void) {
     CHECK(wb_fallback_dequantize_row(WB_GGML_IQ4_NL, y, b, 32) == 0);
     for (int j = 0; j < 16; j++)
         CHECK_MSG(y[j] == -0.5f * K[j] && y[j + 16] == -0.5f * K[15 - j], "value %d = %g", j, y[j]);
-    uint8_t q8[34];
-    CHECK(wb_fallback_convert_row(WB_GGML_IQ4_NL, q8, b, y, 32) == 0);
-    wb_dequantize_row(WB_QT_Q8_0, z, q8, 32);
-    CHECK(!memcmp(y, z, sizeof y)); /* exact, with a positive Q8_0 scale */
-    CHECK(q8[1] == 0x38 && (int8_t)q8[2] == 127);
+    wb_dequantize_row(WB_QT_IQ4_NL, z, b, 32); /* quant.c's decode of the kernel type */
+    CHECK(!memcmp(y, z, sizeof y));
+    CHECK(wb_fallback_convert_row(WB_GGML_IQ4_NL, z, b, y, 32) == -1); /* not converted */
 
     uint8_t x[136] = {0};
     put16(x, 0x3400), put16(x + 2, 0x0002);
@@ -172,9 +170,9 @@ static uint8_t rbyte2(void) {
     return (uint8_t)(rng2 >> 24);
 }
 
-/* The conversions at load on random blocks: Q3_K -> Q6_K and IQ4_NL -> Q8_0 keep every value
- * bit for bit; IQ4_XS -> Q8_0 moves a value by at most the f16 rounding of its group's scale
- * (2^-11 relative). */
+/* The conversions at load on random blocks: Q3_K -> Q6_K keeps every value bit for bit (and
+ * quant.c decodes IQ4_NL as this file does); IQ4_XS -> IQ4_NL moves a value by at most the f16
+ * rounding of its group's scale (2^-11 relative). */
 static void conversions_keep_the_values(void) {
     const uint32_t types[] = {WB_GGML_Q3_K, WB_GGML_IQ4_NL, WB_GGML_IQ4_XS};
     enum { N = 4096 };
@@ -190,8 +188,12 @@ static void conversions_keep_the_values(void) {
             put16(raw + k * bb + (types[t] == WB_GGML_Q3_K ? 108 : 0), d);
         }
         CHECK(wb_fallback_dequantize_row(types[t], x, raw, N) == 0);
-        CHECK(wb_fallback_convert_row(types[t], out, raw, x, N) == 0);
-        wb_dequantize_row(wb_fallback_target(types[t]), z, out, N);
+        if (types[t] == WB_GGML_IQ4_NL) {
+            wb_dequantize_row(WB_QT_IQ4_NL, z, raw, N);
+        } else {
+            CHECK(wb_fallback_convert_row(types[t], out, raw, x, N) == 0);
+            wb_dequantize_row(wb_fallback_target(types[t]), z, out, N);
+        }
         double worst = 0;
         for (int i = 0; i < N; i++) {
             const double e = fabs((double)x[i] - z[i]);
@@ -200,7 +202,7 @@ static void conversions_keep_the_values(void) {
             else CHECK_MSG(e <= fabs(x[i]) * 0x1p-11, "IQ4_XS value %d: %g -> %g", i, x[i], z[i]);
         }
         printf("  %s -> %s: max relative change %.2g\n", wb_ggml_type_name(types[t]),
-               wb_qtype_name(wb_fallback_target(types[t])), worst);
+               types[t] == WB_GGML_IQ4_NL ? "iq4_nl (quant.c)" : wb_qtype_name(wb_fallback_target(types[t])), worst);
         free(raw);
     }
 }
@@ -214,6 +216,8 @@ static int decode_row(uint32_t type, float *dst, const uint8_t *src, int64_t n) 
     case WB_GGML_Q4_0: wb_dequantize_row(WB_QT_Q4_0, dst, src, (int)n); return 0;
     case WB_GGML_Q4_K: wb_dequantize_row(WB_QT_Q4_K, dst, src, (int)n); return 0;
     case WB_GGML_Q6_K: wb_dequantize_row(WB_QT_Q6_K, dst, src, (int)n); return 0;
+    case WB_GGML_IQ4_NL: wb_dequantize_row(WB_QT_IQ4_NL, dst, src, (int)n); return 0;
+    case WB_GGML_Q5_0: wb_dequantize_row(WB_QT_Q5_0, dst, src, (int)n); return 0;
     default: return wb_fallback_dequantize_row(type, dst, src, n);
     }
 }
