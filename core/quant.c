@@ -741,6 +741,11 @@ AVX2 static inline __m256i nib2_avx2(__m256i lo, __m256i xl, __m256i hi, __m256i
 AVXVNNI static inline __m256i nib2_avxvnni(__m256i lo, __m256i xl, __m256i hi, __m256i xh) {
     return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), lo, xl), hi, xh);
 }
+/* the same for products whose pair sums may reach 2 * 127 * 127: widened before they add */
+AVX2 static inline __m256i nib2w_avx2(__m256i lo, __m256i xl, __m256i hi, __m256i xh) {
+    return _mm256_add_epi32(mul_u8s8(lo, xl), mul_u8s8(hi, xh));
+}
+#define nib2w_avxvnni nib2_avxvnni
 
 /* Q4_K / Q6_K on the AVX2 level. Their per-row dots above run one block at a time through two
  * dependent FMAs and a horizontal sum, so a prompt or a decode step reads them at a few percent
@@ -954,11 +959,10 @@ DEFINE_KQUANT_256(avx2, AVX2, mul_u8s8)
 DEFINE_KQUANT_256(avxvnni, AVXVNNI, vnni_u8s8)
 
 #define DEFINE_GEMV_256(SUFFIX, ATTR, Q8MUL, Q8CORR)                                              \
-    /* q8: 1 Q8_0, 0 Q4_0, 2 IQ4_NL (Q8_0's products on its looked-up levels, 18-byte blocks) */ \
     ATTR static void gemv8_##SUFFIX(const int q8, float *Y, const qact *a, const uint8_t *W,      \
                                     size_t rb, const float *bias, int nblk, int r, int keep_from, \
                                     size_t end, int accumulate) {                                 \
-        const size_t bs = q8 == 1 ? 34 : 18;                                                      \
+        const size_t bs = q8 ? 34 : 18;                                                           \
         const uint8_t *base = W + (size_t)r * rb;                                                 \
         const size_t pf = (size_t)(r + 8) * rb;                                                   \
         const __m256i m4 = _mm256_set1_epi8(15);                                                  \
@@ -968,7 +972,7 @@ DEFINE_KQUANT_256(avxvnni, AVXVNNI, vnni_u8s8)
             if (pb < end) {                                                                       \
                 const char *pp = (const char *)W + pb;                                            \
                 for (int l = 0; l < 3; l++) _mm_prefetch(pp + 64 * l, _MM_HINT_T0);               \
-                if (q8 == 1)                                                                      \
+                if (q8)                                                                           \
                     for (int l = 3; l < 5; l++) _mm_prefetch(pp + 64 * l, _MM_HINT_T0);           \
             }                                                                                     \
             const int8_t *x = a->q + 32 * b;                                                      \
@@ -978,8 +982,7 @@ DEFINE_KQUANT_256(avxvnni, AVXVNNI, vnni_u8s8)
                 const __m256i xv = _mm256_loadu_si256((const __m256i *)x);                        \
                 __m256i P[8];                                                                     \
                 for (int i = 0; i < 8; i++)                                                       \
-                    P[i] = Q8MUL(q8 == 1 ? _mm256_loadu_si256((const __m256i *)(c + (size_t)i * rb + 2)) \
-                                         : iq4_values(c + (size_t)i * rb), xv);                   \
+                    P[i] = Q8MUL(_mm256_loadu_si256((const __m256i *)(c + (size_t)i * rb + 2)), xv); \
                 isum = _mm256_add_epi32(fold8(P), _mm256_set1_epi32(Q8CORR * a->s[b]));          \
             } else {                                                                              \
                 const __m256i xl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)x)); \
@@ -1043,6 +1046,47 @@ DEFINE_KQUANT_256(avxvnni, AVXVNNI, vnni_u8s8)
         }                                                                                         \
         store8_rows(Y, y, bias, r, keep_from, accumulate);                                        \
     }                                                                                             \
+    /* IQ4_NL: Q4_0's row pairs (rows i and i + 4 in the halves of a register), the nibbles      \
+     * looked up as |K| (vpshufb) against the input with K's sign (the input or its negation,   \
+     * chosen by the nibble's bit 3: K < 0 exactly for nibbles 0-7), so each product is |K| x   \
+     * +-x, unsigned by signed; each maddubs pair sums to at most 2 * 127 * 127, so the two      \
+     * products widen before they add (nib2w). */                                               \
+    ATTR static void gemv8iq4_##SUFFIX(float *Y, const qact *a, const uint8_t *W, size_t rb,      \
+                                       const float *bias, int nblk, int r, int keep_from,         \
+                                       size_t end, int accumulate) {                              \
+        const uint8_t *base = W + (size_t)r * rb;                                                 \
+        const size_t pf = (size_t)(r + 8) * rb;                                                   \
+        const __m256i m4 = _mm256_set1_epi8(15);                                                  \
+        const __m256i kabs = _mm256_broadcastsi128_si256(_mm_abs_epi8(_mm_loadu_si128((const __m128i *)k_iq4_levels))); \
+        __m256 y = _mm256_setzero_ps();                                                           \
+        for (int b = 0; b < nblk; b++) {                                                          \
+            const size_t pb = pf + (size_t)b * 8 * 18; /* 144 bytes: 3 lines at most */          \
+            if (pb < end) {                                                                       \
+                const char *pp = (const char *)W + pb;                                            \
+                for (int l = 0; l < 3; l++) _mm_prefetch(pp + 64 * l, _MM_HINT_T0);               \
+            }                                                                                     \
+            const int8_t *x = a->q + 32 * b;                                                      \
+            const __m256i xl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)x)); \
+            const __m256i xh = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(x + 16))); \
+            const __m256i nxl = _mm256_sub_epi8(_mm256_setzero_si256(), xl);                      \
+            const __m256i nxh = _mm256_sub_epi8(_mm256_setzero_si256(), xh);                      \
+            const uint8_t *c = base + (size_t)b * 18;                                             \
+            __m256i S[4];                                                                         \
+            for (int i = 0; i < 4; i++) {                                                         \
+                const __m256i v = _mm256_loadu2_m128i((const __m128i *)(c + (size_t)(i + 4) * rb + 2), \
+                                                      (const __m128i *)(c + (size_t)i * rb + 2)); \
+                const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4); \
+                S[i] = nib2w_##SUFFIX(_mm256_shuffle_epi8(kabs, lo),                              \
+                                      _mm256_blendv_epi8(nxl, xl, _mm256_slli_epi16(lo, 4)),      \
+                                      _mm256_shuffle_epi8(kabs, hi),                              \
+                                      _mm256_blendv_epi8(nxh, xh, _mm256_slli_epi16(hi, 4)));     \
+            }                                                                                     \
+            const __m256i isum = hsum4x2(S);                                                      \
+            const __m256 dw = scales8(c, rb);                                                     \
+            y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(a->d[b])), y); \
+        }                                                                                         \
+        store8_rows(Y, y, bias, r, keep_from, accumulate);                                        \
+    }                                                                                             \
     ATTR static void gemv_##SUFFIX(wb_qtype t, float *Y, const uint8_t *act, const uint8_t *W,    \
                                    size_t rb, const float *bias, int in, int r0, int r1,          \
                                    int accumulate) {                                              \
@@ -1060,7 +1104,14 @@ DEFINE_KQUANT_256(avxvnni, AVXVNNI, vnni_u8s8)
             if (r < r1) gemv8q5_##SUFFIX(Y, &a, W, rb, bias, in / 32, r1 - 8, 8 - (r1 - r), end, accumulate); \
             return;                                                                               \
         }                                                                                         \
-        if ((t != WB_QT_Q8_0 && t != WB_QT_Q4_0 && t != WB_QT_IQ4_NL) || r1 - r0 < 8) {           \
+        if (t == WB_QT_IQ4_NL && r1 - r0 >= 8) {                                                  \
+            const size_t end = (size_t)r1 * rb;                                                   \
+            int r = r0;                                                                           \
+            for (; r + 8 <= r1; r += 8) gemv8iq4_##SUFFIX(Y, &a, W, rb, bias, in / 32, r, 0, end, accumulate); \
+            if (r < r1) gemv8iq4_##SUFFIX(Y, &a, W, rb, bias, in / 32, r1 - 8, 8 - (r1 - r), end, accumulate); \
+            return;                                                                               \
+        }                                                                                         \
+        if ((t != WB_QT_Q8_0 && t != WB_QT_Q4_0) || r1 - r0 < 8) {                                \
             const qdot_fn dot = t == WB_QT_Q8_0   ? dot_q8_0_##SUFFIX                             \
                                 : t == WB_QT_Q4_0 ? dot_q4_0_##SUFFIX                             \
                                 : t == WB_QT_IQ4_NL ? dot_iq4_nl_##SUFFIX                         \
@@ -1073,7 +1124,7 @@ DEFINE_KQUANT_256(avxvnni, AVXVNNI, vnni_u8s8)
             }                                                                                     \
             return;                                                                               \
         }                                                                                         \
-        const int q8 = t == WB_QT_Q8_0 ? 1 : t == WB_QT_IQ4_NL ? 2 : 0;                           \
+        const int q8 = t == WB_QT_Q8_0;                                                           \
         const size_t end = (size_t)r1 * rb;                                                       \
         int r = r0;                                                                               \
         for (; r + 8 <= r1; r += 8) gemv8_##SUFFIX(q8, Y, &a, W, rb, bias, in / 32, r, 0, end, accumulate); \

@@ -7,6 +7,7 @@
 #   LLAMA_CPP=/path/to/llama.cpp   source tree with build/bin/llama-bench (default /work/peer/llama.cpp)
 #   WB_BUILD=build                 the workbench build directory
 #   MODELS="qwen tinylm"           which models; TYPES="bf16 f32 q8_0 q4_0 q4_k_m"; THREADS="1 2"
+#                                  (also q3_k_m, q2_k, iq4_xs, iq4_nl, q5_k_m: llama-quantize's)
 #   TABLE_ONLY=1                   print the table of the results already in $WORK, run nothing
 #
 # Models: bench_llama's Qwen2.5-0.5B-shaped random BF16 checkpoint (bench_peer_fixture writes it)
@@ -39,6 +40,8 @@ WORK=${WORK:-/tmp/wb_peer_bench}
 mkdir -p "$WORK"
 RES=$WORK/results.txt
 
+# the types llama-quantize makes from the F32 GGUF (both programs then load that file)
+llama_quantized() { [[ " q4_k_m q5_k_m q3_k_m q2_k iq4_xs iq4_nl " == *" $1 "* ]]; }
 model_dir() { [[ $1 == qwen ]] && echo "$WORK/qwen" || echo models/tinylm-base; }
 tests_of() { [[ $1 == qwen ]] && echo "44,268" || echo "44,96"; }
 
@@ -54,20 +57,20 @@ for model in $MODELS; do
   for t in $TYPES; do
     g=$WORK/$model-$t.gguf
     [[ -f $g ]] && continue
-    if [[ $t == q4_k_m ]]; then
+    if llama_quantized "$t"; then
       f=$WORK/$model-f32.gguf
       [[ -f $f ]] || "$WB" -e "wb.load('$dir'):save_gguf('$f', {type = 'f32', name = 'peer-bench-$model'})"
-      "$LLAMA_CPP/build/bin/llama-quantize" "$f" "$g" Q4_K_M > "$WORK/quantize-$model.log" 2>&1 ||
-        { echo "bench.sh: llama-quantize failed (see $WORK/quantize-$model.log)" >&2; exit 2; }
+      "$LLAMA_CPP/build/bin/llama-quantize" "$f" "$g" "${t^^}" > "$WORK/quantize-$model-$t.log" 2>&1 ||
+        { echo "bench.sh: llama-quantize failed (see $WORK/quantize-$model-$t.log)" >&2; exit 2; }
     else
       "$WB" -e "wb.load('$dir'):save_gguf('$g', {type = '$t', name = 'peer-bench-$model'})"
     fi
   done
 done
 
-run_wb() { # model type threads -> lines "test ms" (q4_k_m: the GGUF itself)
+run_wb() { # model type threads -> lines "test ms" (llama-quantize's types: the GGUF itself)
   local src; src=$(model_dir "$1")
-  [[ $2 == q4_k_m ]] && src=$WORK/$1-$2.gguf
+  if llama_quantized "$2"; then src=$WORK/$1-$2.gguf; fi
   "$WB" bench/peer/wb_time.lua "$src" "$2" "$3" "$REPS" |
     awk -v m="$1" -v t="$2" -v n="$3" '{ print m, t, n, $1, "workbench", $2 }' >> "$RES"
 }
