@@ -317,7 +317,7 @@ static void gemm_tiles(const gemm_level *g, float *Y, size_t ldy, const float *P
                 const size_t xo = (size_t)a * in + (size_t)(g->pairs ? k0 / 2 : k0) * mr;
                 (half ? g->tileh : g->tile)[mr](kn, P + xo, w, k0 ? c : NULL,
                             last ? NULL : c, Y + (size_t)a * ldy + r, ldy, nr, b ? b + r : NULL,
-                            accumulate, pfb + (size_t)t * per * 64,
+                            accumulate, pfb ? pfb + (size_t)t * per * 64 : NULL,
                             lines - t * per < per ? lines - t * per : per);
             }
         }
