@@ -731,6 +731,12 @@ AVX2 static inline __m256 scales8(const uint8_t *c, size_t rb) {
     const __m128i b = _mm_unpacklo_epi32(_mm_unpacklo_epi16(v[4], v[5]), _mm_unpacklo_epi16(v[6], v[7]));
     return _mm256_cvtph_ps(_mm_unpacklo_epi64(a, b));
 }
+/* the next 8-row group's lines of block b (pb: its offset in W; nothing past end), read while
+ * this group's block is multiplied: one linear stream the hardware prefetchers take up late */
+AVX2 static inline void prefetch_group(const uint8_t *W, size_t pb, size_t end, int lines) {
+    if (pb < end)
+        for (int l = 0; l < lines; l++) _mm_prefetch((const char *)W + pb + 64 * l, _MM_HINT_T0);
+}
 AVX2 static inline __m256i hsum4x2(const __m256i S[4]) { /* lane i: row i (rows 0-3 low half, 4-7 high) */
     return _mm256_hadd_epi32(_mm256_hadd_epi32(S[0], S[1]), _mm256_hadd_epi32(S[2], S[3]));
 }
@@ -968,13 +974,7 @@ DEFINE_KQUANT_256(avxvnni, AVXVNNI, vnni_u8s8)
         const __m256i m4 = _mm256_set1_epi8(15);                                                  \
         __m256 y = _mm256_setzero_ps();                                                           \
         for (int b = 0; b < nblk; b++) {                                                          \
-            const size_t pb = pf + (size_t)b * 8 * bs; /* a fixed count of lines, as below */ \
-            if (pb < end) {                                                                       \
-                const char *pp = (const char *)W + pb;                                            \
-                for (int l = 0; l < 3; l++) _mm_prefetch(pp + 64 * l, _MM_HINT_T0);               \
-                if (q8)                                                                           \
-                    for (int l = 3; l < 5; l++) _mm_prefetch(pp + 64 * l, _MM_HINT_T0);           \
-            }                                                                                     \
+            prefetch_group(W, pf + (size_t)b * 8 * bs, end, q8 ? 5 : 3); /* 272 / 144 bytes */     \
             const int8_t *x = a->q + 32 * b;                                                      \
             const uint8_t *c = base + (size_t)b * bs;                                             \
             __m256i isum;                                                                         \
@@ -1017,11 +1017,7 @@ DEFINE_KQUANT_256(avxvnni, AVXVNNI, vnni_u8s8)
         const __m256i sel_hi = _mm256_add_epi8(sel_lo, _mm256_set1_epi8(2));                      \
         __m256 y = _mm256_setzero_ps();                                                           \
         for (int b = 0; b < nblk; b++) {                                                          \
-            const size_t pb = pf + (size_t)b * 8 * 22; /* 176 bytes: 4 lines at most */          \
-            if (pb < end) {                                                                       \
-                const char *pp = (const char *)W + pb;                                            \
-                for (int l = 0; l < 4; l++) _mm_prefetch(pp + 64 * l, _MM_HINT_T0);               \
-            }                                                                                     \
+            prefetch_group(W, pf + (size_t)b * 8 * 22, end, 4); /* 176 bytes: 4 lines at most */ \
             const int8_t *x = a->q + 32 * b;                                                      \
             const __m256i xl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)x)); \
             const __m256i xh = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(x + 16))); \
@@ -1060,11 +1056,7 @@ DEFINE_KQUANT_256(avxvnni, AVXVNNI, vnni_u8s8)
         const __m256i kabs = _mm256_broadcastsi128_si256(_mm_abs_epi8(_mm_loadu_si128((const __m128i *)k_iq4_levels))); \
         __m256 y = _mm256_setzero_ps();                                                           \
         for (int b = 0; b < nblk; b++) {                                                          \
-            const size_t pb = pf + (size_t)b * 8 * 18; /* 144 bytes: 3 lines at most */          \
-            if (pb < end) {                                                                       \
-                const char *pp = (const char *)W + pb;                                            \
-                for (int l = 0; l < 3; l++) _mm_prefetch(pp + 64 * l, _MM_HINT_T0);               \
-            }                                                                                     \
+            prefetch_group(W, pf + (size_t)b * 8 * 18, end, 3); /* 144 bytes: 3 lines at most */ \
             const int8_t *x = a->q + 32 * b;                                                      \
             const __m256i xl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)x)); \
             const __m256i xh = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(x + 16))); \
@@ -1097,18 +1089,13 @@ DEFINE_KQUANT_256(avxvnni, AVXVNNI, vnni_u8s8)
             if (r < r1) kgemv8_##SUFFIX(t, Y, &a, W, rb, bias, in / 32, r1 - 8, 8 - (r1 - r), accumulate); \
             return;                                                                               \
         }                                                                                         \
-        if (t == WB_QT_Q5_0 && r1 - r0 >= 8) {                                                    \
+        if ((t == WB_QT_Q5_0 || t == WB_QT_IQ4_NL) && r1 - r0 >= 8) {                             \
+            void (*g8)(float *, const qact *, const uint8_t *, size_t, const float *, int, int, int, \
+                       size_t, int) = t == WB_QT_Q5_0 ? gemv8q5_##SUFFIX : gemv8iq4_##SUFFIX;      \
             const size_t end = (size_t)r1 * rb;                                                   \
             int r = r0;                                                                           \
-            for (; r + 8 <= r1; r += 8) gemv8q5_##SUFFIX(Y, &a, W, rb, bias, in / 32, r, 0, end, accumulate); \
-            if (r < r1) gemv8q5_##SUFFIX(Y, &a, W, rb, bias, in / 32, r1 - 8, 8 - (r1 - r), end, accumulate); \
-            return;                                                                               \
-        }                                                                                         \
-        if (t == WB_QT_IQ4_NL && r1 - r0 >= 8) {                                                  \
-            const size_t end = (size_t)r1 * rb;                                                   \
-            int r = r0;                                                                           \
-            for (; r + 8 <= r1; r += 8) gemv8iq4_##SUFFIX(Y, &a, W, rb, bias, in / 32, r, 0, end, accumulate); \
-            if (r < r1) gemv8iq4_##SUFFIX(Y, &a, W, rb, bias, in / 32, r1 - 8, 8 - (r1 - r), end, accumulate); \
+            for (; r + 8 <= r1; r += 8) g8(Y, &a, W, rb, bias, in / 32, r, 0, end, accumulate);   \
+            if (r < r1) g8(Y, &a, W, rb, bias, in / 32, r1 - 8, 8 - (r1 - r), end, accumulate);   \
             return;                                                                               \
         }                                                                                         \
         if ((t != WB_QT_Q8_0 && t != WB_QT_Q4_0) || r1 - r0 < 8) {                                \
