@@ -15,9 +15,13 @@
  * robust to the descheduling of a shared machine, though not to others' memory traffic). Printed:
  * median [min - max] of ms per sweep and of the ratios, and the load average before and after.
  *
- *   bench_quant_decode [repeats=7] [threads=2] [q8_0|q4_0|q5_0|iq4_nl|both] [variant-substring]
- * (both: all four; IQ4_NL, the type a Q3_K_M / IQ4_XS file of this model mostly holds, has no
- * tile layout: its row is Q4_0's size, read by the per-row dot)
+ *   bench_quant_decode [repeats=7] [threads=2] [q8_0|q4_0|q5_0|iq4_nl|both|q4_k|q5_k|q6_k|k]
+ *                      [variant-substring]
+ * (both: the first four; IQ4_NL, the type a Q3_K_M / IQ4_XS file of this model mostly holds, has
+ * no tile layout: its row is Q4_0's size, read by the per-row dot). The K types need rows that are
+ * multiples of 256, which 896 is not: they run on a Qwen3-0.6B-shaped step instead (28 layers, q
+ * 2048x1024, k and v 1024x1024, o 1024x2048, gate and up 3072x1024, down 1024x3072, the 151936 x
+ * 1024 head), the shape a Q4_K_M / Q5_K_M file of that model holds in its K types (k: all three).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -42,7 +46,17 @@
 #define MAXR 31
 #define MAXT 8
 #define MAXV 8
-enum { LAYERS = 24, C = 896, KV = 128, F = 4864, VOCAB = 151936, PER_LAYER = 7 };
+enum { LAYERS_MAX = 28, C = 896, KV = 128, F = 4864, VOCAB = 151936, PER_LAYER = 7, XMAX = 4864 };
+/* the step's shape: layers, per layer the 7 matrices' rows x cols, the head's cols */
+typedef struct step_shape {
+    const char *name;
+    int layers, m[PER_LAYER][2], head_cols;
+} step_shape;
+static const step_shape k_qwen25 = {"Qwen2.5-0.5B", 24, {{C, C}, {KV, C}, {KV, C}, {C, C}, {F, C}, {F, C}, {C, F}}, C};
+static const step_shape k_qwen3 = {"Qwen3-0.6B", 28,
+                                   {{2048, 1024}, {1024, 1024}, {1024, 1024}, {1024, 2048}, {3072, 1024}, {3072, 1024}, {1024, 3072}},
+                                   1024};
+static int g_layers = 24;
 
 static unsigned long long rs = 0x9e3779b97f4a7c15ull;
 static unsigned xr(void) {
@@ -67,7 +81,11 @@ static uint8_t *make_blocks(wb_qtype t, int rows, int cols) {
     if (!p) return NULL;
     for (size_t i = 0; i < n; i++) p[i] = (uint8_t)(xr() >> 24);
     const uint16_t h = wb_f32_to_f16(0.001f);
-    for (size_t o = 0; o < n; o += bs) p[o] = (uint8_t)h, p[o + 1] = (uint8_t)(h >> 8);
+    const size_t at = t == WB_QT_Q6_K ? 208 : 0; /* Q6_K's d is last; Q4_K / Q5_K's dmin follows d */
+    for (size_t o = 0; o < n; o += bs) {
+        p[o + at] = (uint8_t)h, p[o + at + 1] = (uint8_t)(h >> 8);
+        if (t == WB_QT_Q4_K || t == WB_QT_Q5_K) p[o + 2] = (uint8_t)h, p[o + 3] = (uint8_t)(h >> 8);
+    }
     return p;
 }
 
@@ -78,7 +96,7 @@ typedef struct sweep {
     int tiles; /* the tile layout (wb_quant_to_tiles) of the same matrices, mt */
     const qmat *mt;
     wb_qtype t;
-    const qmat *m; /* LAYERS * PER_LAYER + 1 matrices */
+    const qmat *m; /* g_layers * PER_LAYER + 1 matrices */
     const float *X;
     float *Y;
     const float *bw_buf; /* read job: BENCH_BW_BYTES split across the threads */
@@ -119,7 +137,7 @@ static void run_part(const sweep *s, int tid) {
         barrier(s->nt);
         return;
     }
-    const int nm = LAYERS * PER_LAYER + 1;
+    const int nm = g_layers * PER_LAYER + 1;
     for (int i = 0; i < nm; i++) {
         const qmat *m = s->tiles ? &s->mt[i] : &s->m[i];
         int r0, r1;
@@ -158,8 +176,9 @@ static double max_cpu(int nt) { /* the slowest thread's CPU ms of the last job *
 
 int main(int argc, char **argv) {
     bench_args(argc, argv,
-               "[REPS=7] [THREADS=2] [q8_0|q4_0|q5_0|iq4_nl|both] [VARIANT]\n  the quantized decode kernels alone, "
-               "every variant, on one Qwen2.5-0.5B decode step's matrices, against weight bytes / read rate",
+               "[REPS=7] [THREADS=2] [q8_0|q4_0|q5_0|iq4_nl|both|q4_k|q5_k|q6_k|k] [VARIANT]\n  the quantized decode kernels "
+               "alone, every variant, on one Qwen2.5-0.5B (K types: Qwen3-0.6B) decode step's matrices, against weight "
+               "bytes / read rate",
                NULL);
     int reps = argc > 1 ? atoi(argv[1]) : 7, nt = argc > 2 ? atoi(argv[2]) : 2;
     const char *which = argc > 3 ? argv[3] : "both", *only = argc > 4 ? argv[4] : NULL;
@@ -183,10 +202,10 @@ int main(int argc, char **argv) {
     printf("%s\n", wb_kernels_describe());
     print_load("before");
     float *bw_buf = aligned_alloc(64, BENCH_BW_BYTES);
-    float *X = malloc(sizeof(float) * F), *Y = malloc(sizeof(float) * VOCAB);
+    float *X = malloc(sizeof(float) * XMAX), *Y = malloc(sizeof(float) * VOCAB);
     if (!bw_buf || !X || !Y) return 1;
     memset(bw_buf, 1, BENCH_BW_BYTES);
-    for (int i = 0; i < F; i++) X[i] = (float)((int)(xr() >> 22) - 512) / 512.0f;
+    for (int i = 0; i < XMAX; i++) X[i] = (float)((int)(xr() >> 22) - 512) / 512.0f;
 
     pthread_t th[MAXT];
     g_job.nt = nt;
@@ -195,18 +214,22 @@ int main(int argc, char **argv) {
     printf("\n%d threads, %d repeats, median [min - max]. Wall: ms per step and its ratio to weight bytes / the "
            "%d-thread read rate of the same repeat. CPU: the same with thread CPU times (the slowest thread's, for "
            "the step and for the read), which leaves out the time a busy machine takes the cores away\n\n"
-           "| type | weight MB | variant | ms / step | read GB/s | step / bound | CPU ms / step | CPU read GB/s | CPU step / bound |\n"
-           "|---|---|---|---|---|---|---|---|---|\n", nt, reps, nt);
-    for (int ti = 0; ti < 4; ti++) {
-        const wb_qtype t = (const wb_qtype[]){WB_QT_Q8_0, WB_QT_Q4_0, WB_QT_Q5_0, WB_QT_IQ4_NL}[ti];
-        const int can_tile = wb_quant_tiles_ok(t, 16, C);
-        if (strcmp(which, "both") && strcmp(which, wb_qtype_name(t))) continue;
-        static const int shape[PER_LAYER][2] = {{C, C}, {KV, C}, {KV, C}, {C, C}, {F, C}, {F, C}, {C, F}};
-        qmat m[LAYERS * PER_LAYER + 1], mt[LAYERS * PER_LAYER + 1];
+           "| type | step | weight MB | variant | ms / step | read GB/s | step / bound | CPU ms / step | CPU read GB/s | CPU step / bound |\n"
+           "|---|---|---|---|---|---|---|---|---|---|\n", nt, reps, nt);
+    for (int ti = 0; ti < 7; ti++) {
+        const wb_qtype t = (const wb_qtype[]){WB_QT_Q8_0, WB_QT_Q4_0, WB_QT_Q5_0, WB_QT_IQ4_NL,
+                                              WB_QT_Q4_K, WB_QT_Q5_K, WB_QT_Q6_K}[ti];
+        const int kt = ti >= 4;
+        if (!(kt ? !strcmp(which, "k") : !strcmp(which, "both")) && strcmp(which, wb_qtype_name(t))) continue;
+        const step_shape *sh = kt ? &k_qwen3 : &k_qwen25;
+        const int can_tile = wb_quant_tiles_ok(t, 16, sh->head_cols);
+        g_layers = sh->layers;
+        qmat m[LAYERS_MAX * PER_LAYER + 1], mt[LAYERS_MAX * PER_LAYER + 1];
         double bytes = 0;
-        for (int i = 0; i < LAYERS * PER_LAYER + 1; i++) {
-            const int rows = i < LAYERS * PER_LAYER ? shape[i % PER_LAYER][0] : VOCAB;
-            const int cols = i < LAYERS * PER_LAYER ? shape[i % PER_LAYER][1] : C;
+        const int nm = sh->layers * PER_LAYER + 1;
+        for (int i = 0; i < nm; i++) {
+            const int rows = i < nm - 1 ? sh->m[i % PER_LAYER][0] : VOCAB;
+            const int cols = i < nm - 1 ? sh->m[i % PER_LAYER][1] : sh->head_cols;
             m[i] = (qmat){make_blocks(t, rows, cols), rows, cols};
             if (!m[i].w) return 1;
             const size_t mb = wb_quant_row_bytes(t, cols) * (size_t)rows;
@@ -242,14 +265,14 @@ int main(int argc, char **argv) {
             double *v4[4] = {ms[j], ratio[j], cms[j], cratio[j]};
             for (int q = 0; q < 4; q++) qsort(v4[q], (size_t)reps, sizeof(double), cmpd);
             const int h = reps / 2, e = reps - 1;
-            printf("| %s | %.0f | %s%s | %.2f [%.2f - %.2f] | %.1f [%.1f - %.1f] | %.2fx [%.2f - %.2f] | %.2f [%.2f - %.2f] | "
+            printf("| %s | %s | %.0f | %s%s | %.2f [%.2f - %.2f] | %.1f [%.1f - %.1f] | %.2fx [%.2f - %.2f] | %.2f [%.2f - %.2f] | "
                    "%.1f [%.1f - %.1f] | %.2fx [%.2f - %.2f] |\n",
-                   wb_qtype_name(t), bytes / 1e6, wb_quant_kernels_name(use[j]), use_tiles[j] ? " (tile layout)" : "", ms[j][h], ms[j][0], ms[j][e], bw[h],
+                   wb_qtype_name(t), sh->name, bytes / 1e6, wb_quant_kernels_name(use[j]), use_tiles[j] ? " (tile layout)" : "", ms[j][h], ms[j][0], ms[j][e], bw[h],
                    bw[0], bw[e], ratio[j][h], ratio[j][0], ratio[j][e], cms[j][h], cms[j][0], cms[j][e], cbw[h], cbw[0],
                    cbw[e], cratio[j][h], cratio[j][0], cratio[j][e]);
             fflush(stdout);
         }
-        for (int i = 0; i < LAYERS * PER_LAYER + 1; i++) free((void *)m[i].w), free((void *)mt[i].w);
+        for (int i = 0; i < nm; i++) free((void *)m[i].w), free((void *)mt[i].w);
     }
     atomic_store(&g_stop, 1);
     barrier(nt);

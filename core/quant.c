@@ -1,4 +1,4 @@
-/* quant.c - Q8_0 / Q4_0 / Q4_K / Q6_K / Q5_0 rows (layouts in quant.h): quantize, dequantize, and the
+/* quant.c - Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K / Q5_0 / IQ4_NL rows (layouts in quant.h): quantize, dequantize, and the
  * integer dot products of decode, portable, AVX2 and AVX-512 VNNI.
  *
  * The input row is quantized per block of 32 to int8 with its own float scale, and its block
@@ -25,7 +25,7 @@ static const struct {
     size_t bytes;
 } k_types[WB_QT_COUNT] = {
     {"q8_0", 32, 34}, {"q4_0", 32, 18}, {"q4_k", 256, 144}, {"q6_k", 256, 210}, {"q5_0", 32, 22},
-    {"iq4_nl", 32, 18}};
+    {"iq4_nl", 32, 18}, {"q5_k", 256, 176}};
 
 /* IQ4_NL's levels (ggml's kvalues_iq4nl) */
 static const int8_t k_iq4_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
@@ -170,6 +170,21 @@ static void deq_q4_k(float *y, const uint8_t *p) {
     }
 }
 
+/* q of value l (< 32) of group g of a Q5_K super-block: Q4_K's nibble and bit g of qh[l] */
+static inline int q5k_value(const uint8_t *blk, int g, int l) {
+    return ((blk[48 + 32 * (g / 2) + l] >> (4 * (g & 1))) & 15) | (((blk[16 + l] >> g) & 1) << 4);
+}
+
+static void deq_q5_k(float *y, const uint8_t *p) {
+    const float d = f16(p), dmin = f16(p + 2);
+    for (int g = 0; g < 8; g++) {
+        int sc, m;
+        q4k_scale_min(g, p + 4, &sc, &m);
+        const float a = d * (float)sc, b = dmin * (float)m;
+        for (int l = 0; l < 32; l++) y[32 * g + l] = a * (float)q5k_value(p, g, l) - b;
+    }
+}
+
 static void deq_q6_k(float *y, const uint8_t *p) {
     const uint8_t *ql = p, *qh = p + 128;
     const int8_t *sc = (const int8_t *)(p + 192);
@@ -202,6 +217,7 @@ void wb_dequantize_range(wb_qtype t, float *dst, const void *row, int k0, int kn
         case WB_QT_Q6_K: deq_q6_k(dst, p); break;
         case WB_QT_Q5_0: deq_q5_0(dst, p); break;
         case WB_QT_IQ4_NL: deq_iq4_nl(dst, p); break;
+        case WB_QT_Q5_K: deq_q5_k(dst, p); break;
         default: break;
         }
 }
@@ -459,6 +475,7 @@ void wb_quantize_act(void *dst, const float *x, int n) {
  *   Q5_0  isum = sum q5 q - 16 s                           scale d
  *   IQ4_NL isum = sum K[nibble] q                          scale d   (Q8_0's, with w = K[nibble])
  *   Q4_K  isum = sum nibble q, scale d sc; then  -s with scale dmin m   (group b of 8)
+ *   Q5_K  the same with q5 (nibble + 16 x its qh bit) for the nibble
  *   Q6_K  per 16: isum = sum q6 q - 32 h, scale d sc16 (two terms per block)
  * The AVX2 and AVX-512 levels fuse each step into one FMA (so their outputs are bit-identical),
  * the portable one rounds the product first. An output is then acc + bias, added to Y when
@@ -503,6 +520,21 @@ static float dot_q4_k_c(const uint8_t *w, const qact *a, int nblk) {
         const int8_t *q = a->q + 32 * b;
         int32_t s = 0;
         for (int i = 0; i < 32; i++) s += ((qs[i] >> sh) & 15) * q[i];
+        float dsc, dmn;
+        q4k_block_scales(blk, b % 8, &dsc, &dmn);
+        acc = PORTABLE_MAC(acc, (float)s, dsc * a->d[b]);
+        acc = PORTABLE_MAC(acc, (float)(-a->s[b]), dmn * a->d[b]);
+    }
+    return acc;
+}
+
+static float dot_q5_k_c(const uint8_t *w, const qact *a, int nblk) {
+    float acc = 0.0f;
+    for (int b = 0; b < nblk; b++) {
+        const uint8_t *blk = w + (size_t)(b / 8) * 176;
+        const int8_t *q = a->q + 32 * b;
+        int32_t s = 0;
+        for (int i = 0; i < 32; i++) s += q5k_value(blk, b % 8, i) * q[i];
         float dsc, dmn;
         q4k_block_scales(blk, b % 8, &dsc, &dmn);
         acc = PORTABLE_MAC(acc, (float)s, dsc * a->d[b]);
@@ -606,6 +638,13 @@ AVX2 static inline __m256i q4k_nibbles(const uint8_t *qs, int sh) {
     const __m256i v = _mm256_loadu_si256((const __m256i *)qs);
     return _mm256_and_si256(sh ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(15));
 }
+/* the 32 q5 of group bb (0..7) of a Q5_K super-block: Q4_K's nibbles (qs at 48) or bit bb of
+ * each qh byte moved to bit 4 (one 16-bit shift keeps every byte's bit inside its byte) */
+AVX2 static inline __m256i q5k_values(const uint8_t *blk, int bb) {
+    const __m256i h = _mm256_loadu_si256((const __m256i *)(blk + 16));
+    const __m256i hb = bb <= 4 ? _mm256_slli_epi16(h, 4 - bb) : _mm256_srli_epi16(h, bb - 4);
+    return _mm256_or_si256(q4k_nibbles(blk + 48 + 32 * (bb / 2), bb & 1), _mm256_and_si256(hb, _mm256_set1_epi8(16)));
+}
 AVX2 static inline __m256i q6_values(const uint8_t *blk, int bb) {
     const int h = bb / 4, part = bb % 4;
     __m256i lo = _mm256_loadu_si256((const __m256i *)(blk + 64 * h + 32 * (part & 1)));
@@ -615,6 +654,15 @@ AVX2 static inline __m256i q6_values(const uint8_t *blk, int bb) {
     hi = _mm256_and_si256(_mm256_srli_epi16(hi, 2 * part), _mm256_set1_epi8(3));
     return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
 }
+/* the values of group bb of a K super-block as unsigned bytes: Q4_K's nibbles, Q5_K's q5,
+ * Q6_K's q6 (t a constant where it is inlined) */
+AVX2 static inline __attribute__((always_inline)) __m256i k_values(const wb_qtype t, const uint8_t *blk, int bb) {
+    if (t == WB_QT_Q4_K) return q4k_nibbles(blk + 16 + 32 * (bb / 2), bb & 1);
+    if (t == WB_QT_Q5_K) return q5k_values(blk, bb);
+    return q6_values(blk, bb);
+}
+/* bytes of a K super-block */
+#define KBYTES(t) ((t) == WB_QT_Q4_K ? 144 : (t) == WB_QT_Q5_K ? 176 : 210)
 /* u8 x s8 -> 8 int32 lanes of 4-sums, without int16 saturation: every pair here sums to at most
  * 2 * 63 * 127 (or |w| <= 128 times 127 for Q8_0's sign trick) */
 AVX2 static inline __m256i mul_u8s8(__m256i u, __m256i s) {
@@ -675,6 +723,19 @@ AVXVNNI static inline __m256i vnni_u8s8(__m256i u, __m256i s) {
                 hsum_i32(MULU(q4k_nibbles(blk + 16 + 32 * ((b % 8) / 2), b & 1), xv));           \
             float dsc, dmn;                                                                       \
             q4k_block_scales_h(blk, b % 8, &dsc, &dmn);                                             \
+            acc = fmaf((float)s, dsc * a->d[b], acc);                                             \
+            acc = fmaf((float)(-a->s[b]), dmn * a->d[b], acc);                                    \
+        }                                                                                         \
+        return acc;                                                                               \
+    }                                                                                             \
+    ATTR static float dot_q5_k_##SUFFIX(const uint8_t *w, const qact *a, int nblk) {              \
+        float acc = 0.0f;                                                                         \
+        for (int b = 0; b < nblk; b++) {                                                          \
+            const uint8_t *blk = w + (size_t)(b / 8) * 176;                                       \
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));              \
+            const int32_t s = hsum_i32(MULU(q5k_values(blk, b % 8), xv));                         \
+            float dsc, dmn;                                                                       \
+            q4k_block_scales_h(blk, b % 8, &dsc, &dmn);                                           \
             acc = fmaf((float)s, dsc * a->d[b], acc);                                             \
             acc = fmaf((float)(-a->s[b]), dmn * a->d[b], acc);                                    \
         }                                                                                         \
@@ -837,59 +898,157 @@ AVX2 static inline void store8_rows(float *Y, __m256 y, const float *bias, int r
     }
 }
 
+/* 16 bytes at p in both halves */
+AVX2 static inline __m256i bcast16(const int8_t *p) {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
+}
+/* bit g (a constant where inlined) of every byte moved to bit 4 (16 or 0): Q5_K's fifth bits */
+AVX2 static inline __attribute__((always_inline)) __m256i bit_as_16(__m256i v, int g) {
+    return _mm256_and_si256(g <= 4 ? _mm256_slli_epi16(v, 4 - g) : _mm256_srli_epi16(v, g - 4), _mm256_set1_epi8(16));
+}
+
+/* one half-register product of the Q6_K decode: u8 x s8 pair sums (at most 2 x 63 x 127) widened */
+#define Q6HALF_avx2(v, x, one) _mm256_madd_epi16(_mm256_maddubs_epi16(v, x), one)
+#define Q6HALF_avxvnni(v, x, one) _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), v, x)
+
 #define DEFINE_KQUANT_256(SUFFIX, ATTR, MULU)                                                     \
-    /* rows r..r+7 (lanes below keep_from computed, not stored) against one input */             \
-    ATTR static void kgemv8_##SUFFIX(wb_qtype t, float *Y, const qact *a, const uint8_t *W,      \
-                                     size_t rb, const float *bias, int nblk, int r, int keep_from, \
-                                     int accumulate) {                                            \
-        const size_t bs = t == WB_QT_Q4_K ? 144 : 210;                                            \
-        const uint8_t *rows[8];                                                                   \
-        for (int i = 0; i < 8; i++) rows[i] = W + (size_t)(r + i) * rb;                           \
+    /* Q4_K / Q5_K decode, 8 rows (lanes below keep_from computed, not stored): kgemv8's        \
+     * prefetch and chain, with Q4_0's row pairs (rows i and i + 4 in the halves of a register)  \
+     * and a group pair per step: the 32 bytes of qs that hold groups 2c (low nibbles) and 2c + 1 \
+     * (high) are read once as two 16-value halves, each multiplied by its half of the input    \
+     * broadcast, so a group's 8 rows fold in three hadds where kgemv8 takes six and two lane    \
+     * crossings; the scales' group index is a constant (the loop unrolled). Pair sums: Q4_K    \
+     * 2 x 2 x 15 x 127, Q5_K 2 x 2 x 31 x 127 = 15748, in int16 before the widening madd. From \
+     * cache (1 thread, 3072 x 1024) Q4_K ran at 10.3 GB/s through kgemv8. */                   \
+    ATTR static inline __attribute__((always_inline)) void kgemv8m_##SUFFIX(                      \
+        const wb_qtype t, float *Y, const qact *a, const uint8_t *W, size_t rb, const float *bias, \
+        int nblk, int r, int keep_from, size_t end, int accumulate) {                             \
+        const int five = t == WB_QT_Q5_K;                                                         \
+        const size_t bs = five ? 176 : 144, pf = (size_t)(r + 8) * rb, qo = five ? 48 : 16;       \
+        const __m256i m4 = _mm256_set1_epi8(15);                                                  \
+        const uint8_t *base = W + (size_t)r * rb;                                                 \
         __m256 y = _mm256_setzero_ps();                                                           \
         for (int sb = 0; sb < nblk / 8; sb++) {                                                   \
             const uint8_t *blk[8];                                                                \
-            for (int i = 0; i < 8; i++) blk[i] = rows[i] + (size_t)sb * bs;                       \
-            __m256i P[8], H[4];                                                                   \
+            for (int i = 0; i < 8; i++) blk[i] = base + (size_t)i * rb + (size_t)sb * bs;         \
+            __m256i H[4];                                                                         \
             __m256 d, dmin;                                                                       \
-            ksuper_scales(t == WB_QT_Q4_K, blk, H, &d, &dmin);                                    \
-            if (t == WB_QT_Q4_K) {                                                                \
-                for (int bb = 0; bb < 8; bb++) {                                                  \
-                    const int b = 8 * sb + bb;                                                    \
-                    const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));      \
-                    for (int i = 0; i < 8; i++)                                                   \
-                        P[i] = MULU(q4k_nibbles(blk[i] + 16 + 32 * (bb / 2), bb & 1), xv);        \
-                    const __m256 dx = _mm256_set1_ps(a->d[b]);                                    \
-                    const __m256 dsc = _mm256_mul_ps(d, q4k_lane_scale(H[1], H[3], bb, 0));       \
-                    const __m256 dmn = _mm256_mul_ps(dmin, q4k_lane_scale(H[2], H[3], bb, 1));    \
-                    y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(fold8(P)), _mm256_mul_ps(dsc, dx), y); \
-                    y = _mm256_fmadd_ps(_mm256_set1_ps((float)(-a->s[b])), _mm256_mul_ps(dmn, dx), y); \
+            ksuper_scales(1, blk, H, &d, &dmin);                                                  \
+            _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {                                 \
+                const int b0 = 8 * sb + 2 * c;                                                    \
+                prefetch_group(W, pf + (size_t)b0 * bs, end, 3);                                  \
+                prefetch_group(W, pf + (size_t)(b0 + 1) * bs, end, 3);                            \
+                const int8_t *x0 = a->q + 32 * b0, *x1 = x0 + 32;                                 \
+                const __m256i x0a = bcast16(x0), x0b = bcast16(x0 + 16);                          \
+                const __m256i x1a = bcast16(x1), x1b = bcast16(x1 + 16);                          \
+                __m256i S0[4], S1[4];                                                             \
+                for (int i = 0; i < 4; i++) {                                                     \
+                    const uint8_t *p0 = blk[i] + qo + 32 * c, *p1 = blk[i + 4] + qo + 32 * c;     \
+                    const __m256i A = _mm256_loadu2_m128i((const __m128i *)p1, (const __m128i *)p0); \
+                    const __m256i B = _mm256_loadu2_m128i((const __m128i *)(p1 + 16), (const __m128i *)(p0 + 16)); \
+                    __m256i lA = _mm256_and_si256(A, m4), hA = _mm256_and_si256(_mm256_srli_epi16(A, 4), m4); \
+                    __m256i lB = _mm256_and_si256(B, m4), hB = _mm256_and_si256(_mm256_srli_epi16(B, 4), m4); \
+                    if (five) { /* value l's fifth bits: bits 2c and 2c + 1 of qh[l] */           \
+                        const uint8_t *h0 = blk[i] + 16, *h1 = blk[i + 4] + 16;                   \
+                        const __m256i QA = _mm256_loadu2_m128i((const __m128i *)h1, (const __m128i *)h0); \
+                        const __m256i QB = _mm256_loadu2_m128i((const __m128i *)(h1 + 16), (const __m128i *)(h0 + 16)); \
+                        lA = _mm256_or_si256(lA, bit_as_16(QA, 2 * c));                           \
+                        hA = _mm256_or_si256(hA, bit_as_16(QA, 2 * c + 1));                       \
+                        lB = _mm256_or_si256(lB, bit_as_16(QB, 2 * c));                           \
+                        hB = _mm256_or_si256(hB, bit_as_16(QB, 2 * c + 1));                       \
+                    }                                                                             \
+                    S0[i] = nib2_##SUFFIX(lA, x0a, lB, x0b);                                      \
+                    S1[i] = nib2_##SUFFIX(hA, x1a, hB, x1b);                                      \
                 }                                                                                 \
-            } else {                                                                              \
-                for (int bb = 0; bb < 8; bb++) {                                                  \
-                    const int b = 8 * sb + bb;                                                    \
-                    const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));      \
-                    for (int i = 0; i < 8; i++) P[i] = MULU(q6_values(blk[i], bb), xv);           \
-                    __m256i lo, hi;                                                               \
-                    fold8_halves(P, &lo, &hi);                                                    \
-                    lo = _mm256_sub_epi32(lo, _mm256_set1_epi32(32 * a->h[2 * b]));               \
-                    hi = _mm256_sub_epi32(hi, _mm256_set1_epi32(32 * a->h[2 * b + 1]));           \
-                    const __m256 dx = _mm256_set1_ps(a->d[b]);                                    \
-                    const __m256 d0 = _mm256_mul_ps(d, q6k_lane_scale(H, 2 * bb));                \
-                    const __m256 d1 = _mm256_mul_ps(d, q6k_lane_scale(H, 2 * bb + 1));            \
-                    y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), _mm256_mul_ps(d0, dx), y);        \
-                    y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), _mm256_mul_ps(d1, dx), y);        \
-                }                                                                                 \
+                const __m256 dx0 = _mm256_set1_ps(a->d[b0]), dx1 = _mm256_set1_ps(a->d[b0 + 1]);  \
+                const __m256 s00 = _mm256_mul_ps(d, q4k_lane_scale(H[1], H[3], 2 * c, 0));        \
+                const __m256 s01 = _mm256_mul_ps(dmin, q4k_lane_scale(H[2], H[3], 2 * c, 1));     \
+                const __m256 s10 = _mm256_mul_ps(d, q4k_lane_scale(H[1], H[3], 2 * c + 1, 0));    \
+                const __m256 s11 = _mm256_mul_ps(dmin, q4k_lane_scale(H[2], H[3], 2 * c + 1, 1)); \
+                y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum4x2(S0)), _mm256_mul_ps(s00, dx0), y); \
+                y = _mm256_fmadd_ps(_mm256_set1_ps((float)(-a->s[b0])), _mm256_mul_ps(s01, dx0), y); \
+                y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum4x2(S1)), _mm256_mul_ps(s10, dx1), y); \
+                y = _mm256_fmadd_ps(_mm256_set1_ps((float)(-a->s[b0 + 1])), _mm256_mul_ps(s11, dx1), y); \
             }                                                                                     \
         }                                                                                         \
         store8_rows(Y, y, bias, r, keep_from, accumulate);                                        \
+    }                                                                                             \
+    /* Q6_K decode, rows r..r+7 (lanes below keep_from computed, not stored) against one input.  \
+     * The 8 rows are 8 streams of a few lines each, too short for the hardware prefetchers:     \
+     * read from memory every line was a demand miss (a Qwen3-0.6B-shaped Q4_K step ran at 4.8x  \
+     * its bound on 1 thread, 2.6 GB/s), so the next group's rows, one linear run of 8 rb bytes,  \
+     * are prefetched while this group is multiplied, bs bytes (a block's worth of 8 rows) per   \
+     * block, as gemv8 does. Rows i and i + 4 share a register as in Q4_0's decode: its halves    \
+     * are the two rows' values 0-15 (A, the scale of 16 values 2 bb) or 16-31 (B, 2 bb + 1), so  \
+     * each half-block's 8 rows fold in three hadds and no lane crossing (pair sums 2 x 63 x 127  \
+     * fit int16 before the madd). The group loop is unrolled: its shifts are constants. */       \
+    ATTR static inline __attribute__((always_inline)) void kgemv8q6_##SUFFIX(                     \
+        float *Y, const qact *a, const uint8_t *W, size_t rb, const float *bias, int nblk, int r, \
+        int keep_from, size_t end, int accumulate) {                                              \
+        const size_t pf = (size_t)(r + 8) * rb;                                                   \
+        const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi16(1); \
+        (void)one; /* Q6HALF_avxvnni has no use for it */                                        \
+        const uint8_t *base = W + (size_t)r * rb;                                                 \
+        __m256 y = _mm256_setzero_ps();                                                           \
+        for (int sb = 0; sb < nblk / 8; sb++) {                                                   \
+            const uint8_t *blk[8];                                                                \
+            for (int i = 0; i < 8; i++) blk[i] = base + (size_t)i * rb + (size_t)sb * 210;        \
+            __m256i H[4];                                                                         \
+            __m256 d, dmin;                                                                       \
+            ksuper_scales(0, blk, H, &d, &dmin);                                                  \
+            _Pragma("GCC unroll 8") for (int bb = 0; bb < 8; bb++) {                              \
+                const int b = 8 * sb + bb, h = bb / 4, part = bb % 4;                             \
+                prefetch_group(W, pf + (size_t)b * 210, end, 4);                                  \
+                const int8_t *x = a->q + 32 * b;                                                  \
+                const __m256i xa = bcast16(x), xb = bcast16(x + 16);                              \
+                __m256i SA[4], SB[4];                                                             \
+                for (int i = 0; i < 4; i++) {                                                     \
+                    const uint8_t *l0 = blk[i] + 64 * h + 32 * (part & 1), *l1 = blk[i + 4] + 64 * h + 32 * (part & 1); \
+                    const uint8_t *h0 = blk[i] + 128 + 32 * h, *h1 = blk[i + 4] + 128 + 32 * h;   \
+                    __m256i LA = _mm256_loadu2_m128i((const __m128i *)l1, (const __m128i *)l0);   \
+                    __m256i LB = _mm256_loadu2_m128i((const __m128i *)(l1 + 16), (const __m128i *)(l0 + 16)); \
+                    const __m256i QA = _mm256_loadu2_m128i((const __m128i *)h1, (const __m128i *)h0); \
+                    const __m256i QB = _mm256_loadu2_m128i((const __m128i *)(h1 + 16), (const __m128i *)(h0 + 16)); \
+                    if (part >= 2) LA = _mm256_srli_epi16(LA, 4), LB = _mm256_srli_epi16(LB, 4);  \
+                    const __m256i vA = _mm256_or_si256(_mm256_and_si256(LA, m4),                   \
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(QA, 2 * part), m3), 4)); \
+                    const __m256i vB = _mm256_or_si256(_mm256_and_si256(LB, m4),                   \
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(QB, 2 * part), m3), 4)); \
+                    SA[i] = Q6HALF_##SUFFIX(vA, xa, one);                                         \
+                    SB[i] = Q6HALF_##SUFFIX(vB, xb, one);                                         \
+                }                                                                                 \
+                const __m256i lo = _mm256_sub_epi32(hsum4x2(SA), _mm256_set1_epi32(32 * a->h[2 * b])); \
+                const __m256i hi = _mm256_sub_epi32(hsum4x2(SB), _mm256_set1_epi32(32 * a->h[2 * b + 1])); \
+                const __m256 dx = _mm256_set1_ps(a->d[b]);                                        \
+                const __m256 d0 = _mm256_mul_ps(d, q6k_lane_scale(H, 2 * bb));                    \
+                const __m256 d1 = _mm256_mul_ps(d, q6k_lane_scale(H, 2 * bb + 1));                \
+                y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), _mm256_mul_ps(d0, dx), y);            \
+                y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), _mm256_mul_ps(d1, dx), y);            \
+            }                                                                                     \
+        }                                                                                         \
+        store8_rows(Y, y, bias, r, keep_from, accumulate);                                        \
+    }                                                                                             \
+    /* rows [r0, r1), at least 8: the last group of 8 ends at r1 */                               \
+    ATTR static inline __attribute__((always_inline)) void kgemv_rows_##SUFFIX(                   \
+        const wb_qtype t, float *Y, const qact *a, const uint8_t *W, size_t rb, const float *bias, \
+        int nblk, int r0, int r1, int accumulate) {                                               \
+        const size_t end = (size_t)r1 * rb;                                                       \
+        int r = r0;                                                                               \
+        if (t == WB_QT_Q6_K) {                                                                    \
+            for (; r + 8 <= r1; r += 8) kgemv8q6_##SUFFIX(Y, a, W, rb, bias, nblk, r, 0, end, accumulate); \
+            if (r < r1) kgemv8q6_##SUFFIX(Y, a, W, rb, bias, nblk, r1 - 8, 8 - (r1 - r), end, accumulate); \
+            return;                                                                               \
+        }                                                                                         \
+        for (; r + 8 <= r1; r += 8) kgemv8m_##SUFFIX(t, Y, a, W, rb, bias, nblk, r, 0, end, accumulate); \
+        if (r < r1) kgemv8m_##SUFFIX(t, Y, a, W, rb, bias, nblk, r1 - 8, 8 - (r1 - r), end, accumulate); \
     }                                                                                             \
     /* nb inputs (act, astride apart); 0 without scratch (the caller has the per-row dots) */    \
     ATTR static int kgemm_##SUFFIX(wb_qtype t, float *Y, size_t ldy, const uint8_t *act,         \
                                    size_t astride, int nb, const uint8_t *W, size_t rb,           \
                                    const float *bias, int in, int r0, int r1, int accumulate) {   \
-        const int nblk = in / 32, q4k = t == WB_QT_Q4_K;                                          \
-        const size_t bs = q4k ? 144 : 210;                                                        \
-        /* per block, the group's 8 d, then Q4_K: 8 (float)-s; Q6_K: 8 + 8 int32 32 h */         \
+        const int nblk = in / 32, q4k = t != WB_QT_Q6_K; /* Q4_K and Q5_K: scales and mins */    \
+        const size_t bs = KBYTES(t);                                                              \
+        /* per block, the group's 8 d, then Q4_K / Q5_K: 8 (float)-s; Q6_K: 8 + 8 int32 32 h */  \
         /* then the chunk's two float scales per row and block (Q4_K d sc, dmin m; Q6_K d sc16 \
          * of each half), read once per chunk rather than once per group */                      \
         float *dx = qscratch(1, (size_t)nblk * (8 * 3 + 2 * K_ROWS_CHUNK) * sizeof(float));      \
@@ -931,7 +1090,7 @@ AVX2 static inline void store8_rows(float *Y, __m256 y, const float *bias, int r
                         const int bb = b % 8;                                                     \
                         const __m256 dxv = _mm256_load_ps(dx + 8 * b);                            \
                         if (q4k) {                                                                \
-                            const __m256i u = q4k_nibbles(blk + 16 + 32 * (bb / 2), bb & 1);      \
+                            const __m256i u = k_values(t, blk, bb);                               \
                             for (int j = 0; j < 8; j++)                                           \
                                 P[j] = MULU(u, _mm256_loadu_si256((const __m256i *)(xq[j] + 32 * b))); \
                             y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(fold8(P)),                     \
@@ -1086,10 +1245,10 @@ DEFINE_KQUANT_256(avxvnni, AVXVNNI, vnni_u8s8)
                                    size_t rb, const float *bias, int in, int r0, int r1,          \
                                    int accumulate) {                                              \
         const qact a = act_view(act, in);                                                         \
-        if ((t == WB_QT_Q4_K || t == WB_QT_Q6_K) && r1 - r0 >= 8) {                              \
-            int r = r0;                                                                           \
-            for (; r + 8 <= r1; r += 8) kgemv8_##SUFFIX(t, Y, &a, W, rb, bias, in / 32, r, 0, accumulate); \
-            if (r < r1) kgemv8_##SUFFIX(t, Y, &a, W, rb, bias, in / 32, r1 - 8, 8 - (r1 - r), accumulate); \
+        if ((t == WB_QT_Q4_K || t == WB_QT_Q5_K || t == WB_QT_Q6_K) && r1 - r0 >= 8) {           \
+            if (t == WB_QT_Q4_K) kgemv_rows_##SUFFIX(WB_QT_Q4_K, Y, &a, W, rb, bias, in / 32, r0, r1, accumulate); \
+            else if (t == WB_QT_Q5_K) kgemv_rows_##SUFFIX(WB_QT_Q5_K, Y, &a, W, rb, bias, in / 32, r0, r1, accumulate); \
+            else kgemv_rows_##SUFFIX(WB_QT_Q6_K, Y, &a, W, rb, bias, in / 32, r0, r1, accumulate); \
             return;                                                                               \
         }                                                                                         \
         if ((t == WB_QT_Q5_0 || t == WB_QT_IQ4_NL) && r1 - r0 >= 8) {                             \
@@ -1107,6 +1266,7 @@ DEFINE_KQUANT_256(avxvnni, AVXVNNI, vnni_u8s8)
                                 : t == WB_QT_IQ4_NL ? dot_iq4_nl_##SUFFIX                         \
                                 : t == WB_QT_Q5_0 ? dot_q5_0_##SUFFIX                             \
                                 : t == WB_QT_Q4_K ? dot_q4_k_##SUFFIX                             \
+                                : t == WB_QT_Q5_K ? dot_q5_k_##SUFFIX                             \
                                                   : dot_q6_k_##SUFFIX;                            \
             for (int r = r0; r < r1; r++) {                                                       \
                 const float s = dot(W + (size_t)r * rb, &a, in / 32) + (bias ? bias[r] : 0.0f);   \
@@ -1579,9 +1739,16 @@ INLINE_VNNI512 void gemm_tiles(const int kind, float *Y, size_t ldy, const uint8
 VNNI512 static int ktile_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *act, size_t astride,
                              int nb, const uint8_t *W, size_t rb, const float *bias, int in,
                              int r0, int r1, int accumulate);
+AVX2 static void gemm_q_avx2(wb_qtype t, float *Y, size_t ldy, const uint8_t *act, size_t astride, int nb,
+                            const uint8_t *W, size_t rb, const float *bias, int in, int r0, int r1,
+                            int accumulate);
 VNNI512 static void gemm_q_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *act, size_t astride,
                                int nb, const uint8_t *W, size_t rb, const float *bias, int in,
                                int r0, int r1, int accumulate) {
+    if (t == WB_QT_Q5_K) { /* the AVX2 kernels: the same FMA chain (no 16-row Q5_K form yet) */
+        gemm_q_avx2(t, Y, ldy, act, astride, nb, W, rb, bias, in, r0, r1, accumulate);
+        return;
+    }
     if ((t == WB_QT_Q8_0 || t == WB_QT_Q4_0 || t == WB_QT_Q5_0) && nb >= 2) {
         const size_t gb = (grouped_bytes(nb, in) + 63) & ~(size_t)63;
         uint8_t *grp = qscratch(1, gb + 64 * (size_t)nb);
@@ -1922,8 +2089,10 @@ AVX2 static inline __m256i bcast4_256(const int8_t *p) {
  * 4k..4k+3 of every row) and multiplied by every input's 4-byte groups broadcast, so no fold is
  * needed; each input's float chain (the canonical one of its row, lane by lane) waits in acc[j]
  * between blocks. The inputs are first regrouped block by block (read with a stride of one input
- * row, each input cost a line of values and two of scales per block: half the speed at 268). Q4_K's eight 16-bit pair sums of a block add without overflow (8 x 2 x 15 x 127
- * = 30480) before one widening madd; Q6_K's (2 x 63 x 127 each) two at a time, per half. */
+ * row, each input cost a line of values and two of scales per block: half the speed at 268).
+ * Q4_K's eight 16-bit pair sums of a block add without overflow (8 x 2 x 15 x 127 = 30480)
+ * before one widening madd; Q5_K's (2 x 31 x 127 each) four at a time (31496), Q6_K's (2 x 63
+ * x 127 each) two at a time, per half. */
 AVX2 static inline __m256i kbcast4(const int8_t *p) {
     int32_t v;
     memcpy(&v, p, 4);
@@ -1933,6 +2102,15 @@ AVX2 static inline __m256i q4k_isum_avx2(const __m256i R[8], const int8_t *x) {
     __m256i s = _mm256_maddubs_epi16(R[0], kbcast4(x));
     for (int k = 1; k < 8; k++) s = _mm256_add_epi16(s, _mm256_maddubs_epi16(R[k], kbcast4(x + 4 * k)));
     return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+}
+AVX2 static inline __m256i q5k_isum_avx2(const __m256i R[8], const int8_t *x) {
+    __m256i a = _mm256_maddubs_epi16(R[0], kbcast4(x)), b = _mm256_maddubs_epi16(R[4], kbcast4(x + 16));
+    for (int k = 1; k < 4; k++) {
+        a = _mm256_add_epi16(a, _mm256_maddubs_epi16(R[k], kbcast4(x + 4 * k)));
+        b = _mm256_add_epi16(b, _mm256_maddubs_epi16(R[k + 4], kbcast4(x + 16 + 4 * k)));
+    }
+    const __m256i one = _mm256_set1_epi16(1);
+    return _mm256_add_epi32(_mm256_madd_epi16(a, one), _mm256_madd_epi16(b, one));
 }
 AVX2 static inline __m256i q6k_half_avx2(const __m256i R[4], const int8_t *x) {
     const __m256i one = _mm256_set1_epi16(1);
@@ -1945,6 +2123,7 @@ AVXVNNI static inline __m256i q4k_isum_avxvnni(const __m256i R[8], const int8_t 
     for (int k = 0; k < 8; k++) s = _mm256_dpbusd_avx_epi32(s, R[k], kbcast4(x + 4 * k));
     return s;
 }
+#define q5k_isum_avxvnni q4k_isum_avxvnni /* int32 accumulation: no int16 bound */
 AVXVNNI static inline __m256i q6k_half_avxvnni(const __m256i R[4], const int8_t *x) {
     __m256i s = _mm256_setzero_si256();
     for (int k = 0; k < 4; k++) s = _mm256_dpbusd_avx_epi32(s, R[k], kbcast4(x + 4 * k));
@@ -1969,12 +2148,12 @@ static void kregroup(int q4k, const uint8_t *act, size_t astride, int nb, int in
 }
 
 #define DEFINE_KTILE_256(SUFFIX, ATTR)                                                            \
-    /* nb inputs, r1 - r0 >= 8; 0 without scratch */                                             \
-    ATTR static int ktile_##SUFFIX(wb_qtype t, float *Y, size_t ldy, const uint8_t *act,         \
-                                   size_t astride, int nb, const uint8_t *W, size_t rb,           \
-                                   const float *bias, int in, int r0, int r1, int accumulate) {   \
-        const int nblk = in / 32, q4k = t == WB_QT_Q4_K;                                          \
-        const size_t bs = q4k ? 144 : 210, nx = (size_t)nblk * nb;                                \
+    /* nb inputs, r1 - r0 >= 8; 0 without scratch; t a constant where it is inlined */           \
+    ATTR static inline __attribute__((always_inline)) int ktile_body_##SUFFIX(                    \
+        const wb_qtype t, float *Y, size_t ldy, const uint8_t *act, size_t astride, int nb,       \
+        const uint8_t *W, size_t rb, const float *bias, int in, int r0, int r1, int accumulate) { \
+        const int nblk = in / 32, q4k = t != WB_QT_Q6_K; /* Q4_K and Q5_K: scales and mins */    \
+        const size_t bs = KBYTES(t), nx = (size_t)nblk * nb;                                      \
         /* acc [nb][8]; then the inputs regrouped by block (the 32 values of every input, block \
          * after block) and per block and input d, then Q4_K's (float)-s or Q6_K's 32 h pair, so \
          * the input loop reads one stream instead of a line per input row */                   \
@@ -1996,8 +2175,7 @@ static void kregroup(int q4k, const uint8_t *act, size_t astride, int nb, int in
                 for (int bb = 0; bb < 8; bb++) {                                                  \
                     const int b = 8 * sb + bb;                                                    \
                     __m256i V[8], R[8];                                                           \
-                    for (int i = 0; i < 8; i++)                                                   \
-                        V[i] = q4k ? q4k_nibbles(blk[i] + 16 + 32 * (bb / 2), bb & 1) : q6_values(blk[i], bb); \
+                    for (int i = 0; i < 8; i++) V[i] = k_values(t, blk[i], bb);                   \
                     transpose8(V, R);                                                             \
                     /* Q4_K: d sc and dmin m per row; Q6_K: d sc16 of each half */               \
                     const __m256 s0 = _mm256_mul_ps(d, q4k ? q4k_lane_scale(H[1], H[3], bb, 0) : q6k_lane_scale(H, 2 * bb)); \
@@ -2009,7 +2187,8 @@ static void kregroup(int q4k, const uint8_t *act, size_t astride, int nb, int in
                         const __m256 dx = _mm256_set1_ps(dg[o]);                                  \
                         __m256 y = _mm256_load_ps(acc + 8 * (size_t)j);                           \
                         if (q4k) {                                                                \
-                            y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q4k_isum_##SUFFIX(R, x)), _mm256_mul_ps(s0, dx), y); \
+                            const __m256i is = t == WB_QT_Q5_K ? q5k_isum_##SUFFIX(R, x) : q4k_isum_##SUFFIX(R, x); \
+                            y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(s0, dx), y); \
                             y = _mm256_fmadd_ps(_mm256_set1_ps(mg[o]), _mm256_mul_ps(s1, dx), y); \
                         } else {                                                                  \
                             const __m256i lo = _mm256_sub_epi32(q6k_half_##SUFFIX(R, x), _mm256_set1_epi32(g0[o])); \
@@ -2030,6 +2209,13 @@ static void kregroup(int q4k, const uint8_t *act, size_t astride, int nb, int in
                 }                                                                                 \
         }                                                                                         \
         return 1;                                                                                 \
+    }                                                                                             \
+    ATTR static int ktile_##SUFFIX(wb_qtype t, float *Y, size_t ldy, const uint8_t *act,         \
+                                   size_t astride, int nb, const uint8_t *W, size_t rb,           \
+                                   const float *bias, int in, int r0, int r1, int accumulate) {   \
+        return t == WB_QT_Q4_K ? ktile_body_##SUFFIX(WB_QT_Q4_K, Y, ldy, act, astride, nb, W, rb, bias, in, r0, r1, accumulate) \
+             : t == WB_QT_Q5_K ? ktile_body_##SUFFIX(WB_QT_Q5_K, Y, ldy, act, astride, nb, W, rb, bias, in, r0, r1, accumulate) \
+                               : ktile_body_##SUFFIX(WB_QT_Q6_K, Y, ldy, act, astride, nb, W, rb, bias, in, r0, r1, accumulate); \
     }
 DEFINE_KTILE_256(avx2, AVX2)
 DEFINE_KTILE_256(avxvnni, AVXVNNI)
@@ -2507,12 +2693,13 @@ AVXVNNI static void gemm_tiles8_avxvnni(const int q4, float *Y, size_t ldy, cons
         }                                                                                         \
         /* K types, 2-5 inputs: one 8-row decode pass per input (kgemm's cost per row chunk is  \
          * that of 8 inputs whatever nb: 2 inputs took 9 single-input passes' time, 7 about 6.5) */ \
-        if ((t == WB_QT_Q4_K || t == WB_QT_Q6_K) && nb <= 5 && r1 - r0 >= 8) {                   \
+        const int ktype = t == WB_QT_Q4_K || t == WB_QT_Q5_K || t == WB_QT_Q6_K;                 \
+        if (ktype && nb <= 5 && r1 - r0 >= 8) {                                                   \
             for (int j = 0; j < nb; j++)                                                          \
                 gemv_##SUFFIX(t, Y + (size_t)j * ldy, act + astride * (size_t)j, W, rb, bias, in, r0, r1, accumulate); \
             return;                                                                               \
         }                                                                                         \
-        if ((t == WB_QT_Q4_K || t == WB_QT_Q6_K) &&                                               \
+        if (ktype &&                                                                              \
             (nb >= 8 && r1 - r0 >= 8                                                              \
                  ? ktile_##SUFFIX(t, Y, ldy, act, astride, nb, W, rb, bias, in, r0, r1, accumulate) \
                  : kgemm_##SUFFIX(t, Y, ldy, act, astride, nb, W, rb, bias, in, r0, r1, accumulate))) \
@@ -2521,6 +2708,8 @@ AVXVNNI static void gemm_tiles8_avxvnni(const int q4, float *Y, size_t ldy, cons
                             : t == WB_QT_Q4_0 ? dot_q4_0_##SUFFIX                                 \
                             : t == WB_QT_Q5_0 ? dot_q5_0_##SUFFIX                                 \
                             : t == WB_QT_Q4_K ? dot_q4_k_##SUFFIX                                 \
+                            : t == WB_QT_Q5_K ? dot_q5_k_##SUFFIX                                 \
+                            : t == WB_QT_IQ4_NL ? dot_iq4_nl_##SUFFIX                             \
                                               : dot_q6_k_##SUFFIX;                                \
         for (int r = r0; r < r1; r++) /* other types (or no memory): the per-row dots */         \
             for (int j = 0; j < nb; j++) {                                                        \
@@ -2754,13 +2943,17 @@ INLINE_VNNI512 void gemv_body_q5(float *Y, const uint8_t *act, const uint8_t *W,
 /* Decode of the K types (one input): the pair loads and folds of gemv_group, per 32 values of
  * a super-block; the scales come from a few gathers per super-block (gathers of every weight
  * dword, the tile layout, cost more than the arithmetic at one input). */
+/* The next group's 16 rows (one linear run) are prefetched while this one is multiplied, its
+ * share per super-block (16 bs bytes) spread over the super-block's steps: the AVX2 K decode read
+ * from memory without it was latency-bound (2.6 GB/s on a Zen 3 thread); on AVX-512 machines
+ * this prefetch has not been measured. */
 INLINE_VNNI512 void gemv_group_k(const wb_qtype t, float *Y, const qact *a, const uint8_t *W,
                                  size_t rb, const float *bias, int nblk, int r, __mmask16 keep,
-                                 int accumulate, const fold_idx *F) {
+                                 size_t end, int accumulate, const fold_idx *F) {
     const __m512i offs = row_offsets16(rb);
     const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
     const uint8_t *base = W + (size_t)r * rb;
-    const size_t bs = t == WB_QT_Q4_K ? 144 : 210;
+    const size_t bs = t == WB_QT_Q4_K ? 144 : 210, pf = (size_t)(r + 16) * rb;
     __m512 y = _mm512_setzero_ps();
     kscales K;
     for (int S = 0; S < nblk / 8; S++) {
@@ -2770,6 +2963,9 @@ INLINE_VNNI512 void gemv_group_k(const wb_qtype t, float *Y, const qact *a, cons
             tile_prep(WB_QT_Q4_K, &T, &K, offs, base, 8 * S); /* fills K (and one tile, unused) */
             for (int c = 0; c < 4; c++) {
                 const int b0 = 8 * S + 2 * c;
+                const size_t pb = pf + (size_t)S * 16 * 144 + (size_t)c * 576; /* 9 lines a step */
+                if (pb < end)
+                    for (int l = 0; l < 9; l++) _mm_prefetch((const char *)W + pb + 64 * l, _MM_HINT_T0);
                 const __m512i x0 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(a->q + 32 * b0)));
                 const __m512i x1 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(a->q + 32 * b0 + 32)));
                 const uint8_t *q = sb + 16 + 32 * c;
@@ -2794,6 +2990,9 @@ INLINE_VNNI512 void gemv_group_k(const wb_qtype t, float *Y, const qact *a, cons
             const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(gather32(offs, sb + 206), 16)));
             for (int bb = 0; bb < 8; bb++) {
                 const int b = 8 * S + bb, h = bb / 4, part = bb % 4;
+                const size_t pb = pf + (size_t)S * 16 * 210 + (size_t)bb * 420; /* 7 lines a step */
+                if (pb < end)
+                    for (int l = 0; l < 7; l++) _mm_prefetch((const char *)W + pb + 64 * l, _MM_HINT_T0);
                 const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));
                 const __m256i lo16 = _mm256_blend_epi32(xv, _mm256_setzero_si256(), 0xf0);
                 const __m256i hi16 = _mm256_blend_epi32(xv, _mm256_setzero_si256(), 0x0f);
@@ -2836,10 +3035,11 @@ INLINE_VNNI512 void gemv_body_k(const wb_qtype t, float *Y, const uint8_t *act, 
     const qact a = act_view(act, in);
     const fold_idx F = make_fold(pos_q8);
     int r = r0;
-    for (; r + 16 <= r1; r += 16) gemv_group_k(t, Y, &a, W, rb, bias, in / 32, r, 0xffff, accumulate, &F);
+    const size_t end = (size_t)r1 * rb;
+    for (; r + 16 <= r1; r += 16) gemv_group_k(t, Y, &a, W, rb, bias, in / 32, r, 0xffff, end, accumulate, &F);
     if (r < r1)
         gemv_group_k(t, Y, &a, W, rb, bias, in / 32, r1 - 16, (__mmask16)(0xffffu << (16 - (r1 - r))),
-                     accumulate, &F);
+                     end, accumulate, &F);
 }
 
 VNNI512 static void gemv_q_512(wb_qtype t, float *Y, const uint8_t *act, const uint8_t *W, size_t rb,
@@ -2847,7 +3047,7 @@ VNNI512 static void gemv_q_512(wb_qtype t, float *Y, const uint8_t *act, const u
     if (t == WB_QT_Q8_0) gemv_body(1, Y, act, W, rb, bias, in, r0, r1, accumulate);
     else if (t == WB_QT_Q4_0) gemv_body(0, Y, act, W, rb, bias, in, r0, r1, accumulate);
     else if (t == WB_QT_Q5_0) gemv_body_q5(Y, act, W, rb, bias, in, r0, r1, accumulate);
-    else if (t == WB_QT_IQ4_NL) gemv_avx2(t, Y, act, W, rb, bias, in, r0, r1, accumulate); /* the same FMA chain */
+    else if (t == WB_QT_IQ4_NL || t == WB_QT_Q5_K) gemv_avx2(t, Y, act, W, rb, bias, in, r0, r1, accumulate); /* the same FMA chain */
     else if (r1 - r0 < 16) gemm_q_512(t, Y, 0, act, 0, 1, W, rb, bias, in, r0, r1, accumulate);
     else if (t == WB_QT_Q4_K) gemv_body_k(WB_QT_Q4_K, Y, act, W, rb, bias, in, r0, r1, accumulate);
     else gemv_body_k(WB_QT_Q6_K, Y, act, W, rb, bias, in, r0, r1, accumulate);
@@ -2895,13 +3095,13 @@ static int has_vnni512(const wb_cpu_features *f) {
 #endif
 
 static const wb_quant_kernels k_variants[] = {
-    {"portable", {dot_q8_0_c, dot_q4_0_c, dot_q4_k_c, dot_q6_k_c, dot_q5_0_c, dot_iq4_nl_c}, NULL, NULL, NULL, NULL, WB_ISA_PORTABLE, always, NULL, NULL, 0},
+    {"portable", {dot_q8_0_c, dot_q4_0_c, dot_q4_k_c, dot_q6_k_c, dot_q5_0_c, dot_iq4_nl_c, dot_q5_k_c}, NULL, NULL, NULL, NULL, WB_ISA_PORTABLE, always, NULL, NULL, 0},
 #ifdef WB_X86
-    {"avx2 maddubs", {dot_q8_0_avx2, dot_q4_0_avx2, dot_q4_k_avx2, dot_q6_k_avx2, dot_q5_0_avx2, dot_iq4_nl_avx2}, gemm_q_avx2, gemv_avx2, gemm_t_avx2,
+    {"avx2 maddubs", {dot_q8_0_avx2, dot_q4_0_avx2, dot_q4_k_avx2, dot_q6_k_avx2, dot_q5_0_avx2, dot_iq4_nl_avx2, dot_q5_k_avx2}, gemm_q_avx2, gemv_avx2, gemm_t_avx2,
      gemv_t_avx2, WB_ISA_AVX2, has_avx2, NULL, NULL, 0},
-    {"avx2 avx-vnni vpdpbusd", {dot_q8_0_avxvnni, dot_q4_0_avxvnni, dot_q4_k_avxvnni, dot_q6_k_avxvnni, dot_q5_0_avxvnni, dot_iq4_nl_avxvnni},
+    {"avx2 avx-vnni vpdpbusd", {dot_q8_0_avxvnni, dot_q4_0_avxvnni, dot_q4_k_avxvnni, dot_q6_k_avxvnni, dot_q5_0_avxvnni, dot_iq4_nl_avxvnni, dot_q5_k_avxvnni},
      gemm_q_avxvnni, gemv_avxvnni, NULL, NULL, WB_ISA_AVX2, has_avxvnni, NULL, NULL, 0},
-    {"avx512-vnni 16-row tiles", {dot_q8_0_vnni512, dot_q4_0_vnni512, dot_q4_k_vnni512, dot_q6_k_vnni512, dot_q5_0_vnni512, dot_iq4_nl_vnni512},
+    {"avx512-vnni 16-row tiles", {dot_q8_0_vnni512, dot_q4_0_vnni512, dot_q4_k_vnni512, dot_q6_k_vnni512, dot_q5_0_vnni512, dot_iq4_nl_vnni512, dot_q5_k_vnni512},
      gemm_q_512, gemv_q_512, gemm_t_512, gemv_t_512, WB_ISA_AVX512, has_vnni512, group_act_512, gemm_tg_512, 1},
 #endif
 };

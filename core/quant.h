@@ -29,11 +29,16 @@
  *         Q8_0's dot chain; prompts widen rows to those Q8_0 blocks per call for the Q8_0
  *         kernels (no tile layout). llama.cpp writes it where a Q2_K / Q3_K / IQ4_XS row is not
  *         a multiple of 256 wide, and the GGUF loader turns IQ4_XS groups into it.
+ *   Q5_K  256 values, 176 bytes: f16 d, f16 dmin, uint8 scales[12], uint8 qh[32], uint8 qs[128];
+ *         Q4_K's groups, scales and mins (the first 16 bytes are laid out as Q4_K's) with a
+ *         fifth bit: value l of group g is nibble | (bit g of qh[l]) << 4, the nibbles as in
+ *         Q4_K from qs: x = d * sc * q - dmin * m, q in 0..31. Its kernels are Q4_K's with
+ *         that bit or-ed in (Q5_K_M files hold it: 5.5 bits a value).
  *
  * Q8_0 and Q4_0 can be written (wb_quantize_row, byte for byte what GGUF's reference quantizers
- * write); all five are read and multiplied. The F32 input row is quantized once per product to
+ * write); all seven are read and multiplied. The F32 input row is quantized once per product to
  * int8 per block of 32 with its own scale (wb_quantize_act), so a weight block times an input
- * block is an exact int32 sum; Q4_K and Q6_K apply their 6-bit / 8-bit sub-block scales to those
+ * block is an exact int32 sum; Q4_K, Q5_K and Q6_K apply their 6-bit / 8-bit sub-block scales to those
  * sums per 32 (per 16) values, where GGUF's own kernels use one input scale per 256 (Q8_K): a
  * finer input grid, the same integer arithmetic. How each output's float chain is fixed so that
  * a row in a batch gets the bits it gets alone: quant.c, "the canonical dot products".
@@ -51,10 +56,11 @@ typedef enum wb_qtype {
     WB_QT_Q6_K,
     WB_QT_Q5_0,
     WB_QT_IQ4_NL,
+    WB_QT_Q5_K,
     WB_QT_COUNT
 } wb_qtype;
 
-/* "q8_0", "q4_0", "q4_k", "q6_k", "q5_0", "iq4_nl" */
+/* "q8_0", "q4_0", "q4_k", "q6_k", "q5_0", "iq4_nl", "q5_k" */
 const char *wb_qtype_name(wb_qtype t);
 /* Values and bytes per block. */
 int wb_qtype_block_values(wb_qtype t);

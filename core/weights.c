@@ -575,6 +575,7 @@ static int mat_qtype(wb_mat_dtype d) {
     case WB_MAT_Q6_K: return WB_QT_Q6_K;
     case WB_MAT_Q5_0: return WB_QT_Q5_0;
     case WB_MAT_IQ4_NL: return WB_QT_IQ4_NL;
+    case WB_MAT_Q5_K: return WB_QT_Q5_K;
     default: return -1;
     }
 }

@@ -15,9 +15,9 @@
  *   BF16              mapped from the file as a BF16 wb_mat when the family keeps BF16
  *                     (keep_bf16), else widened
  *   Q8_0, Q4_0,       mapped from the file as quantized wb_mat rows (quant.c's kernels)
- *   Q4_K, Q6_K, Q5_0,
- *   IQ4_NL
- *   Q4_1, Q5_1, Q5_K, no kernels: decoded (quant_fallback.c) into a store-owned copy in a type
+ *   Q4_K, Q5_K, Q6_K,
+ *   Q5_0, IQ4_NL
+ *   Q4_1, Q5_1,       no kernels: decoded (quant_fallback.c) into a store-owned copy in a type
  *   Q2_K, Q3_K,       that has them: Q3_K as Q6_K with the same values, IQ4_XS as IQ4_NL with
  *   IQ4_XS            f16 group scales, the others quantized again as Q8_0
  *                     (rows are multiples of 32 wide, as the types require); more bits than
@@ -175,12 +175,13 @@ static int qtype_of(uint32_t type) {
     case WB_GGML_Q6_K: return WB_QT_Q6_K;
     case WB_GGML_Q5_0: return WB_QT_Q5_0;
     case WB_GGML_IQ4_NL: return WB_QT_IQ4_NL;
+    case WB_GGML_Q5_K: return WB_QT_Q5_K;
     default: return -1;
     }
 }
 
-/* A type read through quant_fallback.c (no kernels): Q4_1, Q5_1, Q5_K, Q2_K, Q3_K, IQ4_XS (the
- * file has Q5_0's and IQ4_NL's decode too, the references the kernels' ones are tested
+/* A type read through quant_fallback.c (no kernels): Q4_1, Q5_1, Q2_K, Q3_K, IQ4_XS (the
+ * file has Q5_0's, IQ4_NL's and Q5_K's decode too, the references the kernels' ones are tested
  * against). */
 static int fallback(uint32_t type) { return qtype_of(type) < 0 && wb_fallback_block_values(type) > 0; }
 
@@ -209,6 +210,7 @@ static int mat_dtype_of(uint32_t type) {
     case WB_GGML_Q6_K: return WB_MAT_Q6_K;
     case WB_GGML_Q5_0: return WB_MAT_Q5_0;
     case WB_GGML_IQ4_NL: return WB_MAT_IQ4_NL;
+    case WB_GGML_Q5_K: return WB_MAT_Q5_K;
     default: return -1;
     }
 }
@@ -239,7 +241,7 @@ static size_t first_bad_block(int q, const uint8_t *p, size_t n_blocks) {
         uint16_t d, m = 0;
         switch (q) {
         case WB_QT_Q6_K: memcpy(&d, p + bb - 2, 2); break;   /* d last */
-        case WB_QT_Q4_K: memcpy(&d, p, 2), memcpy(&m, p + 2, 2); break; /* d, dmin */
+        case WB_QT_Q4_K: case WB_QT_Q5_K: memcpy(&d, p, 2), memcpy(&m, p + 2, 2); break; /* d, dmin */
         default: memcpy(&d, p, 2); break;                     /* d first */
         }
         if ((d & 0x7c00u) == 0x7c00u || (m & 0x7c00u) == 0x7c00u) return b;
@@ -338,8 +340,8 @@ static wb_status nonfinite(const wb_gguf_src *s, const plan *p, size_t i, const 
 
 /* The rows of p (a fallback type) in its target type (wb_fallback_target) at dst, in the loaded
  * order: each row decoded and checked for NaN/Inf, then converted; a scale that does not fit an
- * f16 (a Q5_K group beyond 65504 * 127, an IQ4_XS group scale beyond 65504) is refused too, as
- * the kernels would read Inf. */
+ * f16 (an IQ4_XS group scale beyond 65504) is refused too, as the kernels would read Inf. The
+ * Q8_0 targets cannot overflow: Q2_K, the widest, reaches 65504 x 60, a Q8_0 scale of 31,000. */
 static wb_status convert_rows(const wb_gguf_src *s, const plan *p, uint8_t *dst, wb_err *err) {
     const int64_t rows = p->rows, cols = p->cols;
     const wb_qtype to = wb_fallback_target(p->t->type);

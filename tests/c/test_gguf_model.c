@@ -161,9 +161,9 @@ static void tensor_names_map_per_architecture(void) {
 #define RT_T 64
 #define RT_ORIG 32
 
-enum { TY_F32, TY_F16, TY_BF16, TY_Q8_0, TY_Q4_0, TY_KMIX, TY_FALLBACK, TY_Q5_0, TY_COUNT };
+enum { TY_F32, TY_F16, TY_BF16, TY_Q8_0, TY_Q4_0, TY_KMIX, TY_FALLBACK, TY_Q5_0, TY_Q5KMIX, TY_COUNT };
 static const char *const TY_NAME[] = {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K/Q6_K",
-                                      "Q4_1/Q5_1/Q5_K", "Q5_0"};
+                                      "Q4_1/Q5_1/Q2_K", "Q5_0", "Q5_K/Q6_K"};
 
 typedef struct rt_tensor {
     char hf[96];
@@ -289,8 +289,13 @@ static uint32_t rt_type(const rt_model *m, const rt_tensor *t, int ty) {
                        strstr(t->hf, "embed") || strstr(t->hf, "wte") || strstr(t->hf, "lm_head")
                    ? WB_GGML_Q6_K
                    : WB_GGML_Q4_K;
-    case TY_FALLBACK: /* each of the types llama.cpp's quantizer falls back to (but Q5_0) */
-        return strstr(t->hf, "down_proj") || strstr(t->hf, "mlp.c_proj") ? WB_GGML_Q5_K
+    case TY_Q5KMIX: /* a Q5_K_M file's mix */
+        return strstr(t->hf, "down_proj") || strstr(t->hf, "mlp.c_proj") ||
+                       strstr(t->hf, "embed") || strstr(t->hf, "wte") || strstr(t->hf, "lm_head")
+                   ? WB_GGML_Q6_K
+                   : WB_GGML_Q5_K;
+    case TY_FALLBACK: /* types requantized to Q8_0 at load: two llama.cpp falls back to, Q2_K */
+        return strstr(t->hf, "down_proj") || strstr(t->hf, "mlp.c_proj") ? WB_GGML_Q2_K
                : strstr(t->hf, "embed") || strstr(t->hf, "wte") || strstr(t->hf, "lm_head")
                    ? WB_GGML_Q5_1
                    : WB_GGML_Q4_1;
@@ -323,8 +328,13 @@ static void rt_fblocks(uint8_t *p, size_t n_blocks, uint32_t type) {
             p[i] = (uint8_t)(rt_rng >> 33);
         }
         const int k = type == WB_GGML_Q5_K;
-        /* ranges like rt_make's: matrices about +-0.08 (Q5_K: d * sc * q up to 63 * 31 * d),
-         * the embeddings (Q5_1) +-0.3 */
+        /* ranges like rt_make's: matrices about +-0.08 (Q5_K: d * sc * q up to 63 * 31 * d;
+         * Q2_K: 15 * 3 * d), the embeddings (Q5_1) +-0.3 */
+        if (type == WB_GGML_Q2_K) { /* scales and values first, then d and dmin */
+            const uint16_t d2 = wb_f32_to_f16(0.0018f), m2 = wb_f32_to_f16(0.0052f);
+            memcpy(p + 80, &d2, 2), memcpy(p + 82, &m2, 2);
+            continue;
+        }
         const uint16_t d = wb_f32_to_f16(k ? 0.00008f : type == WB_GGML_Q4_1 ? 0.011f : type == WB_GGML_Q5_1 ? 0.02f : 0.0052f),
                        m = wb_f32_to_f16(k ? 0.0012f : type == WB_GGML_Q5_1 ? -0.3f : -0.08f);
         memcpy(p, &d, 2);
@@ -378,7 +388,8 @@ static void rt_convert(const rt_model *m, rt_tensor *t, int ty, wb_gguf_writer *
         dims[0] = rows, dims[1] = cols; /* the HF order, as a converter that forgot to reverse */
     if (rt_mut == MUT_NAN && !strcmp(gname, "output_norm.weight")) g[7] = NAN;
     if (rt_mut == MUT_Q5_K_HUGE && !strcmp(gname, "blk.0.ffn_gate.weight")) {
-        /* Q5_K blocks whose values reach 65504 * 63 * 31: beyond any Q8_0 (f16) scale */
+        /* Q5_K blocks whose values reach 65504 * 63 * 31: beyond any Q8_0 (f16) scale, once a
+         * reason to refuse them (they were requantized); now read as they are */
         const size_t nb = ne / 256;
         uint8_t *raw = calloc(nb, 176);
         for (size_t b = 0; b < nb; b++) {
@@ -749,7 +760,7 @@ static void rt_case(const char *arch, int ty) {
          * and Q4_0 1-2% of the logit range; Q4_K/Q6_K 1% for the Llama-style ones, 8% for GPT-2
          * with these random blocks; the fallback types, as Q8_0, 1-3%; Q5_0 1-2%); the rows themselves are
          * checked exactly above */
-        const double tol = ty <= TY_BF16 ? 0.0 : ty == TY_KMIX ? 0.12 * scale : 0.05 * scale;
+        const double tol = ty <= TY_BF16 ? 0.0 : ty == TY_KMIX || ty == TY_Q5KMIX ? 0.12 * scale : 0.05 * scale;
         CHECK_MSG(d <= tol, "%s %s: max |logit diff| %.3g (scale %.3g, tolerance %.3g)", arch,
                   TY_NAME[ty], d, scale, tol);
         CHECK(scale > 0.1); /* not a model of zeros */
@@ -830,10 +841,42 @@ static void expect_refused(const char *arch, int ty, int mut, wb_status want, co
     fixture_rm_dir(dir);
 }
 
+/* A Q5_K tensor whose values reach 65504 x 63 x 31 (more than a Q8_0 block can hold) loads:
+ * its blocks are used as they are, every value exact. */
+static void wide_q5_k_values_load_as_they_are(void) {
+    char *dir = fixture_new_dir("gguf_q5k_wide");
+    rt_mut = MUT_Q5_K_HUGE;
+    rt_write(dir, "qwen2", TY_F32, 3);
+    rt_mut = MUT_NONE;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/model.gguf", dir);
+    wb_model *m = NULL;
+    wb_err err = {0};
+    CHECK_MSG(wb_model_load(path, &m, &err) == WB_OK, "%s", err.msg);
+    const wb_weight_store *st = m ? wb_model_store(m) : NULL;
+    int found = 0;
+    for (int i = 0; st && i < st->n_loaded; i++) {
+        const wb_loaded_tensor *x = &st->loaded[i];
+        if (strcmp(x->name, "model.layers.0.mlp.gate_proj.weight")) continue;
+        found = 1;
+        CHECK(x->mat.w && x->mat.dtype == WB_MAT_Q5_K);
+        float *row = malloc((size_t)x->mat.cols * sizeof *row);
+        int bad = 0;
+        for (int r = 0; row && r < x->mat.rows; r += x->mat.rows - 1) {
+            wb_mat_row(&x->mat, r, row);
+            for (int c = 0; c < x->mat.cols; c++) bad += row[c] != 127929312.0f; /* d sc q, dmin 0 */
+        }
+        CHECK_MSG(!bad, "%d values not 65504 x 63 x 31", bad);
+        free(row);
+    }
+    CHECK(found);
+    wb_model_free(m);
+    fixture_rm_dir(dir);
+}
+
 static void hostile_files_are_refused_naming_the_file_and_the_tensor(void) {
     expect_refused("llama", TY_F32, MUT_SWAP_DIMS, WB_ERR_FORMAT, "blk.0.attn_v.weight");
     expect_refused("qwen2", TY_F32, MUT_Q5_K, WB_ERR_FORMAT, "IQ2_XXS");
-    expect_refused("qwen2", TY_F32, MUT_Q5_K_HUGE, WB_ERR_FORMAT, "blk.0.ffn_gate.weight");
     expect_refused("llama", TY_F32, MUT_EXTRA, WB_ERR_FORMAT, "blk.0.attn_q_norm.weight");
     expect_refused("qwen2", TY_F32, MUT_UNUSED, WB_ERR_FORMAT, "blk.1.attn_output.bias");
     expect_refused("phi3", TY_F16, MUT_NAN, WB_ERR_FORMAT, "output_norm.weight");
@@ -889,7 +932,8 @@ static void gguf_loaded_then_saved_loads_back_the_same(void) {
  * the greedy tokens. llama.cpp quantizes its activations in these products, hence the
  * tolerance. */
 static void llama_cpp_quantized_files_give_llama_cpp_logits(void) {
-    /* and the fallback types (Q5_0, Q5_1, Q4_1 with a Q6_K embedding; Q5_K_M), read as Q8_0 */
+    /* and Q5_0 (native), Q5_1 and Q4_1 with a Q6_K embedding (read as Q8_0), Q5_K_M (Q5_K
+     * native) */
     const char *files[] = {"kq-llama-q4_k_m", "kq-llama-q6_k", "kq-llama-q8_0",
                            "kq-llama-q5_0", "kq-llama-q5_1", "kq-llama-q4_1", "kq-llama-q5_k_m",
                            "kq-llama-q3_k_m", "kq-llama-q2_k", "kq-llama-iq4_nl", "kq-llama-iq4_xs"};
@@ -1051,6 +1095,7 @@ int main(void) {
     RUN(llama_cpp_quantized_files_give_llama_cpp_logits);
     RUN(gguf_loaded_then_saved_loads_back_the_same);
     RUN(hostile_files_are_refused_naming_the_file_and_the_tensor);
+    RUN(wide_q5_k_values_load_as_they_are);
     unlink(path);
     return check_summary();
 }

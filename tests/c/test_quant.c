@@ -183,9 +183,9 @@ static void quantize_row_matches_its_libm_specification(void) {
 
 /* ------------------------------------------------------------------ the kernels */
 
-enum { N_TYPES = 6 };
+enum { N_TYPES = 7 };
 static const wb_qtype all_types[N_TYPES] = {WB_QT_Q8_0, WB_QT_Q4_0, WB_QT_Q4_K, WB_QT_Q6_K, WB_QT_Q5_0,
-                                            WB_QT_IQ4_NL};
+                                            WB_QT_IQ4_NL, WB_QT_Q5_K};
 /* the types with the 16-row tile layout */
 static const wb_qtype tile_types[3] = {WB_QT_Q8_0, WB_QT_Q4_0, WB_QT_Q5_0};
 
@@ -216,7 +216,11 @@ static void random_rows(wb_qtype t, uint8_t *Wq, float *Wd, int rows, int in) {
             for (int b = 0; t != WB_QT_Q5_0 && t != WB_QT_IQ4_NL && b < in / 256; b++) {
                 uint8_t *blk = row + (size_t)b * wb_qtype_block_bytes(t);
                 if (t == WB_QT_Q4_K) put16(blk, 0.01f + 0.002f * (float)(r % 5)), put16(blk + 2, 0.02f);
-                else put16(blk + 208, 0.003f * (1.0f + 0.25f * (float)(b % 3)));
+                else if (t == WB_QT_Q5_K) {
+                    put16(blk, 0.005f + 0.001f * (float)(r % 5)), put16(blk + 2, 0.02f);
+                    /* every q 31 (int16 pair sums at their largest against a block of 127s) */
+                    if ((r + b) % 5 == 2) memset(blk + 16, 0xff, 160);
+                } else put16(blk + 208, 0.003f * (1.0f + 0.25f * (float)(b % 3)));
             }
         }
         wb_dequantize_row(t, Wd + (size_t)r * in, row, in);
@@ -253,6 +257,9 @@ static void every_variant_matches_portable_and_the_float_reference(void) {
     if (wb_cpu()->avx512vnni && wb_cpu()->avx512vl && wb_isa_best() == WB_ISA_AVX512) /* the tile kernels are among them */
         CHECK(nv >= 3 && strstr(wb_quant_kernels_name(v[nv - 1]), "avx512") != NULL);
     for (int i = 0; i < NB * IN; i++) X[i] = frand() * (i % 37 == 0 ? 6.0f : 1.5f);
+    /* in every input one block of equal values: its q all 127 or all -127, the largest integer sums */
+    for (int j = 0; j < NB; j++)
+        for (int i = 0; i < 32; i++) X[j * IN + 32 * ((3 * j) % (IN / 32)) + i] = j % 2 ? 1.25f : -1.25f;
     float bias[ROWS];
     for (int r = 0; r < ROWS; r++) bias[r] = frand();
     for (int t = 0; t < N_TYPES; t++) {
