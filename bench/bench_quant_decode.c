@@ -15,9 +15,9 @@
  * robust to the descheduling of a shared machine, though not to others' memory traffic). Printed:
  * median [min - max] of ms per sweep and of the ratios, and the load average before and after.
  *
- *   bench_quant_decode [repeats=7] [threads=2] [q8_0|q4_0|q5_0|iq4_nl|both|q4_k|q5_k|q6_k|k]
+ *   bench_quant_decode [repeats=7] [threads=2] [q8_0|q4_0|q5_0|iq4_nl|q4_1|q5_1|both|q4_k|q5_k|q6_k|k]
  *                      [variant-substring]
- * (both: the first four; IQ4_NL, the type a Q3_K_M / IQ4_XS file of this model mostly holds, has
+ * (both: the first six, the 32-value types; Q5_1 is most of a Q5_K_M file of this model; IQ4_NL, the type a Q3_K_M / IQ4_XS file of this model mostly holds, has
  * no tile layout: its row is Q4_0's size, read by the per-row dot). The K types need rows that are
  * multiples of 256, which 896 is not: they run on a Qwen3-0.6B-shaped step instead (28 layers, q
  * 2048x1024, k and v 1024x1024, o 1024x2048, gate and up 3072x1024, down 1024x3072, the 151936 x
@@ -84,7 +84,8 @@ static uint8_t *make_blocks(wb_qtype t, int rows, int cols) {
     const size_t at = t == WB_QT_Q6_K ? 208 : 0; /* Q6_K's d is last; Q4_K / Q5_K's dmin follows d */
     for (size_t o = 0; o < n; o += bs) {
         p[o + at] = (uint8_t)h, p[o + at + 1] = (uint8_t)(h >> 8);
-        if (t == WB_QT_Q4_K || t == WB_QT_Q5_K) p[o + 2] = (uint8_t)h, p[o + 3] = (uint8_t)(h >> 8);
+        if (t == WB_QT_Q4_K || t == WB_QT_Q5_K || t == WB_QT_Q4_1 || t == WB_QT_Q5_1) /* dmin / m */
+            p[o + 2] = (uint8_t)h, p[o + 3] = (uint8_t)(h >> 8);
     }
     return p;
 }
@@ -176,7 +177,7 @@ static double max_cpu(int nt) { /* the slowest thread's CPU ms of the last job *
 
 int main(int argc, char **argv) {
     bench_args(argc, argv,
-               "[REPS=7] [THREADS=2] [q8_0|q4_0|q5_0|iq4_nl|both|q4_k|q5_k|q6_k|k] [VARIANT]\n  the quantized decode kernels "
+               "[REPS=7] [THREADS=2] [q8_0|q4_0|q5_0|iq4_nl|q4_1|q5_1|both|q4_k|q5_k|q6_k|k] [VARIANT]\n  the quantized decode kernels "
                "alone, every variant, on one Qwen2.5-0.5B (K types: Qwen3-0.6B) decode step's matrices, against weight "
                "bytes / read rate",
                NULL);
@@ -216,10 +217,10 @@ int main(int argc, char **argv) {
            "the step and for the read), which leaves out the time a busy machine takes the cores away\n\n"
            "| type | step | weight MB | variant | ms / step | read GB/s | step / bound | CPU ms / step | CPU read GB/s | CPU step / bound |\n"
            "|---|---|---|---|---|---|---|---|---|---|\n", nt, reps, nt);
-    for (int ti = 0; ti < 7; ti++) {
-        const wb_qtype t = (const wb_qtype[]){WB_QT_Q8_0, WB_QT_Q4_0, WB_QT_Q5_0, WB_QT_IQ4_NL,
-                                              WB_QT_Q4_K, WB_QT_Q5_K, WB_QT_Q6_K}[ti];
-        const int kt = ti >= 4;
+    for (int ti = 0; ti < 9; ti++) {
+        const wb_qtype t = (const wb_qtype[]){WB_QT_Q8_0, WB_QT_Q4_0, WB_QT_Q5_0, WB_QT_IQ4_NL, WB_QT_Q4_1,
+                                              WB_QT_Q5_1, WB_QT_Q4_K, WB_QT_Q5_K, WB_QT_Q6_K}[ti];
+        const int kt = ti >= 6;
         if (!(kt ? !strcmp(which, "k") : !strcmp(which, "both")) && strcmp(which, wb_qtype_name(t))) continue;
         const step_shape *sh = kt ? &k_qwen3 : &k_qwen25;
         const int can_tile = wb_quant_tiles_ok(t, 16, sh->head_cols);

@@ -172,8 +172,8 @@ void wb_kernels_gemm_register(wb_kernel_table *t, wb_isa isa);
  * Slot 0: the GEMV kernels' packed inputs, the quantized products' int8 inputs; slot 1: the
  * prompt GEMM's panels, the quantized tile kernels' regrouped inputs (never held across a call
  * into another user of the same slot); slot 2: Q5_0 rows widened to Q8_0 for the AVX2 prompt
- * kernels, held while they run (quant.c). */
-#define WB_KBUF_SLOTS 3
+ * kernels, held while they run; slot 3: the Q4_1 / Q5_1 prompts' value chains (quant.c). */
+#define WB_KBUF_SLOTS 4
 float *wb_kernel_buf(int slot, size_t n);
 
 #endif

@@ -68,7 +68,7 @@ wb_status wb_scratch_take(wb_scratch *s, int n, const size_t *sizes, float **buf
 
 /* How a matrix's elements are stored. helper kernels: kernels.c (F32), kernels_bf16.c (BF16). */
 /* Quantized: rows of blocks in the GGUF byte layouts (quant.h, quant.c), w pointing at the first
- * row's first block (any alignment): Q8_0, Q4_0, Q5_0 and IQ4_NL blocks of 32 values, Q4_K, Q5_K and Q6_K
+ * row's first block (any alignment): Q8_0, Q4_0, Q5_0, Q4_1, Q5_1 and IQ4_NL blocks of 32 values, Q4_K, Q5_K and Q6_K
  * super-blocks of 256 (a GGUF Q4_K_M file mixes them: Q5_0 where rows are not a multiple of 256). cols must be a multiple of the block. */
 typedef enum wb_mat_dtype {
     WB_MAT_F32 = 0,
@@ -79,7 +79,9 @@ typedef enum wb_mat_dtype {
     WB_MAT_Q6_K = 5,
     WB_MAT_Q5_0 = 6,
     WB_MAT_IQ4_NL = 7,
-    WB_MAT_Q5_K = 8
+    WB_MAT_Q5_K = 8,
+    WB_MAT_Q4_1 = 9,
+    WB_MAT_Q5_1 = 10
 } wb_mat_dtype;
 
 /* A matrix [rows, cols] row-major, [out, in] (HF nn.Linear's layout; GPT-2's Conv1D [in, out]

@@ -25,7 +25,7 @@ static const struct {
     size_t bytes;
 } k_types[WB_QT_COUNT] = {
     {"q8_0", 32, 34}, {"q4_0", 32, 18}, {"q4_k", 256, 144}, {"q6_k", 256, 210}, {"q5_0", 32, 22},
-    {"iq4_nl", 32, 18}, {"q5_k", 256, 176}};
+    {"iq4_nl", 32, 18}, {"q5_k", 256, 176}, {"q4_1", 32, 20}, {"q5_1", 32, 24}};
 
 /* IQ4_NL's levels (ggml's kvalues_iq4nl) */
 static const int8_t k_iq4_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
@@ -136,6 +136,16 @@ static void deq_q5_0(float *y, const uint8_t *p) {
     for (int j = 0; j < 32; j++) y[j] = d * (float)(q5_value(p, j) - 16) + 0.0f;
 }
 
+/* Q4_1 / Q5_1: d * q + m (q the nibble, or Q5_0's five bits two bytes further on) */
+static void deq_q4_1(float *y, const uint8_t *p) {
+    const float d = f16(p), m = f16(p + 2);
+    for (int j = 0; j < 16; j++) y[j] = d * (float)(p[4 + j] & 15) + m, y[j + 16] = d * (float)(p[4 + j] >> 4) + m;
+}
+static void deq_q5_1(float *y, const uint8_t *p) {
+    const float d = f16(p), m = f16(p + 2);
+    for (int j = 0; j < 32; j++) y[j] = d * (float)q5_value(p + 2, j) + m;
+}
+
 static void deq_iq4_nl(float *y, const uint8_t *p) {
     const float d = f16(p);
     for (int i = 0; i < 16; i++) {
@@ -218,6 +228,8 @@ void wb_dequantize_range(wb_qtype t, float *dst, const void *row, int k0, int kn
         case WB_QT_Q5_0: deq_q5_0(dst, p); break;
         case WB_QT_IQ4_NL: deq_iq4_nl(dst, p); break;
         case WB_QT_Q5_K: deq_q5_k(dst, p); break;
+        case WB_QT_Q4_1: deq_q4_1(dst, p); break;
+        case WB_QT_Q5_1: deq_q5_1(dst, p); break;
         default: break;
         }
 }
@@ -476,6 +488,11 @@ void wb_quantize_act(void *dst, const float *x, int n) {
  *   IQ4_NL isum = sum K[nibble] q                          scale d   (Q8_0's, with w = K[nibble])
  *   Q4_K  isum = sum nibble q, scale d sc; then  -s with scale dmin m   (group b of 8)
  *   Q5_K  the same with q5 (nibble + 16 x its qh bit) for the nibble
+ *   Q4_1  isum = sum nibble q, scale d; and a second chain acc2 = acc2 + m (s d_x), added at
+ *   Q5_1  the end: (acc + 0) + acc2 (Q5_1: q5 for the nibble). The value chain is then exactly
+ *         Q8_0's on the block (d, q) and the min chain one multiply-add per block with s d_x a
+ *         number per input, so prompts run the Q8_0 kernels on rows widened per call and add
+ *         the min chains after (widened_gemm)
  *   Q6_K  per 16: isum = sum q6 q - 32 h, scale d sc16 (two terms per block)
  * The AVX2 and AVX-512 levels fuse each step into one FMA (so their outputs are bit-identical),
  * the portable one rounds the product first. An output is then acc + bias, added to Y when
@@ -541,6 +558,30 @@ static float dot_q5_k_c(const uint8_t *w, const qact *a, int nblk) {
         acc = PORTABLE_MAC(acc, (float)(-a->s[b]), dmn * a->d[b]);
     }
     return acc;
+}
+
+static float dot_q4_1_c(const uint8_t *w, const qact *a, int nblk) {
+    float acc = 0.0f, acc2 = 0.0f;
+    for (int b = 0; b < nblk; b++, w += 20) {
+        const int8_t *q = a->q + 32 * b;
+        int32_t s = 0;
+        for (int i = 0; i < 16; i++) s += (w[4 + i] & 15) * q[i] + (w[4 + i] >> 4) * q[i + 16];
+        acc = PORTABLE_MAC(acc, (float)s, f16(w) * a->d[b]);
+        acc2 = PORTABLE_MAC(acc2, f16(w + 2), (float)a->s[b] * a->d[b]);
+    }
+    return (acc + 0.0f) + acc2;
+}
+
+static float dot_q5_1_c(const uint8_t *w, const qact *a, int nblk) {
+    float acc = 0.0f, acc2 = 0.0f;
+    for (int b = 0; b < nblk; b++, w += 24) {
+        const int8_t *q = a->q + 32 * b;
+        int32_t s = 0;
+        for (int i = 0; i < 32; i++) s += q5_value(w + 2, i) * q[i];
+        acc = PORTABLE_MAC(acc, (float)s, f16(w) * a->d[b]);
+        acc2 = PORTABLE_MAC(acc2, f16(w + 2), (float)a->s[b] * a->d[b]);
+    }
+    return (acc + 0.0f) + acc2;
 }
 
 static float dot_iq4_nl_c(const uint8_t *w, const qact *a, int nblk) {
@@ -727,6 +768,26 @@ AVXVNNI static inline __m256i vnni_u8s8(__m256i u, __m256i s) {
             acc = fmaf((float)(-a->s[b]), dmn * a->d[b], acc);                                    \
         }                                                                                         \
         return acc;                                                                               \
+    }                                                                                             \
+    ATTR static float dot_q4_1_##SUFFIX(const uint8_t *w, const qact *a, int nblk) {              \
+        float acc = 0.0f, acc2 = 0.0f;                                                            \
+        for (int b = 0; b < nblk; b++, w += 20) {                                                 \
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));              \
+            const int32_t s = hsum_i32(MULU(nibbles(w + 4), xv));                                 \
+            acc = fmaf((float)s, h2f(w) * a->d[b], acc);                                          \
+            acc2 = fmaf(h2f(w + 2), (float)a->s[b] * a->d[b], acc2);                              \
+        }                                                                                         \
+        return (acc + 0.0f) + acc2;                                                               \
+    }                                                                                             \
+    ATTR static float dot_q5_1_##SUFFIX(const uint8_t *w, const qact *a, int nblk) {              \
+        float acc = 0.0f, acc2 = 0.0f;                                                            \
+        for (int b = 0; b < nblk; b++, w += 24) {                                                 \
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));              \
+            const int32_t s = hsum_i32(MULU(q5_values(w + 2), xv));                               \
+            acc = fmaf((float)s, h2f(w) * a->d[b], acc);                                          \
+            acc2 = fmaf(h2f(w + 2), (float)a->s[b] * a->d[b], acc2);                              \
+        }                                                                                         \
+        return (acc + 0.0f) + acc2;                                                               \
     }                                                                                             \
     ATTR static float dot_q5_k_##SUFFIX(const uint8_t *w, const qact *a, int nblk) {              \
         float acc = 0.0f;                                                                         \
@@ -1163,13 +1224,18 @@ DEFINE_KQUANT_256(avxvnni, AVXVNNI, vnni_u8s8)
         }                                                                                         \
         store8_rows(Y, y, bias, r, keep_from, accumulate);                                        \
     }                                                                                             \
-    /* Q5_0: Q4_0's row pairs (rows i and i + 4 in the halves of a register, nibbles against the \
-     * two halves of the input), each row's qh in its half, its bytes spread as in q5_values     \
-     * (bytes 0-1 for the low nibbles' values 0-15, 2-3 for the high ones'); sums minus 16 s.    \
-     * With maddubs each of the two products' pair sums is at most 2 * 31 * 127, both 15748. */   \
-    ATTR static void gemv8q5_##SUFFIX(float *Y, const qact *a, const uint8_t *W, size_t rb,       \
-                                      const float *bias, int nblk, int r, int keep_from,          \
-                                      size_t end, int accumulate) {                               \
+    /* Q5_0, Q4_1 and Q5_1 (t a constant where inlined): Q4_0's row pairs (rows i and i + 4 in  \
+     * the halves of a register, nibbles against the two halves of the input), the five-bit      \
+     * types' qh in each row's half, its bytes spread as in q5_values (bytes 0-1 for the low      \
+     * nibbles' values 0-15, 2-3 for the high ones'); Q5_0's sums minus 16 s; Q4_1 / Q5_1 (q      \
+     * unsigned) with the min chain of s with scale m (the f16 after d, gathered as d is) in     \
+     * lanes beside the value chain, the two added at the end as the canonical dot does. With    \
+     * maddubs each of the two products' pair sums is at most 2 * 31 * 127, both 15748. */       \
+    ATTR static inline __attribute__((always_inline)) void gemv8q5m_##SUFFIX(                     \
+        const wb_qtype t, float *Y, const qact *a, const uint8_t *W, size_t rb, const float *bias, \
+        int nblk, int r, int keep_from, size_t end, int accumulate) {                             \
+        const int five = t != WB_QT_Q4_1, mins = t != WB_QT_Q5_0;                                 \
+        const size_t bs = t == WB_QT_Q5_0 ? 22 : five ? 24 : 20, ho = mins ? 4 : 2, qo = ho + (five ? 4 : 0); \
         const uint8_t *base = W + (size_t)r * rb;                                                 \
         const size_t pf = (size_t)(r + 8) * rb;                                                   \
         const __m256i m4 = _mm256_set1_epi8(15), c16 = _mm256_set1_epi8(16);                      \
@@ -1177,32 +1243,45 @@ DEFINE_KQUANT_256(avxvnni, AVXVNNI, vnni_u8s8)
         const __m256i sel_lo = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,    \
                                                 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);   \
         const __m256i sel_hi = _mm256_add_epi8(sel_lo, _mm256_set1_epi8(2));                      \
-        __m256 y = _mm256_setzero_ps();                                                           \
+        __m256 y = _mm256_setzero_ps(), y2 = _mm256_setzero_ps();                                 \
         for (int b = 0; b < nblk; b++) {                                                          \
-            prefetch_group(W, pf + (size_t)b * 8 * 22, end, 4); /* 176 bytes: 4 lines at most */ \
+            prefetch_group(W, pf + (size_t)b * 8 * bs, end, 3); /* 160 to 192 bytes */           \
             const int8_t *x = a->q + 32 * b;                                                      \
             const __m256i xl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)x)); \
             const __m256i xh = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(x + 16))); \
-            const uint8_t *c = base + (size_t)b * 22;                                             \
+            const uint8_t *c = base + (size_t)b * bs;                                             \
             __m256i S[4];                                                                         \
             for (int i = 0; i < 4; i++) {                                                         \
                 const uint8_t *c0 = c + (size_t)i * rb, *c1 = c + (size_t)(i + 4) * rb;           \
-                const __m256i v = _mm256_loadu2_m128i((const __m128i *)(c1 + 6), (const __m128i *)(c0 + 6)); \
-                const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_cvtsi32_si128((int)rd32(c0 + 2))), \
-                                                          _mm_cvtsi32_si128((int)rd32(c1 + 2)), 1); \
-                const __m256i hl = _mm256_and_si256(_mm256_shuffle_epi8(h, sel_lo), bit);         \
-                const __m256i hh = _mm256_and_si256(_mm256_shuffle_epi8(h, sel_hi), bit);         \
-                const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4),                       \
-                                                   _mm256_and_si256(_mm256_cmpeq_epi8(hl, bit), c16)); \
-                const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), \
-                                                   _mm256_and_si256(_mm256_cmpeq_epi8(hh, bit), c16)); \
+                const __m256i v = _mm256_loadu2_m128i((const __m128i *)(c1 + qo), (const __m128i *)(c0 + qo)); \
+                __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4); \
+                if (five) {                                                                       \
+                    const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_cvtsi32_si128((int)rd32(c0 + ho))), \
+                                                              _mm_cvtsi32_si128((int)rd32(c1 + ho)), 1); \
+                    const __m256i hl = _mm256_and_si256(_mm256_shuffle_epi8(h, sel_lo), bit);     \
+                    const __m256i hh = _mm256_and_si256(_mm256_shuffle_epi8(h, sel_hi), bit);     \
+                    lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(hl, bit), c16));  \
+                    hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(hh, bit), c16));  \
+                }                                                                                 \
                 S[i] = nib2_##SUFFIX(lo, xl, hi, xh);                                             \
             }                                                                                     \
-            const __m256i isum = _mm256_add_epi32(hsum4x2(S), _mm256_set1_epi32(-16 * a->s[b]));   \
-            const __m256 dw = scales8(c, rb);                                                     \
-            y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(a->d[b])), y); \
+            __m256i isum = hsum4x2(S);                                                            \
+            if (!mins) isum = _mm256_add_epi32(isum, _mm256_set1_epi32(-16 * a->s[b]));           \
+            const __m256 dx = _mm256_set1_ps(a->d[b]);                                            \
+            y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(scales8(c, rb), dx), y);  \
+            if (mins)                                                                             \
+                y2 = _mm256_fmadd_ps(scales8(c + 2, rb), _mm256_set1_ps((float)a->s[b] * a->d[b]), y2); \
         }                                                                                         \
+        if (mins) y = _mm256_add_ps(_mm256_add_ps(y, _mm256_setzero_ps()), y2);                   \
         store8_rows(Y, y, bias, r, keep_from, accumulate);                                        \
+    }                                                                                             \
+    ATTR static inline __attribute__((always_inline)) void gemv_rows_q5m_##SUFFIX(                \
+        const wb_qtype t, float *Y, const qact *a, const uint8_t *W, size_t rb, const float *bias, \
+        int nblk, int r0, int r1, int accumulate) {                                               \
+        const size_t end = (size_t)r1 * rb;                                                       \
+        int r = r0;                                                                               \
+        for (; r + 8 <= r1; r += 8) gemv8q5m_##SUFFIX(t, Y, a, W, rb, bias, nblk, r, 0, end, accumulate); \
+        if (r < r1) gemv8q5m_##SUFFIX(t, Y, a, W, rb, bias, nblk, r1 - 8, 8 - (r1 - r), end, accumulate); \
     }                                                                                             \
     /* IQ4_NL: Q4_0's row pairs (rows i and i + 4 in the halves of a register), the nibbles      \
      * looked up as |K| (vpshufb) against the input with K's sign (the input or its negation,   \
@@ -1251,13 +1330,17 @@ DEFINE_KQUANT_256(avxvnni, AVXVNNI, vnni_u8s8)
             else kgemv_rows_##SUFFIX(WB_QT_Q6_K, Y, &a, W, rb, bias, in / 32, r0, r1, accumulate); \
             return;                                                                               \
         }                                                                                         \
-        if ((t == WB_QT_Q5_0 || t == WB_QT_IQ4_NL) && r1 - r0 >= 8) {                             \
-            void (*g8)(float *, const qact *, const uint8_t *, size_t, const float *, int, int, int, \
-                       size_t, int) = t == WB_QT_Q5_0 ? gemv8q5_##SUFFIX : gemv8iq4_##SUFFIX;      \
+        if ((t == WB_QT_Q5_0 || t == WB_QT_Q4_1 || t == WB_QT_Q5_1) && r1 - r0 >= 8) {             \
+            if (t == WB_QT_Q5_0) gemv_rows_q5m_##SUFFIX(WB_QT_Q5_0, Y, &a, W, rb, bias, in / 32, r0, r1, accumulate); \
+            else if (t == WB_QT_Q4_1) gemv_rows_q5m_##SUFFIX(WB_QT_Q4_1, Y, &a, W, rb, bias, in / 32, r0, r1, accumulate); \
+            else gemv_rows_q5m_##SUFFIX(WB_QT_Q5_1, Y, &a, W, rb, bias, in / 32, r0, r1, accumulate); \
+            return;                                                                               \
+        }                                                                                         \
+        if (t == WB_QT_IQ4_NL && r1 - r0 >= 8) {                                                  \
             const size_t end = (size_t)r1 * rb;                                                   \
             int r = r0;                                                                           \
-            for (; r + 8 <= r1; r += 8) g8(Y, &a, W, rb, bias, in / 32, r, 0, end, accumulate);   \
-            if (r < r1) g8(Y, &a, W, rb, bias, in / 32, r1 - 8, 8 - (r1 - r), end, accumulate);   \
+            for (; r + 8 <= r1; r += 8) gemv8iq4_##SUFFIX(Y, &a, W, rb, bias, in / 32, r, 0, end, accumulate); \
+            if (r < r1) gemv8iq4_##SUFFIX(Y, &a, W, rb, bias, in / 32, r1 - 8, 8 - (r1 - r), end, accumulate); \
             return;                                                                               \
         }                                                                                         \
         if ((t != WB_QT_Q8_0 && t != WB_QT_Q4_0) || r1 - r0 < 8) {                                \
@@ -1267,6 +1350,8 @@ DEFINE_KQUANT_256(avxvnni, AVXVNNI, vnni_u8s8)
                                 : t == WB_QT_Q5_0 ? dot_q5_0_##SUFFIX                             \
                                 : t == WB_QT_Q4_K ? dot_q4_k_##SUFFIX                             \
                                 : t == WB_QT_Q5_K ? dot_q5_k_##SUFFIX                             \
+                                : t == WB_QT_Q4_1 ? dot_q4_1_##SUFFIX                             \
+                                : t == WB_QT_Q5_1 ? dot_q5_1_##SUFFIX                             \
                                                   : dot_q6_k_##SUFFIX;                            \
             for (int r = r0; r < r1; r++) {                                                       \
                 const float s = dot(W + (size_t)r * rb, &a, in / 32) + (bias ? bias[r] : 0.0f);   \
@@ -3047,7 +3132,8 @@ VNNI512 static void gemv_q_512(wb_qtype t, float *Y, const uint8_t *act, const u
     if (t == WB_QT_Q8_0) gemv_body(1, Y, act, W, rb, bias, in, r0, r1, accumulate);
     else if (t == WB_QT_Q4_0) gemv_body(0, Y, act, W, rb, bias, in, r0, r1, accumulate);
     else if (t == WB_QT_Q5_0) gemv_body_q5(Y, act, W, rb, bias, in, r0, r1, accumulate);
-    else if (t == WB_QT_IQ4_NL || t == WB_QT_Q5_K) gemv_avx2(t, Y, act, W, rb, bias, in, r0, r1, accumulate); /* the same FMA chain */
+    else if (t == WB_QT_IQ4_NL || t == WB_QT_Q5_K || t == WB_QT_Q4_1 || t == WB_QT_Q5_1)
+        gemv_avx2(t, Y, act, W, rb, bias, in, r0, r1, accumulate); /* the same FMA chain */
     else if (r1 - r0 < 16) gemm_q_512(t, Y, 0, act, 0, 1, W, rb, bias, in, r0, r1, accumulate);
     else if (t == WB_QT_Q4_K) gemv_body_k(WB_QT_Q4_K, Y, act, W, rb, bias, in, r0, r1, accumulate);
     else gemv_body_k(WB_QT_Q6_K, Y, act, W, rb, bias, in, r0, r1, accumulate);
@@ -3095,13 +3181,13 @@ static int has_vnni512(const wb_cpu_features *f) {
 #endif
 
 static const wb_quant_kernels k_variants[] = {
-    {"portable", {dot_q8_0_c, dot_q4_0_c, dot_q4_k_c, dot_q6_k_c, dot_q5_0_c, dot_iq4_nl_c, dot_q5_k_c}, NULL, NULL, NULL, NULL, WB_ISA_PORTABLE, always, NULL, NULL, 0},
+    {"portable", {dot_q8_0_c, dot_q4_0_c, dot_q4_k_c, dot_q6_k_c, dot_q5_0_c, dot_iq4_nl_c, dot_q5_k_c, dot_q4_1_c, dot_q5_1_c}, NULL, NULL, NULL, NULL, WB_ISA_PORTABLE, always, NULL, NULL, 0},
 #ifdef WB_X86
-    {"avx2 maddubs", {dot_q8_0_avx2, dot_q4_0_avx2, dot_q4_k_avx2, dot_q6_k_avx2, dot_q5_0_avx2, dot_iq4_nl_avx2, dot_q5_k_avx2}, gemm_q_avx2, gemv_avx2, gemm_t_avx2,
+    {"avx2 maddubs", {dot_q8_0_avx2, dot_q4_0_avx2, dot_q4_k_avx2, dot_q6_k_avx2, dot_q5_0_avx2, dot_iq4_nl_avx2, dot_q5_k_avx2, dot_q4_1_avx2, dot_q5_1_avx2}, gemm_q_avx2, gemv_avx2, gemm_t_avx2,
      gemv_t_avx2, WB_ISA_AVX2, has_avx2, NULL, NULL, 0},
-    {"avx2 avx-vnni vpdpbusd", {dot_q8_0_avxvnni, dot_q4_0_avxvnni, dot_q4_k_avxvnni, dot_q6_k_avxvnni, dot_q5_0_avxvnni, dot_iq4_nl_avxvnni, dot_q5_k_avxvnni},
+    {"avx2 avx-vnni vpdpbusd", {dot_q8_0_avxvnni, dot_q4_0_avxvnni, dot_q4_k_avxvnni, dot_q6_k_avxvnni, dot_q5_0_avxvnni, dot_iq4_nl_avxvnni, dot_q5_k_avxvnni, dot_q4_1_avxvnni, dot_q5_1_avxvnni},
      gemm_q_avxvnni, gemv_avxvnni, NULL, NULL, WB_ISA_AVX2, has_avxvnni, NULL, NULL, 0},
-    {"avx512-vnni 16-row tiles", {dot_q8_0_vnni512, dot_q4_0_vnni512, dot_q4_k_vnni512, dot_q6_k_vnni512, dot_q5_0_vnni512, dot_iq4_nl_vnni512, dot_q5_k_vnni512},
+    {"avx512-vnni 16-row tiles", {dot_q8_0_vnni512, dot_q4_0_vnni512, dot_q4_k_vnni512, dot_q6_k_vnni512, dot_q5_0_vnni512, dot_iq4_nl_vnni512, dot_q5_k_vnni512, dot_q4_1_vnni512, dot_q5_1_vnni512},
      gemm_q_512, gemv_q_512, gemm_t_512, gemv_t_512, WB_ISA_AVX512, has_vnni512, group_act_512, gemm_tg_512, 1},
 #endif
 };
@@ -3282,7 +3368,87 @@ static void iq4_to_q8_c(uint8_t *dst, const uint8_t *src, int nblk) {
             dst[2 + j] = (uint8_t)k_iq4_levels[src[2 + j] & 15], dst[18 + j] = (uint8_t)k_iq4_levels[src[2 + j] >> 4];
     }
 }
+/* Q4_1 / Q5_1: the Q8_0 block of d and the unsigned q, their value chain (the min chain is
+ * added after: min_chain_avx2) */
+static void q4_1_to_q8_c(uint8_t *dst, const uint8_t *src, int nblk) {
+    for (int b = 0; b < nblk; b++, src += 20, dst += 34) {
+        dst[0] = src[0], dst[1] = src[1];
+        for (int j = 0; j < 16; j++) dst[2 + j] = src[4 + j] & 15, dst[18 + j] = src[4 + j] >> 4;
+    }
+}
+static void q5_1_to_q8_c(uint8_t *dst, const uint8_t *src, int nblk) {
+    for (int b = 0; b < nblk; b++, src += 24, dst += 34) {
+        dst[0] = src[0], dst[1] = src[1];
+        for (int j = 0; j < 32; j++) dst[2 + j] = (uint8_t)q5_value(src + 2, j);
+    }
+}
 #ifdef WB_X86
+AVX2 static void q4_1_to_q8_avx2(uint8_t *dst, const uint8_t *src, int nblk) {
+    for (int b = 0; b < nblk; b++, src += 20, dst += 34) {
+        dst[0] = src[0], dst[1] = src[1];
+        _mm256_storeu_si256((__m256i *)(dst + 2), nibbles(src + 4));
+    }
+}
+AVX2 static void q5_1_to_q8_avx2(uint8_t *dst, const uint8_t *src, int nblk) {
+    for (int b = 0; b < nblk; b++, src += 24, dst += 34) {
+        dst[0] = src[0], dst[1] = src[1];
+        _mm256_storeu_si256((__m256i *)(dst + 2), q5_values(src + 2));
+    }
+}
+/* Rows [0, n) of Q4_1 / Q5_1 (W, rows rb apart, blocks bs bytes) for inputs j < nb: their value
+ * chains T[j n + i] (from the Q8_0 kernel, no bias: acc + 0), the min chain of each (input j's
+ * s d_x of block b at SD[b nbp + j], nbp a multiple of 8, zeros past nb), then Y[j ldy + i] = [Y +] ((T + acc2) + bias): the
+ * canonical dot's bits. Eight rows to a register (lane i row i, so T, the bias and Y are read
+ * and written eight at a time) and eight inputs at a time (eight chains, so no FMA waits on
+ * another: per row and one chain at a time the pass took 19% of a Q5_K_M 268-token prefill).
+ * m8: 8 nblk floats. */
+AVX2 static void min_chain_avx2(float *Y, size_t ldy, const float *T, int n, int nb, int nbp, const float *SD,
+                                const uint8_t *W, size_t rb, size_t bs, int nblk, const float *bias,
+                                int accumulate, float *m8) {
+    for (int i0 = 0; i0 < n; i0 += 8) {
+        const int cnt = n - i0 < 8 ? n - i0 : 8; /* a short last group repeats its last row */
+        for (int k = 0; k < 8; k++) {
+            const uint8_t *row = W + rb * (size_t)(i0 + (k < cnt ? k : cnt - 1)) + 2;
+            for (int b = 0; b < nblk; b++) m8[8 * b + k] = h2f(row + bs * (size_t)b);
+        }
+        _Alignas(32) float bv[8] = {0};
+        for (int k = 0; bias && k < cnt; k++) bv[k] = bias[i0 + k];
+        const __m256 bias8 = _mm256_load_ps(bv);
+        for (int j0 = 0; j0 < nb; j0 += 8) {
+            const int jn = nb - j0 < 8 ? nb - j0 : 8;
+            __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
+            for (int b = 0; b < nblk; b++) { /* eight chains in registers */
+                const __m256 m = _mm256_load_ps(m8 + 8 * b);
+                const float *p = SD + (size_t)b * nbp + j0;
+                c0 = _mm256_fmadd_ps(m, _mm256_broadcast_ss(p), c0);
+                c1 = _mm256_fmadd_ps(m, _mm256_broadcast_ss(p + 1), c1);
+                c2 = _mm256_fmadd_ps(m, _mm256_broadcast_ss(p + 2), c2);
+                c3 = _mm256_fmadd_ps(m, _mm256_broadcast_ss(p + 3), c3);
+                c4 = _mm256_fmadd_ps(m, _mm256_broadcast_ss(p + 4), c4);
+                c5 = _mm256_fmadd_ps(m, _mm256_broadcast_ss(p + 5), c5);
+                c6 = _mm256_fmadd_ps(m, _mm256_broadcast_ss(p + 6), c6);
+                c7 = _mm256_fmadd_ps(m, _mm256_broadcast_ss(p + 7), c7);
+            }
+            const __m256 c[8] = {c0, c1, c2, c3, c4, c5, c6, c7};
+            for (int j = 0; j < jn; j++) {
+                const float *t = T + (size_t)(j0 + j) * n + i0;
+                float *y = Y + (size_t)(j0 + j) * ldy + i0;
+                if (cnt == 8) {
+                    __m256 v = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(t), c[j]), bias8);
+                    if (accumulate) v = _mm256_add_ps(_mm256_loadu_ps(y), v);
+                    _mm256_storeu_ps(y, v);
+                } else {
+                    _Alignas(32) float a2[8];
+                    _mm256_store_ps(a2, c[j]);
+                    for (int k = 0; k < cnt; k++) {
+                        const float v = (t[k] + a2[k]) + bv[k];
+                        y[k] = accumulate ? y[k] + v : v;
+                    }
+                }
+            }
+        }
+    }
+}
 AVX2 static void q5_to_q8_avx2(uint8_t *dst, const uint8_t *src, int nblk) {
     for (int b = 0; b < nblk; b++, src += 22, dst += 34) {
         dst[0] = src[0], dst[1] = src[1];
@@ -3297,11 +3463,16 @@ AVX2 static void iq4_to_q8_avx2(uint8_t *dst, const uint8_t *src, int nblk) {
 }
 #endif
 
-/* t (Q5_0 or IQ4_NL) as Q8_0 rows for the level's Q8_0 batch kernel; 0 without the scratch
- * (then the level's per-row dots) */
+/* t (Q5_0, IQ4_NL, Q4_1 or Q5_1) as Q8_0 rows for the level's Q8_0 batch kernel; Q4_1 / Q5_1
+ * then add their min chains (min_chain_avx2). 0 without the scratch (then the level's per-row
+ * dots). */
 static int widened_gemm(const wb_quant_kernels *k, wb_qtype t, float *Y, size_t ldy, const uint8_t *act,
                         size_t one, int nb, const uint8_t *W, size_t rb, const float *b, int in, int r0,
                         int r1, int accumulate) {
+    const int mins = t == WB_QT_Q4_1 || t == WB_QT_Q5_1;
+#ifndef WB_X86
+    if (mins) return 0; /* (no level here has a batch kernel) */
+#endif
     const size_t rb8 = wb_quant_row_bytes(WB_QT_Q8_0, in);
     /* about 512 KB of Q8_0 rows per chunk, whole groups of 16 (the AVX-512 tile's rows): the
      * tile kernels regroup the inputs per call, a cost per chunk */
@@ -3310,14 +3481,41 @@ static int widened_gemm(const wb_quant_kernels *k, wb_qtype t, float *Y, size_t 
     if (ch > r1 - r0) ch = r1 - r0;
     uint8_t *q8 = qscratch(2, rb8 * (size_t)ch);
     if (!q8) return 0;
-    void (*widen)(uint8_t *, const uint8_t *, int) = t == WB_QT_IQ4_NL ? iq4_to_q8_c : q5_to_q8_c;
+    const int nblk = in / 32;
+    const int nbp = (nb + 7) & ~7;
+    float *T = NULL, *SD = NULL, *m8 = NULL; /* mins: the value chains, the inputs' s d_x by block */
+    if (mins) {
+        const size_t tn = ((size_t)ch * nb + 7) & ~(size_t)7; /* m8 32-byte aligned */
+        if (!(T = (float *)qscratch(3, sizeof(float) * (tn + 8 * (size_t)nblk + (size_t)nblk * nbp)))) return 0;
+        m8 = T + tn, SD = m8 + 8 * (size_t)nblk;
+        for (int j = 0; j < nbp; j++) {
+            const qact a = act_view(act + one * (size_t)(j < nb ? j : 0), in);
+            for (int bb = 0; bb < nblk; bb++) SD[(size_t)bb * nbp + j] = j < nb ? (float)a.s[bb] * a.d[bb] : 0.0f;
+        }
+    }
+    void (*widen)(uint8_t *, const uint8_t *, int) = t == WB_QT_IQ4_NL ? iq4_to_q8_c
+                                                    : t == WB_QT_Q4_1  ? q4_1_to_q8_c
+                                                    : t == WB_QT_Q5_1  ? q5_1_to_q8_c
+                                                                       : q5_to_q8_c;
 #ifdef WB_X86
-    if (k->isa >= WB_ISA_AVX2) widen = t == WB_QT_IQ4_NL ? iq4_to_q8_avx2 : q5_to_q8_avx2;
+    if (k->isa >= WB_ISA_AVX2)
+        widen = t == WB_QT_IQ4_NL ? iq4_to_q8_avx2
+                : t == WB_QT_Q4_1 ? q4_1_to_q8_avx2
+                : t == WB_QT_Q5_1 ? q5_1_to_q8_avx2
+                                  : q5_to_q8_avx2;
 #endif
     for (int r = r0; r < r1; r += ch) {
         const int n = r1 - r < ch ? r1 - r : ch;
         for (int i = 0; i < n; i++) widen(q8 + rb8 * (size_t)i, W + rb * (size_t)(r + i), in / 32);
-        k->gemm(WB_QT_Q8_0, Y + r, ldy, act, one, nb, q8, rb8, b ? b + r : NULL, in, 0, n, accumulate);
+        if (!mins) {
+            k->gemm(WB_QT_Q8_0, Y + r, ldy, act, one, nb, q8, rb8, b ? b + r : NULL, in, 0, n, accumulate);
+            continue;
+        }
+#ifdef WB_X86
+        k->gemm(WB_QT_Q8_0, T, (size_t)n, act, one, nb, q8, rb8, NULL, in, 0, n, 0);
+        min_chain_avx2(Y + r, ldy, T, n, nb, nbp, SD, W + rb * (size_t)r, rb, wb_qtype_block_bytes(t), nblk,
+                       b ? b + r : NULL, accumulate, m8);
+#endif
     }
     return 1;
 }
@@ -3342,7 +3540,7 @@ static int gemm_act(const wb_quant_kernels *k, wb_qtype t, int tiles, int off, f
     if (t == WB_QT_Q5_0 && nb > 1 && k->gemm && !k->q5_tiles &&
         widened_gemm(k, t, Y, ldy, act, one, nb, W, rb, b, in, r0, r1, accumulate))
         return 1;
-    if (t == WB_QT_IQ4_NL && nb > 1) { /* prompts: as Q8_0 rows, widened per call */
+    if ((t == WB_QT_IQ4_NL || t == WB_QT_Q4_1 || t == WB_QT_Q5_1) && nb > 1) { /* prompts: as Q8_0 rows, widened per call */
         if (!(k->gemm && widened_gemm(k, t, Y, ldy, act, one, nb, W, rb, b, in, r0, r1, accumulate)))
             rows_dots(k, t, Y, ldy, act, one, nb, W, rb, b, in, r0, r1, accumulate);
         return 1;

@@ -34,9 +34,14 @@
  *         fifth bit: value l of group g is nibble | (bit g of qh[l]) << 4, the nibbles as in
  *         Q4_K from qs: x = d * sc * q - dmin * m, q in 0..31. Its kernels are Q4_K's with
  *         that bit or-ed in (Q5_K_M files hold it: 5.5 bits a value).
+ *   Q4_1  32 values, 20 bytes: f16 d, f16 m, uint8 qs[16]   x = d * nibble + m (nibbles as Q4_0)
+ *   Q5_1  32 values, 24 bytes: f16 d, f16 m, uint8 qh[4], uint8 qs[16]   x = d * q + m, q as in
+ *         Q5_0 (0..31). llama.cpp writes Q5_1 where a Q5_K row is not a multiple of 256 wide
+ *         (most of a Qwen2.5-0.5B Q5_K_M file), Q4_1 where Q4_1 files ask. Their products keep
+ *         the min term (m times the input's block sum) in a chain of its own (quant.c).
  *
  * Q8_0 and Q4_0 can be written (wb_quantize_row, byte for byte what GGUF's reference quantizers
- * write); all seven are read and multiplied. The F32 input row is quantized once per product to
+ * write); all nine are read and multiplied. The F32 input row is quantized once per product to
  * int8 per block of 32 with its own scale (wb_quantize_act), so a weight block times an input
  * block is an exact int32 sum; Q4_K, Q5_K and Q6_K apply their 6-bit / 8-bit sub-block scales to those
  * sums per 32 (per 16) values, where GGUF's own kernels use one input scale per 256 (Q8_K): a
@@ -57,10 +62,12 @@ typedef enum wb_qtype {
     WB_QT_Q5_0,
     WB_QT_IQ4_NL,
     WB_QT_Q5_K,
+    WB_QT_Q4_1,
+    WB_QT_Q5_1,
     WB_QT_COUNT
 } wb_qtype;
 
-/* "q8_0", "q4_0", "q4_k", "q6_k", "q5_0", "iq4_nl", "q5_k" */
+/* "q8_0", "q4_0", "q4_k", "q6_k", "q5_0", "iq4_nl", "q5_k", "q4_1", "q5_1" */
 const char *wb_qtype_name(wb_qtype t);
 /* Values and bytes per block. */
 int wb_qtype_block_values(wb_qtype t);

@@ -187,7 +187,7 @@ int wb_fallback_convert_row(uint32_t type, void *dst, const void *src, const flo
     case Q3_K:
         for (int64_t i = 0; i < n / bv; i++) q3_k_to_q6_k(o + 210 * i, b + bb * i);
         return 0;
-    case Q5_0: case IQ4_NL: case Q5_K: return -1; /* kernel types: read as they are */
+    case Q5_0: case IQ4_NL: case Q5_K: case Q4_1: case Q5_1: return -1; /* kernel types: read as they are */
     case IQ4_XS: /* group g as the IQ4_NL block of scale d * (s - 32) and the same nibbles */
         for (int64_t i = 0; i < n / bv; i++)
             for (int g = 0; g < 8; g++) {

@@ -2,13 +2,14 @@
  * public API).
  *
  * A Q4_K_M or Q5_K_M file of a model whose rows are not a multiple of 256 wide (Qwen2.5-0.5B:
- * 896) stores some tensors as Q5_0, Q5_1 or Q4_1 instead of a K type; the low-bit files people download for small machines hold Q3_K and Q2_K (Q3_K_M, Q2_K mixes)
- * or the non-linear IQ4_NL / IQ4_XS. These are decoded here, and the GGUF weight source
+ * 896) stores some tensors as Q5_0, Q5_1 or Q4_1 instead of a K type; the low-bit files
+ * people download for small machines hold Q3_K and Q2_K (Q3_K_M, Q2_K mixes) or the non-linear
+ * IQ4_NL / IQ4_XS. These are decoded here, and the GGUF weight source
  * (weights_gguf.c) turns their matrices into a type that has kernels at load
  * (wb_fallback_target): Q3_K into Q6_K with every value kept exactly, IQ4_XS into IQ4_NL with
- * its group scales rounded to f16, the others into Q8_0 by quantizing the values again. Q5_0,
- * IQ4_NL and Q5_K have kernels (quant.c, which maps them from the file); their decode here is
- * their tests' reference. Layouts (little-endian, f16 scales, no padding; "nibble j" of 16 bytes
+ * its group scales rounded to f16, Q2_K into Q8_0 by quantizing the values again. Q5_0, Q4_1,
+ * Q5_1, IQ4_NL and Q5_K have kernels (quant.c, which maps them from the file); their decode here
+ * is their tests' reference. Layouts (little-endian, f16 scales, no padding; "nibble j" of 16 bytes
  * qs is qs[j] & 15 for j < 16 and qs[j - 16] >> 4 after; in the 256-value K types value i is in
  * half h = i / 128, quarter k = (i % 128) / 32, position l = i % 32):
  *
@@ -53,12 +54,13 @@ size_t wb_fallback_block_bytes(uint32_t type);
  * returns -1; 0 on success, -1 for a type not listed above). */
 int wb_fallback_dequantize_row(uint32_t type, float *dst, const void *src, int64_t n);
 /* The type a matrix of `type` becomes at load: WB_QT_Q6_K for Q3_K, WB_QT_IQ4_NL for IQ4_XS,
- * WB_QT_Q8_0 for the others (Q5_0, IQ4_NL and Q5_K are not converted). */
+ * WB_QT_Q8_0 for Q2_K (Q5_0, Q4_1, Q5_1, IQ4_NL and Q5_K are not converted: the value
+ * returned for them means nothing). */
 wb_qtype wb_fallback_target(uint32_t type);
 /* dst = the row of n values at src (x: the same row dequantized by wb_fallback_dequantize_row)
  * in the target type's layout: Q3_K's values exactly, IQ4_XS's with each group's scale
  * d * (s - 32) rounded to f16 (a scale beyond f16 becomes Inf: callers check), the others' x
- * quantized as Q8_0 (wb_quantize_row). Returns 0, or -1 for Q5_0, IQ4_NL, Q5_K, a type or n not
+ * quantized as Q8_0 (wb_quantize_row). Returns 0, or -1 for the kernel types, a type or n not
  * listed above. */
 int wb_fallback_convert_row(uint32_t type, void *dst, const void *src, const float *x, int64_t n);
 

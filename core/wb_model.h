@@ -98,7 +98,7 @@ typedef struct wb_model wb_model;
  * tied or explicit lm_head.weight) and tokenizer.json. config.json's model_type llama, qwen2,
  * mistral or phi3 loads those families instead (wb_model_load_ex, docs/model.md).
  * A path to a regular file loads it as GGUF (general.architecture gpt2, llama, qwen2 or phi3;
- * F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q5_0, IQ4_NL tensors; Q4_1, Q5_1, Q2_K as Q8_0,
+ * F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL tensors; Q2_K as Q8_0,
  * Q3_K as Q6_K, IQ4_XS as IQ4_NL), with the
  * tokenizer.json beside it (docs/gguf.md). */
 wb_status wb_model_load(const char *dir, wb_model **out, wb_err *err);

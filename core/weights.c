@@ -576,6 +576,8 @@ static int mat_qtype(wb_mat_dtype d) {
     case WB_MAT_Q5_0: return WB_QT_Q5_0;
     case WB_MAT_IQ4_NL: return WB_QT_IQ4_NL;
     case WB_MAT_Q5_K: return WB_QT_Q5_K;
+    case WB_MAT_Q4_1: return WB_QT_Q4_1;
+    case WB_MAT_Q5_1: return WB_QT_Q5_1;
     default: return -1;
     }
 }

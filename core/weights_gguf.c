@@ -16,10 +16,11 @@
  *                     (keep_bf16), else widened
  *   Q8_0, Q4_0,       mapped from the file as quantized wb_mat rows (quant.c's kernels)
  *   Q4_K, Q5_K, Q6_K,
- *   Q5_0, IQ4_NL
- *   Q4_1, Q5_1,       no kernels: decoded (quant_fallback.c) into a store-owned copy in a type
- *   Q2_K, Q3_K,       that has them: Q3_K as Q6_K with the same values, IQ4_XS as IQ4_NL with
- *   IQ4_XS            f16 group scales, the others quantized again as Q8_0
+ *   Q5_0, Q4_1, Q5_1,
+ *   IQ4_NL
+ *   Q2_K, Q3_K,       no kernels: decoded (quant_fallback.c) into a store-owned copy in a type
+ *   IQ4_XS            that has them: Q3_K as Q6_K with the same values, IQ4_XS as IQ4_NL with
+ *                     f16 group scales, Q2_K quantized again as Q8_0
  *                     (rows are multiples of 32 wide, as the types require); more bits than
  *                     the file's, near-lossless (docs/gguf.md)
  *   vectors           always F32 (any type above dequantized)
@@ -176,12 +177,14 @@ static int qtype_of(uint32_t type) {
     case WB_GGML_Q5_0: return WB_QT_Q5_0;
     case WB_GGML_IQ4_NL: return WB_QT_IQ4_NL;
     case WB_GGML_Q5_K: return WB_QT_Q5_K;
+    case WB_GGML_Q4_1: return WB_QT_Q4_1;
+    case WB_GGML_Q5_1: return WB_QT_Q5_1;
     default: return -1;
     }
 }
 
-/* A type read through quant_fallback.c (no kernels): Q4_1, Q5_1, Q2_K, Q3_K, IQ4_XS (the
- * file has Q5_0's, IQ4_NL's and Q5_K's decode too, the references the kernels' ones are tested
+/* A type read through quant_fallback.c (no kernels): Q2_K, Q3_K, IQ4_XS (the file has the
+ * decode of Q5_0, IQ4_NL, Q5_K, Q4_1 and Q5_1 too, the references the kernels' ones are tested
  * against). */
 static int fallback(uint32_t type) { return qtype_of(type) < 0 && wb_fallback_block_values(type) > 0; }
 
@@ -211,6 +214,8 @@ static int mat_dtype_of(uint32_t type) {
     case WB_GGML_Q5_0: return WB_MAT_Q5_0;
     case WB_GGML_IQ4_NL: return WB_MAT_IQ4_NL;
     case WB_GGML_Q5_K: return WB_MAT_Q5_K;
+    case WB_GGML_Q4_1: return WB_MAT_Q4_1;
+    case WB_GGML_Q5_1: return WB_MAT_Q5_1;
     default: return -1;
     }
 }
@@ -241,7 +246,9 @@ static size_t first_bad_block(int q, const uint8_t *p, size_t n_blocks) {
         uint16_t d, m = 0;
         switch (q) {
         case WB_QT_Q6_K: memcpy(&d, p + bb - 2, 2); break;   /* d last */
-        case WB_QT_Q4_K: case WB_QT_Q5_K: memcpy(&d, p, 2), memcpy(&m, p + 2, 2); break; /* d, dmin */
+        case WB_QT_Q4_K: case WB_QT_Q5_K: case WB_QT_Q4_1: case WB_QT_Q5_1: /* d, dmin or m */
+            memcpy(&d, p, 2), memcpy(&m, p + 2, 2);
+            break;
         default: memcpy(&d, p, 2); break;                     /* d first */
         }
         if ((d & 0x7c00u) == 0x7c00u || (m & 0x7c00u) == 0x7c00u) return b;
@@ -340,8 +347,8 @@ static wb_status nonfinite(const wb_gguf_src *s, const plan *p, size_t i, const 
 
 /* The rows of p (a fallback type) in its target type (wb_fallback_target) at dst, in the loaded
  * order: each row decoded and checked for NaN/Inf, then converted; a scale that does not fit an
- * f16 (an IQ4_XS group scale beyond 65504) is refused too, as the kernels would read Inf. The
- * Q8_0 targets cannot overflow: Q2_K, the widest, reaches 65504 x 60, a Q8_0 scale of 31,000. */
+ * f16 (an IQ4_XS group scale beyond 65504) is refused too, as the kernels would read Inf. Q2_K's
+ * Q8_0 cannot overflow: its values reach 65504 x 60, a Q8_0 scale of 31,000. */
 static wb_status convert_rows(const wb_gguf_src *s, const plan *p, uint8_t *dst, wb_err *err) {
     const int64_t rows = p->rows, cols = p->cols;
     const wb_qtype to = wb_fallback_target(p->t->type);

@@ -358,8 +358,8 @@ for _, r in ipairs(rows) do
   end
   if r.file_bytes and r.mem_bytes > r.file_bytes then
     print(lesson.wrap(("%s reads more bytes (%.2f MB) than its file holds (%.2f MB): the loader "
-      .. "widened or converted matrices (the GPT-2 family computes BF16 weights in F32; Q4_1, "
-      .. "Q5_1, Q5_K and Q2_K matrices become Q8_0, Q3_K ones Q6_K, IQ4_XS ones IQ4_NL, docs/gguf.md)."):format(r.label,
+      .. "widened or converted matrices (the GPT-2 family computes BF16 weights in F32; Q2_K "
+      .. "matrices become Q8_0, Q3_K ones Q6_K, IQ4_XS ones IQ4_NL, docs/gguf.md)."):format(r.label,
       r.mem_bytes / 1e6, r.file_bytes / 1e6), "note: "))
   end
 end

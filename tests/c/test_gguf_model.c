@@ -161,9 +161,9 @@ static void tensor_names_map_per_architecture(void) {
 #define RT_T 64
 #define RT_ORIG 32
 
-enum { TY_F32, TY_F16, TY_BF16, TY_Q8_0, TY_Q4_0, TY_KMIX, TY_FALLBACK, TY_Q5_0, TY_Q5KMIX, TY_COUNT };
+enum { TY_F32, TY_F16, TY_BF16, TY_Q8_0, TY_Q4_0, TY_KMIX, TY_FALLBACK, TY_Q5_0, TY_Q5KMIX, TY_MINS, TY_COUNT };
 static const char *const TY_NAME[] = {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K/Q6_K",
-                                      "Q4_1/Q5_1/Q2_K", "Q5_0", "Q5_K/Q6_K"};
+                                      "Q2_K", "Q5_0", "Q5_K/Q6_K", "Q4_1/Q5_1"};
 
 typedef struct rt_tensor {
     char hf[96];
@@ -294,9 +294,10 @@ static uint32_t rt_type(const rt_model *m, const rt_tensor *t, int ty) {
                        strstr(t->hf, "embed") || strstr(t->hf, "wte") || strstr(t->hf, "lm_head")
                    ? WB_GGML_Q6_K
                    : WB_GGML_Q5_K;
-    case TY_FALLBACK: /* types requantized to Q8_0 at load: two llama.cpp falls back to, Q2_K */
-        return strstr(t->hf, "down_proj") || strstr(t->hf, "mlp.c_proj") ? WB_GGML_Q2_K
-               : strstr(t->hf, "embed") || strstr(t->hf, "wte") || strstr(t->hf, "lm_head")
+    case TY_FALLBACK: return WB_GGML_Q2_K; /* the type still requantized to Q8_0 at load */
+    case TY_MINS: /* the types llama.cpp falls back to for Q4_K / Q5_K where rows are not 256-multiples */
+        return strstr(t->hf, "embed") || strstr(t->hf, "wte") || strstr(t->hf, "lm_head") ||
+                       strstr(t->hf, "down_proj") || strstr(t->hf, "mlp.c_proj")
                    ? WB_GGML_Q5_1
                    : WB_GGML_Q4_1;
     case TY_Q5_0: return WB_GGML_Q5_0; /* every matrix, as Q4_K_M files hold 896-wide rows */
@@ -747,8 +748,8 @@ static void rt_case(const char *arch, int ty) {
     snprintf(rpath, sizeof rpath, "%s/ref", dir);
     char what[64];
     snprintf(what, sizeof what, "%s %s", arch, TY_NAME[ty]);
-    /* the fallback types are Q8_0 once loaded: the same rows as the safetensors model's values
-     * quantized to Q8_0 at load */
+    /* Q2_K is Q8_0 once loaded: the same rows as the safetensors model's values quantized to
+     * Q8_0 at load; the other types are read as they are (the values exactly) */
     rt_rows_equal(gpath, rpath, ty == TY_FALLBACK ? WB_WEIGHTS_Q8_0 : 0, what);
     const int n = !strcmp(arch, "phi3") ? 40 : 12; /* phi3: past original_max, long factors */
     float *lg = rt_logits(gpath, 0, n), *ref = rt_logits(rpath, 0, n);

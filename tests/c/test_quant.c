@@ -183,9 +183,9 @@ static void quantize_row_matches_its_libm_specification(void) {
 
 /* ------------------------------------------------------------------ the kernels */
 
-enum { N_TYPES = 7 };
+enum { N_TYPES = 9 };
 static const wb_qtype all_types[N_TYPES] = {WB_QT_Q8_0, WB_QT_Q4_0, WB_QT_Q4_K, WB_QT_Q6_K, WB_QT_Q5_0,
-                                            WB_QT_IQ4_NL, WB_QT_Q5_K};
+                                            WB_QT_IQ4_NL, WB_QT_Q5_K, WB_QT_Q4_1, WB_QT_Q5_1};
 /* the types with the 16-row tile layout */
 static const wb_qtype tile_types[3] = {WB_QT_Q8_0, WB_QT_Q4_0, WB_QT_Q5_0};
 
@@ -213,7 +213,13 @@ static void random_rows(wb_qtype t, uint8_t *Wq, float *Wd, int rows, int in) {
                 put16(blk, 0.0003f * (1.0f + 0.5f * (float)((r + b) % 4)) * (b % 5 == 2 ? -1.0f : 1.0f));
                 if ((r + b) % 13 == 4) memset(blk + 2, 0x00, 16); /* every level -127 */
             }
-            for (int b = 0; t != WB_QT_Q5_0 && t != WB_QT_IQ4_NL && b < in / 256; b++) {
+            for (int b = 0; (t == WB_QT_Q4_1 || t == WB_QT_Q5_1) && b < in / 32; b++) { /* m of either sign */
+                uint8_t *blk = row + (size_t)b * wb_qtype_block_bytes(t);
+                put16(blk, 0.01f * (1.0f + 0.5f * (float)((r + b) % 4)));
+                put16(blk + 2, 0.08f * (b % 3 == 1 ? 1.0f : -1.0f) * (1.0f + 0.25f * (float)(r % 3)));
+                if ((r + b) % 9 == 4) memset(blk + 4, 0xff, wb_qtype_block_bytes(t) - 4); /* every q at its top */
+            }
+            for (int b = 0; wb_qtype_block_values(t) == 256 && b < in / 256; b++) {
                 uint8_t *blk = row + (size_t)b * wb_qtype_block_bytes(t);
                 if (t == WB_QT_Q4_K) put16(blk, 0.01f + 0.002f * (float)(r % 5)), put16(blk + 2, 0.02f);
                 else if (t == WB_QT_Q5_K) {
@@ -345,6 +351,19 @@ static void quant_batch_rows_equal_alone(void) {
                 diff += memcmp(Y1, Yb + (size_t)j * ROWS, sizeof Y1) != 0;
             }
             CHECK_MSG(!diff, "%s %s: %d inputs differ from alone", wb_qtype_name(qt),
+                      wb_quant_kernels_name(v[k]), diff);
+            /* with a bias, added to what Y holds: the same bits too (the order of the adds) */
+            float bias[ROWS];
+            for (int r = 0; r < ROWS; r++) bias[r] = frand();
+            for (int i = 0; i < NB * ROWS; i++) Yb[i] = (float)(i % 7) * 0.375f - 1.0f;
+            wb_gemm_q_with(v[k], qt, Yb, ROWS, X, IN, NB, Wq, bias, IN, 0, ROWS, 1, NULL);
+            diff = 0;
+            for (int j = 0; j < NB; j++) {
+                for (int r = 0; r < ROWS; r++) Y1[r] = (float)((j * ROWS + r) % 7) * 0.375f - 1.0f;
+                wb_gemm_q_with(v[k], qt, Y1, ROWS, X + (size_t)j * IN, IN, 1, Wq, bias, IN, 0, ROWS, 1, NULL);
+                diff += memcmp(Y1, Yb + (size_t)j * ROWS, sizeof Y1) != 0;
+            }
+            CHECK_MSG(!diff, "%s %s: with bias and accumulate, %d inputs differ from alone", wb_qtype_name(qt),
                       wb_quant_kernels_name(v[k]), diff);
         }
         for (int lv = 0; lv <= (int)wb_isa_best(); lv++) {

@@ -1,5 +1,5 @@
-/* test_quant_fallback.c - the ggml block types without kernels (Q4_1, Q5_0, Q5_1, Q5_K, Q2_K,
- * Q3_K, IQ4_NL, IQ4_XS) dequantize to values worked out by hand from their layouts
+/* test_quant_fallback.c - the ggml block types quant_fallback.c decodes (Q2_K, Q3_K, IQ4_XS, and
+ * the references for the kernel types Q4_1, Q5_0, Q5_1, Q5_K, IQ4_NL) dequantize to values worked out by hand from their layouts
  * (core/quant_fallback.h) and to ggml's own values for llama-quantize's files, and what turning
  * them into a type with kernels at load costs, measured. */
 #include "check.h"
@@ -171,14 +171,18 @@ static uint8_t rbyte2(void) {
 }
 
 /* The conversions at load on random blocks: Q3_K -> Q6_K keeps every value bit for bit (and
- * quant.c decodes IQ4_NL as this file does); IQ4_XS -> IQ4_NL moves a value by at most the f16
- * rounding of its group's scale (2^-11 relative). */
+ * quant.c decodes the kernel types IQ4_NL, Q4_1, Q5_1 and Q5_K as this file does); IQ4_XS ->
+ * IQ4_NL moves a value by at most the f16 rounding of its group's scale (2^-11 relative). */
+static wb_qtype kernel_type(uint32_t t) {
+    return t == WB_GGML_IQ4_NL ? WB_QT_IQ4_NL : t == WB_GGML_Q4_1 ? WB_QT_Q4_1 : t == WB_GGML_Q5_1 ? WB_QT_Q5_1 : WB_QT_Q5_K;
+}
 static void conversions_keep_the_values(void) {
-    const uint32_t types[] = {WB_GGML_Q3_K, WB_GGML_IQ4_NL, WB_GGML_IQ4_XS};
+    const uint32_t types[] = {WB_GGML_Q3_K, WB_GGML_IQ4_NL, WB_GGML_IQ4_XS, WB_GGML_Q4_1, WB_GGML_Q5_1, WB_GGML_Q5_K};
     enum { N = 4096 };
     static float x[N], z[N];
     static uint8_t out[N / 32 * 34];
-    for (int t = 0; t < 3; t++) {
+    for (int t = 0; t < 6; t++) {
+        const int native = types[t] != WB_GGML_Q3_K && types[t] != WB_GGML_IQ4_XS;
         const size_t bb = wb_fallback_block_bytes(types[t]);
         const int bv = wb_fallback_block_values(types[t]);
         uint8_t *raw = malloc(N / bv * bb);
@@ -186,10 +190,13 @@ static void conversions_keep_the_values(void) {
         for (int k = 0; k < N / bv; k++) { /* a finite d of either sign (where d sits) */
             const uint16_t d = wb_f32_to_f16((rbyte2() & 1 ? -1.0f : 1.0f) * (0.0005f + 0.02f * (rbyte2() / 255.0f)));
             put16(raw + k * bb + (types[t] == WB_GGML_Q3_K ? 108 : 0), d);
+            if (types[t] == WB_GGML_Q4_1 || types[t] == WB_GGML_Q5_1 || types[t] == WB_GGML_Q5_K) /* m or dmin */
+                put16(raw + k * bb + 2, wb_f32_to_f16((rbyte2() & 1 ? -1.0f : 1.0f) * 0.03f * (rbyte2() / 255.0f)));
         }
         CHECK(wb_fallback_dequantize_row(types[t], x, raw, N) == 0);
-        if (types[t] == WB_GGML_IQ4_NL) {
-            wb_dequantize_row(WB_QT_IQ4_NL, z, raw, N);
+        if (native) {
+            wb_dequantize_row(kernel_type(types[t]), z, raw, N);
+            CHECK(wb_fallback_convert_row(types[t], out, raw, x, N) == -1); /* read as they are */
         } else {
             CHECK(wb_fallback_convert_row(types[t], out, raw, x, N) == 0);
             wb_dequantize_row(wb_fallback_target(types[t]), z, out, N);
@@ -202,7 +209,7 @@ static void conversions_keep_the_values(void) {
             else CHECK_MSG(e <= fabs(x[i]) * 0x1p-11, "IQ4_XS value %d: %g -> %g", i, x[i], z[i]);
         }
         printf("  %s -> %s: max relative change %.2g\n", wb_ggml_type_name(types[t]),
-               types[t] == WB_GGML_IQ4_NL ? "iq4_nl (quant.c)" : wb_qtype_name(wb_fallback_target(types[t])), worst);
+               native ? "the same (quant.c's decode)" : wb_qtype_name(wb_fallback_target(types[t])), worst);
         free(raw);
     }
 }
@@ -218,6 +225,9 @@ static int decode_row(uint32_t type, float *dst, const uint8_t *src, int64_t n) 
     case WB_GGML_Q6_K: wb_dequantize_row(WB_QT_Q6_K, dst, src, (int)n); return 0;
     case WB_GGML_IQ4_NL: wb_dequantize_row(WB_QT_IQ4_NL, dst, src, (int)n); return 0;
     case WB_GGML_Q5_0: wb_dequantize_row(WB_QT_Q5_0, dst, src, (int)n); return 0;
+    case WB_GGML_Q4_1: wb_dequantize_row(WB_QT_Q4_1, dst, src, (int)n); return 0;
+    case WB_GGML_Q5_1: wb_dequantize_row(WB_QT_Q5_1, dst, src, (int)n); return 0;
+    case WB_GGML_Q5_K: wb_dequantize_row(WB_QT_Q5_K, dst, src, (int)n); return 0;
     default: return wb_fallback_dequantize_row(type, dst, src, n);
     }
 }
@@ -299,9 +309,10 @@ static uint8_t rbyte(void) {
     return (uint8_t)(rng >> 24);
 }
 
-/* What the load does to these tensors (weights_gguf.c): dequantize, quantize to Q8_0. Per block
- * of 32 the error is at most half a Q8_0 step, max|x| / 254, plus the f16 rounding of the Q8_0
- * scale (2^-11 relative, times |q| <= 127): measured over random blocks of every type. */
+/* What the load did to these tensors before they had kernels (weights_gguf.c; Q2_K's still):
+ * dequantize, quantize to Q8_0. Per block of 32 the error is at most half a Q8_0 step, max|x| /
+ * 254, plus the f16 rounding of the Q8_0 scale (2^-11 relative, times |q| <= 127): measured over
+ * random blocks of every type. */
 static void requantizing_to_q8_0_stays_within_half_a_step(void) {
     const uint32_t types[] = {WB_GGML_Q4_1, WB_GGML_Q5_0, WB_GGML_Q5_1, WB_GGML_Q5_K};
     const char *names[] = {"Q4_1", "Q5_0", "Q5_1", "Q5_K"};

@@ -123,9 +123,9 @@ int main(int argc, char **argv) {
         for (int t = 1; t < 5; t++)
             if (t == 1 || t == 3 || (a == 1 && t != 0) || (a == 2 && t == 2))
                 model(argv[1], archs[a], types[t].t, types[t].n);
-    /* Q5_0, read natively (llama: its Q/K rows copied into llama's order; qwen2: mapped), and
-     * the types converted to Q8_0 at load (the 256-value types Q5_K, Q2_K, Q3_K, IQ4_XS need rows
-     * of 256: not at this size) */
+    /* Q5_0, Q5_1, Q4_1 and IQ4_NL, read natively (llama: its Q/K rows copied into llama's order;
+     * qwen2: mapped); the 256-value types Q5_K, Q2_K, Q3_K, IQ4_XS need rows of 256: not at this
+     * size */
     model(argv[1], "llama", WB_GGML_Q5_0, "q5_0");
     model(argv[1], "qwen2", WB_GGML_Q5_0, "q5_0");
     model(argv[1], "qwen2", WB_GGML_Q5_1, "q5_1");
