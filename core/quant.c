@@ -529,14 +529,16 @@ static float dot_q4_0_c(const uint8_t *w, const qact *a, int nblk) {
     return acc;
 }
 
-static float dot_q4_k_c(const uint8_t *w, const qact *a, int nblk) {
+/* Q4_K and Q5_K (five: the fifth bit of each value from qh) */
+static inline float dot_k45_c(int five, const uint8_t *w, const qact *a, int nblk) {
     float acc = 0.0f;
     for (int b = 0; b < nblk; b++) {
-        const uint8_t *blk = w + (size_t)(b / 8) * 144, *qs = blk + 16 + 32 * ((b % 8) / 2);
+        const uint8_t *blk = w + (size_t)(b / 8) * (five ? 176 : 144);
+        const uint8_t *qs = blk + 16 + 32 * ((b % 8) / 2);
         const int sh = (b & 1) * 4;
         const int8_t *q = a->q + 32 * b;
         int32_t s = 0;
-        for (int i = 0; i < 32; i++) s += ((qs[i] >> sh) & 15) * q[i];
+        for (int i = 0; i < 32; i++) s += (five ? q5k_value(blk, b % 8, i) : ((qs[i] >> sh) & 15)) * q[i];
         float dsc, dmn;
         q4k_block_scales(blk, b % 8, &dsc, &dmn);
         acc = PORTABLE_MAC(acc, (float)s, dsc * a->d[b]);
@@ -544,21 +546,8 @@ static float dot_q4_k_c(const uint8_t *w, const qact *a, int nblk) {
     }
     return acc;
 }
-
-static float dot_q5_k_c(const uint8_t *w, const qact *a, int nblk) {
-    float acc = 0.0f;
-    for (int b = 0; b < nblk; b++) {
-        const uint8_t *blk = w + (size_t)(b / 8) * 176;
-        const int8_t *q = a->q + 32 * b;
-        int32_t s = 0;
-        for (int i = 0; i < 32; i++) s += q5k_value(blk, b % 8, i) * q[i];
-        float dsc, dmn;
-        q4k_block_scales(blk, b % 8, &dsc, &dmn);
-        acc = PORTABLE_MAC(acc, (float)s, dsc * a->d[b]);
-        acc = PORTABLE_MAC(acc, (float)(-a->s[b]), dmn * a->d[b]);
-    }
-    return acc;
-}
+static float dot_q4_k_c(const uint8_t *w, const qact *a, int nblk) { return dot_k45_c(0, w, a, nblk); }
+static float dot_q5_k_c(const uint8_t *w, const qact *a, int nblk) { return dot_k45_c(1, w, a, nblk); }
 
 static float dot_q4_1_c(const uint8_t *w, const qact *a, int nblk) {
     float acc = 0.0f, acc2 = 0.0f;
@@ -716,6 +705,37 @@ AVXVNNI static inline __m256i vnni_u8s8(__m256i u, __m256i s) {
     return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s);
 }
 
+/* Q4_1 / Q5_1 blocks (at w) as unsigned bytes in value order */
+AVX2 static inline __m256i q4_1_values(const uint8_t *w) { return nibbles(w + 4); }
+AVX2 static inline __m256i q5_1_values(const uint8_t *w) { return q5_values(w + 2); }
+/* Q4_K / Q5_K's dot (T): a block's values times the input, then its scale's and its min's FMA */
+#define DOT_K45_256(NAME, ATTR, MULU, T)                                                          \
+    ATTR static float NAME(const uint8_t *w, const qact *a, int nblk) {                           \
+        float acc = 0.0f;                                                                         \
+        for (int b = 0; b < nblk; b++) {                                                          \
+            const uint8_t *blk = w + (size_t)(b / 8) * KBYTES(T);                                 \
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));              \
+            const int32_t s = hsum_i32(MULU(k_values(T, blk, b % 8), xv));                        \
+            float dsc, dmn;                                                                       \
+            q4k_block_scales_h(blk, b % 8, &dsc, &dmn);                                           \
+            acc = fmaf((float)s, dsc * a->d[b], acc);                                             \
+            acc = fmaf((float)(-a->s[b]), dmn * a->d[b], acc);                                    \
+        }                                                                                         \
+        return acc;                                                                               \
+    }
+/* Q4_1 / Q5_1's dot (BS bytes a block): the value chain and the min chain, added at the end */
+#define DOT_MIN_256(NAME, ATTR, MULU, BS, VALUES)                                                 \
+    ATTR static float NAME(const uint8_t *w, const qact *a, int nblk) {                           \
+        float acc = 0.0f, acc2 = 0.0f;                                                            \
+        for (int b = 0; b < nblk; b++, w += BS) {                                                 \
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));              \
+            const int32_t s = hsum_i32(MULU(VALUES(w), xv));                                      \
+            acc = fmaf((float)s, h2f(w) * a->d[b], acc);                                          \
+            acc2 = fmaf(h2f(w + 2), (float)a->s[b] * a->d[b], acc2);                              \
+        }                                                                                         \
+        return (acc + 0.0f) + acc2;                                                               \
+    }
+
 /* One body per type for the two AVX2 variants: MUL is maddubs+madd or AVX-VNNI's vpdpbusd. */
 #define DEFINE_DOTS_256(SUFFIX, ATTR, MULU)                                                       \
     ATTR static float dot_q8_0_##SUFFIX(const uint8_t *w, const qact *a, int nblk) {              \
@@ -755,53 +775,10 @@ AVXVNNI static inline __m256i vnni_u8s8(__m256i u, __m256i s) {
         }                                                                                         \
         return acc;                                                                               \
     }                                                                                             \
-    ATTR static float dot_q4_k_##SUFFIX(const uint8_t *w, const qact *a, int nblk) {              \
-        float acc = 0.0f;                                                                         \
-        for (int b = 0; b < nblk; b++) {                                                          \
-            const uint8_t *blk = w + (size_t)(b / 8) * 144;                                       \
-            const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));              \
-            const int32_t s =                                                                     \
-                hsum_i32(MULU(q4k_nibbles(blk + 16 + 32 * ((b % 8) / 2), b & 1), xv));           \
-            float dsc, dmn;                                                                       \
-            q4k_block_scales_h(blk, b % 8, &dsc, &dmn);                                             \
-            acc = fmaf((float)s, dsc * a->d[b], acc);                                             \
-            acc = fmaf((float)(-a->s[b]), dmn * a->d[b], acc);                                    \
-        }                                                                                         \
-        return acc;                                                                               \
-    }                                                                                             \
-    ATTR static float dot_q4_1_##SUFFIX(const uint8_t *w, const qact *a, int nblk) {              \
-        float acc = 0.0f, acc2 = 0.0f;                                                            \
-        for (int b = 0; b < nblk; b++, w += 20) {                                                 \
-            const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));              \
-            const int32_t s = hsum_i32(MULU(nibbles(w + 4), xv));                                 \
-            acc = fmaf((float)s, h2f(w) * a->d[b], acc);                                          \
-            acc2 = fmaf(h2f(w + 2), (float)a->s[b] * a->d[b], acc2);                              \
-        }                                                                                         \
-        return (acc + 0.0f) + acc2;                                                               \
-    }                                                                                             \
-    ATTR static float dot_q5_1_##SUFFIX(const uint8_t *w, const qact *a, int nblk) {              \
-        float acc = 0.0f, acc2 = 0.0f;                                                            \
-        for (int b = 0; b < nblk; b++, w += 24) {                                                 \
-            const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));              \
-            const int32_t s = hsum_i32(MULU(q5_values(w + 2), xv));                               \
-            acc = fmaf((float)s, h2f(w) * a->d[b], acc);                                          \
-            acc2 = fmaf(h2f(w + 2), (float)a->s[b] * a->d[b], acc2);                              \
-        }                                                                                         \
-        return (acc + 0.0f) + acc2;                                                               \
-    }                                                                                             \
-    ATTR static float dot_q5_k_##SUFFIX(const uint8_t *w, const qact *a, int nblk) {              \
-        float acc = 0.0f;                                                                         \
-        for (int b = 0; b < nblk; b++) {                                                          \
-            const uint8_t *blk = w + (size_t)(b / 8) * 176;                                       \
-            const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));              \
-            const int32_t s = hsum_i32(MULU(q5k_values(blk, b % 8), xv));                         \
-            float dsc, dmn;                                                                       \
-            q4k_block_scales_h(blk, b % 8, &dsc, &dmn);                                           \
-            acc = fmaf((float)s, dsc * a->d[b], acc);                                             \
-            acc = fmaf((float)(-a->s[b]), dmn * a->d[b], acc);                                    \
-        }                                                                                         \
-        return acc;                                                                               \
-    }                                                                                             \
+    DOT_K45_256(dot_q4_k_##SUFFIX, ATTR, MULU, WB_QT_Q4_K)                                      \
+    DOT_MIN_256(dot_q4_1_##SUFFIX, ATTR, MULU, 20, q4_1_values)                                   \
+    DOT_MIN_256(dot_q5_1_##SUFFIX, ATTR, MULU, 24, q5_1_values)                                   \
+    DOT_K45_256(dot_q5_k_##SUFFIX, ATTR, MULU, WB_QT_Q5_K)                                      \
     ATTR static float dot_q6_k_##SUFFIX(const uint8_t *w, const qact *a, int nblk) {              \
         float acc = 0.0f;                                                                         \
         for (int b = 0; b < nblk; b++) {                                                          \
