@@ -1833,15 +1833,21 @@ VNNI512 static void gemm_q_512(wb_qtype t, float *Y, size_t ldy, const uint8_t *
     case WB_QT_Q4_0: gemm_body(WB_QT_Q4_0, Y, ldy, act, astride, nb, W, rb, bias, in, r0, r1, accumulate); break;
     case WB_QT_Q4_K: gemm_body(WB_QT_Q4_K, Y, ldy, act, astride, nb, W, rb, bias, in, r0, r1, accumulate); break;
     case WB_QT_Q6_K: gemm_body(WB_QT_Q6_K, Y, ldy, act, astride, nb, W, rb, bias, in, r0, r1, accumulate); break;
-    default: /* Q5_0 (gemm_act gives it Q8_0 rows; here only without the memory): per-row dots */
+    default: { /* Q5_0, IQ4_NL, Q4_1, Q5_1 (gemm_act gives them Q8_0 rows; here only without the
+                * memory): per-row dots */
+        const qdot_fn dot = t == WB_QT_IQ4_NL ? dot_iq4_nl_vnni512
+                            : t == WB_QT_Q4_1 ? dot_q4_1_vnni512
+                            : t == WB_QT_Q5_1 ? dot_q5_1_vnni512
+                                              : dot_q5_0_vnni512;
         for (int r = r0; r < r1; r++)
             for (int j = 0; j < nb; j++) {
                 const qact a = act_view(act + astride * (size_t)j, in);
-                const float s = dot_q5_0_vnni512(W + (size_t)r * rb, &a, in / 32) + (bias ? bias[r] : 0.0f);
+                const float s = dot(W + (size_t)r * rb, &a, in / 32) + (bias ? bias[r] : 0.0f);
                 float *yp = Y + (size_t)j * ldy + r;
                 *yp = accumulate ? *yp + s : s;
             }
         break;
+    }
     }
 }
 
