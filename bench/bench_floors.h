@@ -96,6 +96,44 @@ __attribute__((target("avx512f,avx512bf16"), unused)) static double bench_bf16do
     return (double)iters * 12 * 64 / (ms * 1e6);
 }
 
+/* GFLOP/s of `tdpbf16ps` (16 x 16 FP32 sums, each of 32 BF16 products: 16,384 FLOPs an
+ * instruction) on four independent accumulator tiles, iters rounds, on the calling thread: the
+ * compute floor of the AMX tiles. Only where wb_cpu()->amx_bf16 (the process holds the tile state
+ * then); the BF16 prompt GEMM's AMX route runs three of them per product (the inputs in three
+ * parts), so its floor is a third of this. */
+typedef struct bench_amx_cfg {
+    unsigned char palette, start_row, reserved[14];
+    unsigned short colsb[16];
+    unsigned char rows[16];
+} bench_amx_cfg;
+__attribute__((target("amx-tile,amx-bf16"), unused)) static double bench_amx_bf16_peak(long iters,
+                                                                                 bench_clock_fn clk) {
+    bench_amx_cfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int i = 0; i < 8; i++) c.rows[i] = 16, c.colsb[i] = 64;
+    static const unsigned short ones[16 * 32] __attribute__((aligned(64))) = {0};
+    _tile_loadconfig(&c);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, ones, 64);
+    _tile_loadd(5, ones, 64);
+    _tile_loadd(6, ones, 64);
+    _tile_loadd(7, ones, 64);
+    double t0 = clk();
+    for (long k = 0; k < iters; k++) {
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    double ms = clk() - t0;
+    _tile_release();
+    return (double)iters * 4 * 16384 / (ms * 1e6);
+}
+
 /* The same with 12 chains of 256-bit FMAs (AVX2 machines) */
 __attribute__((target("avx2,fma"), unused)) static double bench_fma_peak_256(long iters,
                                                                      bench_clock_fn clk) {

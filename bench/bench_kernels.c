@@ -95,17 +95,18 @@ static int prompt_feed(const float *Wf, const uint16_t *W, const float *X, int r
         "F32 packed call, weights from memory (packing included)"};
     const size_t wn = (size_t)ROWS * IN;
     const int levels = (int)wb_isa_best();
-    size_t pn = 0;
+    size_t pn = 0, xr = IN; /* xr: the floats of a packed input row, the largest of the levels */
     for (int lv = WB_ISA_AVX2; lv <= levels; lv++) {
         wb_isa o = wb_isa_limit((wb_isa)lv);
         if (wb_kt()->gemm_f32_panels_size && wb_kt()->gemm_f32_panels_size(ROWS, IN) > pn)
             pn = wb_kt()->gemm_f32_panels_size(ROWS, IN);
+        if (wb_kt()->gemm_xrow(IN) > xr) xr = wb_kt()->gemm_xrow(IN);
         wb_isa_limit(o);
     }
     /* the panels are read by aligned loads */
     float *Pk = aligned_alloc(64, (4ull * FEED_COPIES * pn + 63) & ~63ull), *Fc = malloc(4ull * FEED_COPIES * wn);
     uint16_t *Bc = malloc(2ull * FEED_COPIES * wn);
-    float *xp = aligned_alloc(64, 4ull * 268 * IN), *y = malloc(4ull * 268 * ROWS);
+    float *xp = aligned_alloc(64, (4ull * 268 * xr + 63) & ~63ull), *y = malloc(4ull * 268 * ROWS);
     if (!Pk || !Fc || !Bc || !xp || !y || !pn) {
         free(Pk), free(Fc), free(Bc), free(xp), free(y);
         return !pn ? 0 : 1;
@@ -152,12 +153,14 @@ static int prompt_feed(const float *Wf, const uint16_t *W, const float *X, int r
     return 0;
 }
 
-/* The BF16 prompt GEMM's two routes at the AVX-512 level (kernels_gemm.c: widening + FMA, and
- * vdpbf16ps where the CPU has AVX512_BF16, whichever WB_BF16_DOT chose), 1 thread, on both of
+/* The BF16 prompt GEMM's routes at the AVX-512 level (kernels_gemm.c: widening + FMA, vdpbf16ps
+ * where the CPU has AVX512_BF16, AMX tiles where it has AMX-BF16, whichever cpu.c chose), 1
+ * thread, on both of
  * Qwen2.5-0.5B's MLP shapes (gate/up 4864 x 896, down 896 x 4864, the weights in cache between
  * repeats as a prefill's sit in L3) at 44 and 268 inputs, the routes alternated in each repeat.
  * "of 2x peak": vdpbf16ps does 32 multiply-adds per instruction, so where it issues at the FMA's
- * rate its floor is twice the FMA peak. */
+ * rate its floor is twice the FMA peak; the AMX route's floor is a third of the tdpbf16ps peak
+ * (bench_floors.h), printed below the table. */
 static int bf16_routes(const uint16_t *W, int reps, double P512) {
     if (wb_isa_best() < WB_ISA_AVX512) return 0;
     const wb_isa o = wb_isa_limit(WB_ISA_AVX512);
@@ -165,7 +168,7 @@ static int bf16_routes(const uint16_t *W, int reps, double P512) {
     enum { NS = 2, NN = 2 };
     static const int shp[NS][2] = {{ROWS, IN}, {IN, ROWS}}, nbs[NN] = {44, 268};
     float *Xw = malloc(4ull * 268 * ROWS), *Yw = malloc(4ull * 268 * ROWS);
-    static double t[2][NS][NN][MAXR];
+    static double t[3][NS][NN][MAXR];
     if (!Xw || !Yw) {
         free(Xw), free(Yw);
         wb_isa_limit(o);
@@ -175,7 +178,7 @@ static int bf16_routes(const uint16_t *W, int reps, double P512) {
     for (int k = -1; k < reps; k++) /* k = -1: a warm-up */
         for (int s = 0; s < NS; s++)
             for (int n = 0; n < NN; n++)
-                for (int v = 0; v < 2; v++) {
+                for (int v = 0; v < 3; v++) {
                     const wb_gemm_bf16_route *rt = kt->bf16_route[v];
                     if (!rt) continue;
                     const int rows = shp[s][0], in = shp[s][1];
@@ -187,7 +190,7 @@ static int bf16_routes(const uint16_t *W, int reps, double P512) {
            "[min - max], of the 512-bit FMA peak (%.0f GFLOP/s) and of twice it\n\n",
            kt->name_gemm_bf16_prompt, P512);
     printf("| route | rows x in | nb | GFLOP/s | of FMA peak | of 2x peak |\n|---|---|---|---|---|---|\n");
-    for (int v = 0; v < 2; v++)
+    for (int v = 0; v < 3; v++)
         for (int s = 0; s < NS; s++)
             for (int n = 0; n < NN; n++) {
                 const wb_gemm_bf16_route *rt = kt->bf16_route[v];
@@ -200,6 +203,10 @@ static int bf16_routes(const uint16_t *W, int reps, double P512) {
                        50 * m / P512);
             }
     if (!kt->bf16_route[1]) printf("(no vdpbf16ps route: the CPU has no AVX512_BF16)\n");
+    if (kt->bf16_route[2])
+        printf("(AMX route's floor: a third of the tdpbf16ps peak, %.0f GFLOP/s here)\n",
+               bench_amx_bf16_peak(200000, cpu_ms) / 3);
+    else printf("(no AMX route: the CPU has no usable AMX-BF16)\n");
     free(Xw), free(Yw);
     wb_isa_limit(o);
     return 0;

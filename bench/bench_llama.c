@@ -40,9 +40,12 @@ typedef struct peak_arg {
     double gflops;
 } peak_arg;
 
-static int g_have512, g_dot; /* g_dot: this run's peak is vdpbf16ps's (BF16 weights, WB_BF16_DOT=1) */
+/* g_dot: this run's peak is vdpbf16ps's (BF16 weights, WB_BF16_DOT=1), or with 2 the AMX tiles'
+ * over three (BF16 weights on the AMX route: three tile products per product) */
+static int g_have512, g_dot;
 static void *peak_thread(void *arg) {
-    ((peak_arg *)arg)->gflops = g_dot       ? bench_bf16dot_peak_512(1000000, wb_clock_ms)
+    ((peak_arg *)arg)->gflops = g_dot == 2  ? bench_amx_bf16_peak(200000, wb_clock_ms) / 3
+                                : g_dot     ? bench_bf16dot_peak_512(1000000, wb_clock_ms)
                                 : g_have512 ? bench_fma_peak_512(2000000, wb_clock_ms)
                                             : bench_fma_peak_256(4000000, wb_clock_ms);
     return NULL;
@@ -139,7 +142,9 @@ int main(int argc, char **argv) {
     for (int i = 0; i < LONG; i++) prompt[i] = (int32_t)(17 + 13 * i) % 600;
     float *logits = malloc((size_t)V * sizeof *logits);
     g_have512 = __builtin_cpu_supports("avx512f");
-    const int bf16_dot = g_have512 && wb_cpu()->bf16_dot;
+    const int bf16_dot = wb_isa_current() == WB_ISA_AVX512 && wb_cpu()->bf16_amx ? 2
+                         : g_have512 && wb_cpu()->bf16_dot                   ? 1
+                                                                             : 0;
     char pre_rows[4][400];
     int n_pre = 0;
     printf("| weights | threads | weight GB | prefill 44 (ms) | decode (ms/token) | read GB/s | bound (ms/token) | decode / bound |\n");
@@ -163,7 +168,7 @@ int main(int argc, char **argv) {
             for (int r = -1; r < reps; r++) { /* r = -1: warm-up (page faults, pool start) */
                 wb_session *s = NULL;
                 if (wb_session_new(m, 512, &s, &err)) break;
-                const double pkr = fma_peak(nt, !f32 && bf16_dot);
+                const double pkr = fma_peak(nt, f32 ? 0 : bf16_dot);
                 double a = wb_clock_ms();
                 wb_session_prefill(s, prompt, PROMPT, logits, 0, &err);
                 double a2 = wb_clock_ms();
@@ -202,7 +207,7 @@ int main(int argc, char **argv) {
             snprintf(pre_rows[n_pre++], sizeof pre_rows[0],
                      "| %s | %d | %.0f [%.0f - %.0f] | %.0f [%.0f - %.0f] | %.0f%% [%.0f - %.0f] "
                      "| %.0f [%.0f - %.0f] | %.0f%% [%.0f - %.0f] |",
-                     f32 ? "F32" : bf16_dot ? "BF16 (vdpbf16ps peak)" : "BF16", nt, sk.med, sk.lo, sk.hi, sp.med, sp.lo, sp.hi,
+                     f32 ? "F32" : bf16_dot == 2 ? "BF16 (AMX peak / 3)" : bf16_dot ? "BF16 (vdpbf16ps peak)" : "BF16", nt, sk.med, sk.lo, sk.hi, sp.med, sp.lo, sp.hi,
                      100 * s44.med, 100 * s44.lo, 100 * s44.hi, sl.med, sl.lo, sl.hi,
                      100 * s268.med, 100 * s268.lo, 100 * s268.hi);
             fflush(stdout);
@@ -212,7 +217,8 @@ int main(int argc, char **argv) {
     }
     printf("\nPrefill against the FMA peak measured in each repeat right before it (%s FMAs, the "
            "same thread count; a BF16 row marked vdpbf16ps: that instruction's peak, the route "
-           "WB_BF16_DOT=1 runs; of peak = the prefill's FLOPs / its time / that peak, median of "
+           "WB_BF16_DOT=1 runs; marked AMX: a third of the tdpbf16ps peak, the AMX route's three "
+           "tile products per product; of peak = the prefill's FLOPs / its time / that peak, median of "
            "the repeats). FLOPs: %.1f G for 44 tokens, %.1f G for 268 (the last layer past k/v and the head for the last token only).\n\n",
            g_have512 ? "512-bit" : "256-bit", prefill_flops(PROMPT) / 1e9, prefill_flops(LONG) / 1e9);
     printf("| weights | threads | peak GFLOP/s | prefill 44 (ms) | of peak | prefill 268 (ms) | of peak |\n");

@@ -6,7 +6,8 @@
  * caps the level for a whole process (benchmarks report the AVX2-only figures with it).
  * WB_BF16_DOT=1 chooses the BF16 prompt GEMM's vdpbf16ps route (cpu.h bf16_dot); whether it is
  * the faster one goes by vendor and family, since what decides it is vdpbf16ps's issue rate
- * against the FMA's, which no feature bit reports.
+ * against the FMA's, which no feature bit reports. Where the CPU has AMX-BF16 and the OS grants
+ * the tiles, the BF16 prompt GEMM runs on them (kernels_amx.c) unless WB_AMX=0 (or WB_BF16_DOT=1).
  */
 #include "cpu.h"
 #include "wb_base.h"
@@ -20,6 +21,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #define WB_X86 1
+#ifdef __linux__
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #endif
 
 static wb_cpu_features g_cpu;
@@ -33,6 +38,18 @@ static uint64_t xgetbv0(void) {
     uint32_t lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     return ((uint64_t)hi << 32) | lo;
+}
+#endif
+
+/* Linux hands the 8 KB of tile data to a process only when it asks (arch_prctl
+ * ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, 18); a tile instruction without it faults. */
+#ifdef WB_X86
+static int amx_permit(void) {
+#ifdef __linux__
+    return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+#else
+    return 0;
+#endif
 }
 #endif
 
@@ -63,13 +80,16 @@ static void probe(void) {
         g_cpu.avx512vnni = (c >> 11) & 1;
         g_cpu.avx512fp16 = (d >> 23) & 1;
     }
-    g_cpu.amx = (d >> 24) & 1; /* reported only: no AMX kernels */
+    g_cpu.amx = (d >> 24) & 1;
+    const int amx_bf16 = g_cpu.amx && ((d >> 22) & 1);
     const unsigned sub = a;    /* leaf 7 subleaf count */
     if (sub >= 1) {
         __cpuid_count(7, 1, a, b, c, d);
         g_cpu.avxvnni = (a >> 4) & 1;
         if (os_avx512) g_cpu.avx512bf16 = (a >> 5) & 1;
     }
+    /* the kernels use AVX-512 BF16 conversions beside the tiles */
+    if (amx_bf16 && g_cpu.avx512bf16 && (xcr0 & 0x60000) == 0x60000) g_cpu.amx_bf16 = amx_permit();
 #endif
 }
 
@@ -88,6 +108,8 @@ static void choose_bf16_route(wb_cpu_features *f) {
     f->bf16_dot_faster = f->avx512bf16 && f->amd && f->family >= 0x19;
     const char *e = getenv("WB_BF16_DOT");
     f->bf16_dot = e && e[0] == '1' && !e[1] && f->avx512bf16;
+    const char *a = getenv("WB_AMX");
+    f->bf16_amx = f->amx_bf16 && !f->bf16_dot && !(a && a[0] == '0' && !a[1]);
 }
 
 static void init(void) {
@@ -157,7 +179,7 @@ const char *wb_kernels_describe(void) {
              wb_isa_name(t->isa), f->avx2 ? " avx2" : "", f->fma ? " fma" : "",
              f->avx512f ? " avx512f" : "", f->avx512bw ? " bw" : "",
              f->avx512vnni ? " vnni" : "", f->avx512bf16 ? " bf16" : "",
-             f->avx512fp16 ? " fp16" : "", f->amx ? " amx(unused)" : "", t->name_gemv,
+             f->avx512fp16 ? " fp16" : "", f->amx_bf16 ? " amx-bf16" : f->amx ? " amx(unused)" : "", t->name_gemv,
              t->name_gemv_bf16, t->name_gemm, t->name_gemm_bf16_prompt,
              t->isa == WB_ISA_AVX512 && f->bf16_dot_faster && !f->bf16_dot
                  ? " (vdpbf16ps faster here: WB_BF16_DOT=1)" : "",

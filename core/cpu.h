@@ -5,6 +5,7 @@
  * core/kernels_attention.c  causal attention (decode and prefill blocks): portable, AVX2, AVX-512
  * core/kernels_bf16.c BF16 GEMV / GEMM, RMSNorm, SwiGLU: portable, AVX2, AVX-512
  * core/kernels_gemm.c the prompt GEMM for F32 / BF16 weights (packed panels): portable, AVX2, AVX-512
+ * core/kernels_amx.c  the BF16 prompt GEMM on AMX tiles (a route of the AVX-512 level)
  * core/quant.c        Q8_0 / Q4_0 / Q4_K / Q6_K / Q5_0 integer dot products: portable, AVX2,
  *                     AVX-512 VNNI
  *
@@ -31,7 +32,10 @@ typedef struct wb_cpu_features {
     int avx2, fma, f16c;
     int avx512f, avx512bw, avx512dq, avx512vl;
     int avx512vnni, avx512bf16, avx512fp16, avxvnni;
-    int amx;
+    int amx;       /* AMX-TILE reported by CPUID */
+    /* AMX-TILE + AMX-BF16 usable: the CPU has them, the OS saves the tile state (XCR0 bits 17-18)
+     * and granted this process the tile data (Linux arch_prctl ARCH_REQ_XCOMP_PERM, asked once) */
+    int amx_bf16;
     int amd;    /* vendor AuthenticAMD (OpenBLAS core names differ) */
     int family; /* CPUID display family (base + extended): 0x19 Zen 3/4, 0x1a Zen 5 */
     /* The BF16 prompt GEMM's route at the AVX-512 level: 1 vdpbf16ps, 0 widening + FMA (the
@@ -41,6 +45,9 @@ typedef struct wb_cpu_features {
      * AVX512_BF16): not by default, since it rounds the activations and so breaks the promise
      * that cached and uncached generation give the same tokens (docs/performance.md, Session 10) */
     int bf16_dot, bf16_dot_faster;
+    /* 1: the BF16 prompt GEMM runs on AMX tiles (kernels_amx.c), the default where amx_bf16;
+     * WB_AMX=0 turns it off (to measure the AVX-512 routes on such a CPU) */
+    int bf16_amx;
 } wb_cpu_features;
 
 /* What this CPU has (probed once, thread-safe). */
@@ -65,9 +72,12 @@ typedef void (*wb_widen_fn)(const void *ctx, float *dst, int r, int k0, int kn);
  * table (below) as one set, since the packed inputs' layout belongs to the route. */
 typedef struct wb_gemm_bf16_route {
     const char *name;
-    /* 1: gives the portable chain's bits; 0 (vdpbf16ps): the activations rounded to BF16, so
-     * only within the bound that rounding implies (docs/performance.md) */
-    int exact;
+    /* 1: gives the portable chain's bits; 0: another order of the sums (AMX), or (rounds 1,
+     * vdpbf16ps) the activations rounded to BF16, so only within the bound that rounding implies
+     * (docs/performance.md) */
+    int exact, rounds;
+    /* floats a packed input row of `in` values takes in P (xpack's layout; F32 rows take in) */
+    size_t (*xrow)(int in);
     void (*xpack)(float *P, const float *X, size_t ldx, int nb, int in, int i0, int i1, int bf16);
     void (*gemm)(float *Y, size_t ldy, const float *X, size_t ldx, int nb, const uint16_t *W,
                  const float *b, int in, int r0, int r1, int accumulate);
@@ -145,9 +155,14 @@ typedef struct wb_kernel_table {
                                       int r0, int r1, int accumulate);
     const char *name_gemm;
     /* The BF16 prompt routes of this level: [0] widening + FMA (every level), [1] vdpbf16ps
-     * (AVX-512 with AVX512_BF16, else NULL). gemm_bf16, gemm_bf16_packed and gemm_xpack are
-     * those of the route cpu->bf16_dot chose; the tests run both where the CPU has them. */
-    const wb_gemm_bf16_route *bf16_route[2];
+     * (AVX-512 with AVX512_BF16, else NULL), [2] AMX tiles (AVX-512 with amx_bf16, else NULL).
+     * gemm_bf16, gemm_bf16_packed and gemm_xpack are those of the route cpu->bf16_amx and
+     * cpu->bf16_dot chose (bf16_prompt); the tests run every one the CPU has. */
+    const wb_gemm_bf16_route *bf16_route[3];
+    const wb_gemm_bf16_route *bf16_prompt; /* the route in use */
+    /* floats a packed input row of `in` values takes in P, for F32 and BF16 weights alike (the
+     * route in use: its xrow) */
+    size_t (*gemm_xrow)(int in);
     const char *name_gemm_bf16_prompt;
     /* Quantized (quant.c): the dot products and GEMM of Q8_0 / Q4_0 / Q4_K / Q6_K / Q5_0 rows against
      * int8-quantized inputs, one variant per level (quant.h) */
@@ -175,5 +190,16 @@ void wb_kernels_gemm_register(wb_kernel_table *t, wb_isa isa);
  * kernels, held while they run; slot 3: the Q4_1 / Q5_1 prompts' value chains (quant.c). */
 #define WB_KBUF_SLOTS 4
 float *wb_kernel_buf(int slot, size_t n);
+
+/* The AMX route's parts (kernels_amx.c; kernels_gemm.c makes the route of them): packed rows of
+ * wb_amx_xrow(in) floats, blocks of 16 rows; where its buffer cannot be had the packed product
+ * runs the same products in scalar code, and the unpacked one returns -1 (the caller then runs
+ * another route), else 0. */
+size_t wb_amx_xrow(int in);
+void wb_amx_xpack(float *P, const float *X, size_t ldx, int nb, int in, int i0, int i1);
+void wb_amx_gemm_bf16_packed(float *Y, size_t ldy, const float *P, int nb, const uint16_t *W,
+                            const float *b, int in, int r0, int r1, int accumulate);
+int wb_amx_gemm_bf16(float *Y, size_t ldy, const float *X, size_t ldx, int nb, const uint16_t *W,
+                     const float *b, int in, int r0, int r1, int accumulate);
 
 #endif

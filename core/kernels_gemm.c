@@ -42,6 +42,9 @@
  * BF16 has a second route at AVX-512 with AVX512_BF16 (level512d, WB_BF16_DOT=1): the same driver
  * over the pair panels and inputs rounded to BF16 pairs, vdpbf16ps tiles; outside the chain above
  * (the activations rounded), one chain of pair products per output in column order all the same.
+ * And a third where the CPU has AMX-BF16 (route512a, the default there; WB_AMX=0 turns it off):
+ * core/kernels_amx.c's tiles, the inputs split into three BF16 parts so the products stay exact;
+ * F32 weights keep this file's kernels on every route.
  */
 #include "cpu.h"
 
@@ -53,6 +56,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #define WB_X86 1
 #include <immintrin.h>
+#include "kernels_simd.h"
 #endif
 
 static inline float bf16f(uint16_t h) {
@@ -443,6 +447,9 @@ static void gemm_bf16_portable(float *Y, size_t ldy, const float *X, size_t ldx,
     gemm_chain_scalar(Y, ldy, X, ldx, nb, W, 1, b, in, r0, r1, accumulate);
 }
 
+/* Packed rows take in floats on every route but AMX's. */
+static size_t xrow_plain(int in) { return (size_t)in; }
+
 /* Packed inputs at this level are the rows themselves (blocks of one row). */
 static void gemm_xpack_portable(float *P, const float *X, size_t ldx, int nb, int in, int i0,
                                 int i1, int bf16) {
@@ -487,32 +494,6 @@ AVX2 static inline void tr8(__m256 r[8]) {
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,prfchw")))
 enum { NR512 = 32 };
 
-/* 16 x 16 transpose: r[j] row j in, r[c] column c out. */
-AVX512 static inline void tr16(__m512 r[16]) {
-    __m512 t[16], u[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    /* u[4q + c], 128-bit lane L: rows 4q..4q+3 of column 4L + c */
-    for (int q = 0; q < 4; q++) {
-        u[4 * q + 0] = _mm512_shuffle_ps(t[4 * q], t[4 * q + 2], 0x44);
-        u[4 * q + 1] = _mm512_shuffle_ps(t[4 * q], t[4 * q + 2], 0xEE);
-        u[4 * q + 2] = _mm512_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0x44);
-        u[4 * q + 3] = _mm512_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0xEE);
-    }
-    /* then a 4 x 4 transpose of 128-bit lanes for each c */
-    for (int c = 0; c < 4; c++) {
-        const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
-        const __m512 v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
-        const __m512 v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
-        const __m512 v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
-        r[c] = _mm512_shuffle_f32x4(v0, v2, 0x88);
-        r[8 + c] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
-        r[4 + c] = _mm512_shuffle_f32x4(v1, v3, 0x88);
-        r[12 + c] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
-    }
-}
 
 /* F32: 16 rows x 16 columns per 16 x 16 transpose. BF16: 16 rows x 32 columns, transposed as 16
  * x 16 pairs of BF16 (one dword each), then each pair widened by the even/odd split (a shift
@@ -547,7 +528,7 @@ AVX512 static void pack_512(float *dst, const void *W, int bf16, int in, int r, 
                                      (size_t)(j < nh ? r + 16 * h + j : last) * in + k0 + kk;
                     v[j] = _mm512_maskz_loadu_ps((__mmask16)(j < nh ? m : 0), s);
                 }
-            tr16(v);
+            wb_tr16_512(v);
             if (bf16) {
                 for (int c = 0; 2 * c < kw; c++) {
                     const __m512i p = _mm512_castps_si512(v[c]);
@@ -587,7 +568,7 @@ AVX512 static void packh_512(float *dst, const void *W, int bf16, int in, int r,
                                     (size_t)(j < nh ? r + 16 * h + j : last) * in + k0 + kk;
                 v[j] = _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(j < nh ? m : 0, s));
             }
-            tr16(v);
+            wb_tr16_512(v);
             for (int c = 0; 2 * c < kw; c++) _mm512_store_ps(d + (size_t)(kk / 2 + c) * NR512, v[c]);
         }
     }
@@ -603,7 +584,7 @@ AVX512 static void xpack_512(float *d, const float *s, size_t ldx, int mr, int i
         __m512 v[16];
         for (int j = 0; j < 16; j++)
             v[j] = _mm512_maskz_loadu_ps(j < mr ? km : 0, s + (size_t)(j < mr ? j : 0) * ldx + k);
-        tr16(v);
+        wb_tr16_512(v);
         for (int c = 0; c < kw; c++) _mm512_mask_storeu_ps(d + (size_t)(k + c) * mr, mm, v[c]);
     }
 }
@@ -946,7 +927,7 @@ AVX512BF16 static void xpackd_512(float *d, const float *s, size_t ldx, int mr, 
             const __m512 hi = _mm512_maskz_loadu_ps(j < mr ? m1 : 0, x + 16);
             v[j] = _mm512_castsi512_ps((__m512i)_mm512_cvtne2ps_pbh(hi, lo));
         }
-        tr16(v);
+        wb_tr16_512(v);
         for (int c = 0; 2 * c < kw; c++) _mm512_mask_storeu_ps(d + (size_t)(k / 2 + c) * mr, mm, v[c]);
     }
 }
@@ -1013,11 +994,38 @@ AVX512BF16 static void gemm_bf16_avx512d(float *Y, size_t ldy, const float *X, s
     gemm_drive(&level512d, Y, ldy, X, ldx, nb, W, 1, b, in, r0, r1, accumulate);
 }
 
-static const wb_gemm_bf16_route route512 = {"avx512 widened 14x32 fma", 1, gemm_xpack_avx512,
-                                            gemm_bf16_avx512, gemm_bf16_packed_avx512};
-static const wb_gemm_bf16_route route512d = {"avx512-bf16 dpbf16 tile 14x32", 0,
+static const wb_gemm_bf16_route route512 = {"avx512 widened 14x32 fma", 1, 0, xrow_plain,
+                                            gemm_xpack_avx512, gemm_bf16_avx512,
+                                            gemm_bf16_packed_avx512};
+static const wb_gemm_bf16_route route512d = {"avx512-bf16 dpbf16 tile 14x32", 0, 1, xrow_plain,
                                              gemm_xpack_avx512d, gemm_bf16_avx512d,
                                              gemm_bf16_packed_avx512d};
+
+/* The AMX route (kernels_amx.c): F32 weights keep the level's packing in the same rows (P's rows
+ * are the AMX layout's size, which is larger); where the AMX buffers cannot be had, the
+ * widening route runs (its exact chain is within the route's bound). */
+static size_t xrow_amx(int in) {
+    const size_t a = wb_amx_xrow(in);
+    return a > (size_t)in ? a : (size_t)in;
+}
+static void gemm_xpack_amx(float *P, const float *X, size_t ldx, int nb, int in, int i0, int i1,
+                           int bf16) {
+    if (bf16) wb_amx_xpack(P, X, ldx, nb, in, i0, i1);
+    else gemm_xpack_avx512(P, X, ldx, nb, in, i0, i1, 0);
+}
+static void gemm_bf16_packed_amx(float *Y, size_t ldy, const float *P, int nb, const uint16_t *W,
+                                 const float *b, int in, int r0, int r1, int accumulate) {
+    wb_amx_gemm_bf16_packed(Y, ldy, P, nb, W, b, in, r0, r1, accumulate);
+}
+static void gemm_bf16_amx(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
+                          const uint16_t *W, const float *b, int in, int r0, int r1,
+                          int accumulate) {
+    if (wb_amx_gemm_bf16(Y, ldy, X, ldx, nb, W, b, in, r0, r1, accumulate) == 0) return;
+    gemm_bf16_avx512(Y, ldy, X, ldx, nb, W, b, in, r0, r1, accumulate);
+}
+static const wb_gemm_bf16_route route512a = {"amx bf16 tiles 32x32, inputs as 3 bf16 parts", 0, 0,
+                                             xrow_amx, gemm_xpack_amx, gemm_bf16_amx,
+                                             gemm_bf16_packed_amx};
 
 /* ------------------------------------------------------------------------------ AVX2 */
 
@@ -1177,11 +1185,11 @@ AVX2 static void gemm_bf16_avx2(float *Y, size_t ldy, const float *X, size_t ldx
                                 int accumulate) {
     gemm_drive(&level256, Y, ldy, X, ldx, nb, W, 1, b, in, r0, r1, accumulate);
 }
-static const wb_gemm_bf16_route route256 = {"avx2 widened 6x16 fma", 1, gemm_xpack_avx2,
+static const wb_gemm_bf16_route route256 = {"avx2 widened 6x16 fma", 1, 0, xrow_plain, gemm_xpack_avx2,
                                             gemm_bf16_avx2, gemm_bf16_packed_avx2};
 #endif
 
-static const wb_gemm_bf16_route route_portable = {"portable fused chain", 1, gemm_xpack_portable,
+static const wb_gemm_bf16_route route_portable = {"portable fused chain", 1, 0, xrow_plain, gemm_xpack_portable,
                                                   gemm_bf16_portable, gemm_bf16_packed_portable};
 
 /* The level's BF16 route as the table's gemm_bf16 / gemm_bf16_packed / gemm_xpack. */
@@ -1189,6 +1197,8 @@ static void use_route(wb_kernel_table *t, const wb_gemm_bf16_route *r) {
     t->gemm_bf16 = r->gemm;
     t->gemm_bf16_packed = r->gemm_packed;
     t->gemm_xpack = r->xpack;
+    t->gemm_xrow = r->xrow;
+    t->bf16_prompt = r;
     t->name_gemm_bf16_prompt = r->name;
 }
 
@@ -1206,7 +1216,7 @@ void wb_kernels_gemm_register(wb_kernel_table *t, wb_isa isa) {
         t->gemm_f32_prepacked = NULL;
         t->gemm_f32_prepacked_packed = NULL;
         t->name_gemm = "portable fused chain";
-        t->bf16_route[0] = &route_portable, t->bf16_route[1] = NULL;
+        t->bf16_route[0] = &route_portable, t->bf16_route[1] = t->bf16_route[2] = NULL;
         use_route(t, &route_portable);
     }
 #ifdef WB_X86
@@ -1223,7 +1233,7 @@ void wb_kernels_gemm_register(wb_kernel_table *t, wb_isa isa) {
         t->gemm_f32_prepacked = gemm_f32_prepacked_avx2;
         t->gemm_f32_prepacked_packed = gemm_f32_prepacked_packed_avx2;
         t->name_gemm = "avx2 packed 6x16 outer product";
-        t->bf16_route[0] = &route256, t->bf16_route[1] = NULL;
+        t->bf16_route[0] = &route256, t->bf16_route[1] = t->bf16_route[2] = NULL;
         use_route(t, &route256);
     }
     if (isa == WB_ISA_AVX512) {
@@ -1241,7 +1251,10 @@ void wb_kernels_gemm_register(wb_kernel_table *t, wb_isa isa) {
         t->name_gemm = "avx512 packed 14x32 outer product, up to 48 rows 8x48 broadcast";
         t->bf16_route[0] = &route512;
         t->bf16_route[1] = t->cpu->avx512bf16 ? &route512d : NULL;
-        use_route(t, t->cpu->bf16_dot && t->bf16_route[1] ? &route512d : &route512);
+        t->bf16_route[2] = t->cpu->amx_bf16 ? &route512a : NULL;
+        use_route(t, t->cpu->bf16_amx ? &route512a
+                     : t->cpu->bf16_dot && t->bf16_route[1] ? &route512d
+                                                             : &route512);
     }
 #endif
 }

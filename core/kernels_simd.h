@@ -41,6 +41,34 @@ WB_AVX2 static inline __m256 exp256(__m256 x) {
 
 #define WB_AVX512F __attribute__((target("avx512f,avx2,fma")))
 
+/* 16 x 16 transpose of dwords: r[j] row j in, r[c] column c out (the prompt GEMM's packing, the
+ * AMX kernels' weight tiles). */
+WB_AVX512F static inline void wb_tr16_512(__m512 r[16]) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    /* u[4q + c], 128-bit lane L: rows 4q..4q+3 of column 4L + c */
+    for (int q = 0; q < 4; q++) {
+        u[4 * q + 0] = _mm512_shuffle_ps(t[4 * q], t[4 * q + 2], 0x44);
+        u[4 * q + 1] = _mm512_shuffle_ps(t[4 * q], t[4 * q + 2], 0xEE);
+        u[4 * q + 2] = _mm512_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0x44);
+        u[4 * q + 3] = _mm512_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0xEE);
+    }
+    /* then a 4 x 4 transpose of 128-bit lanes for each c */
+    for (int c = 0; c < 4; c++) {
+        const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
+        const __m512 v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+        const __m512 v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+        const __m512 v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+        r[c] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+        r[8 + c] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
+        r[4 + c] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+        r[12 + c] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
+    }
+}
+
 /* The same expf on 16 lanes (SwiGLU in kernels_bf16.c, prefill attention in kernels_attention.c). */
 WB_AVX512F static inline __m512 exp512(__m512 x) {
     x = _mm512_min_ps(x, _mm512_set1_ps(88.3762626647949f));

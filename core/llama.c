@@ -504,6 +504,7 @@ static size_t lin_quant_groups(const layer_job *j, const lin_out *o, int no) {
 static void lin_phase(const layer_job *j, int phase, const float *X, const lin_out *o, int no,
                       int tid, int nt) {
     const int packs = lin_packs(j, o, no), in = o[0].W->cols;
+    const size_t xrow = wb_mat_xrow(in);
     if (lin_quant_groups(j, o, no)) {
         /* the same, grouped once for the tile kernel instead of regrouped by each matrix's
          * product on each thread; the threads quantize rows [t0, t1) of the call, each run's
@@ -577,7 +578,7 @@ static void lin_phase(const layer_job *j, int phase, const float *X, const lin_o
             const int nbk = wb_mat_xblocks(u->n), lo = b0 > base ? b0 - base : 0,
                       hi = b1 - base < nbk ? b1 - base : nbk;
             if (lo < hi)
-                wb_mat_xpack(j->P + (size_t)u->row0 * in, X + (size_t)u->row0 * in, u->n, in, lo,
+                wb_mat_xpack(j->P + (size_t)u->row0 * xrow, X + (size_t)u->row0 * in, u->n, in, lo,
                              hi, pk);
             base += nbk;
         }
@@ -620,7 +621,7 @@ static void lin_phase(const layer_job *j, int phase, const float *X, const lin_o
         if (size > W->rows - k) size = W->rows - k;
         if (!atomic_compare_exchange_weak(&j->next[phase], &cur, cur + size)) continue;
         const wb_mm_run *u = &j->runs[r];
-        wb_mat_mul_packed(o[i].Y + (size_t)u->row0 * W->rows, j->P + (size_t)u->row0 * in, u->n,
+        wb_mat_mul_packed(o[i].Y + (size_t)u->row0 * W->rows, j->P + (size_t)u->row0 * xrow, u->n,
                           W, o[i].b, k, k + size, o[i].residual);
         cur = atomic_load(&j->next[phase]);
     }
@@ -730,11 +731,11 @@ wb_status wb_llama_forward(const wb_model *m, const wb_seq_rows *seqs, int n_seq
     const size_t widest = (size_t)(C > Q ? (C > F ? C : F) : (Q > F ? Q : F));
     /* x, xn [n, C]; q, att [n, Q]; k, v [n, KV]; g, u [n, F]; cs [n, hd]; sc [nt, sc_per];
      * row0 / item0 [2 n_seqs + 1] ints, then runs [n_seqs], the last layer's item0 [n_seqs + 1]
-     * and runs [n_seqs]; P [n, max(C, Q, F)] when a prompt is in the call */
+     * and runs [n_seqs]; P [n, xrow(max(C, Q, F))] when a prompt is in the call */
     const size_t sz[12] = {nn * C, nn * C, nn * Q, nn * Q, nn * KV, nn * KV, nn * F, nn * F,
                            nn * hd, (size_t)nt * sc_per,
                            (size_t)3 * n_seqs + 2 + (size_t)2 * n_seqs * sizeof(wb_mm_run) / sizeof(int),
-                           prompt_rows ? (size_t)prompt_rows * widest : 1};
+                           prompt_rows ? (size_t)prompt_rows * wb_mat_xrow((int)widest) : 1};
     float *b[12];
     wb_status st = wb_scratch_take(scratch, 12, sz, b, err);
     if (st) return st;

@@ -253,6 +253,9 @@ void wb_mat_mul_runs(float *Y, const float *X, const wb_mm_run *runs, int n_runs
  * the same kernel level for W's type. */
 int wb_mat_takes_xpack(const wb_mat *W);
 int wb_mat_xblocks(int n);
+/* floats a packed row of `in` values takes in P (a run of n rows at row0: P + row0 * xrow, n *
+ * xrow floats; at least in, more for the AMX route's layout) */
+size_t wb_mat_xrow(int in);
 void wb_mat_xpack(float *P, const float *X, int n, int in, int i0, int i1, const wb_mat *W);
 int wb_mat_xpack_shares(const wb_mat *A, const wb_mat *B);
 void wb_mat_mul_packed(float *Y, const float *P, int n, const wb_mat *W, const float *b, int r0,

@@ -673,6 +673,8 @@ int wb_mat_xpack_shares(const wb_mat *A, const wb_mat *B) {
 
 int wb_mat_xblocks(int n) { return (n + wb_kt()->gemm_mr - 1) / wb_kt()->gemm_mr; }
 
+size_t wb_mat_xrow(int in) { return wb_kt()->gemm_xrow(in); }
+
 void wb_mat_xpack(float *P, const float *X, int n, int in, int i0, int i1, const wb_mat *W) {
     wb_kt()->gemm_xpack(P, X, (size_t)in, n, in, i0, i1, W->dtype == WB_MAT_BF16);
 }

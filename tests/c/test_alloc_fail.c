@@ -848,12 +848,12 @@ static int chat_qwen_tools(void *ctx) {
 }
 
 /* The BF16 prompt GEMM with its kernel buffers short: each route (widening; vdpbf16ps where the
- * CPU has AVX512_BF16), each call in a fresh thread, whose per-thread buffers are then allocated
+ * CPU has AVX512_BF16; AMX tiles where it has AMX-BF16), each call in a fresh thread, whose per-thread buffers are then allocated
  * in the run (a thread keeps them between calls), through the packed call (xpack + gemm_packed, whose
  * fallback is the route's scalar chain) and the unpacked one (gemm, whose fallback is the
  * widening chain). With the buffers refused the outputs must still be the product: within the
  * bound of the route's rounding of the inputs to BF16 (2^-8 of sum |w x|, 0 for the widening
- * route) and the dot-product tolerance twice over (the fallback's and the kernel's own). */
+ * and AMX routes) and the dot-product tolerance twice over (the fallback's and the kernel's own). */
 typedef struct gemm_case {
     const wb_gemm_bf16_route *rt;
     int rows, in, nb;
@@ -864,10 +864,10 @@ typedef struct gemm_case {
 static void *gemm_thread(void *arg) {
     gemm_case *g = arg;
     const size_t ny = (size_t)g->rows * g->nb;
-    float *P = __libc_memalign(64, sizeof(float) * (size_t)g->in * g->nb); /* not part of the run */
+    float *P = __libc_memalign(64, sizeof(float) * g->rt->xrow(g->in) * g->nb); /* not part of the run */
     float *Y = __libc_malloc(sizeof(float) * ny);
     g->ok = P && Y;
-    const double rel = (g->rt->exact ? 0.0 : 1.0 / 256) + 4e-6 * sqrt((double)g->in);
+    const double rel = (g->rt->rounds ? 1.0 / 256 : 0.0) + 4e-6 * sqrt((double)g->in);
     if (g->ok) {
         if (g->packed) {
             g->rt->xpack(P, g->X, g->in, g->nb, g->in, 0, g->nb, 1);
@@ -926,7 +926,7 @@ static void bf16_prompt_gemm_fails_over(void) {
                 }
                 mag[(size_t)j * ROWS + r] = (float)m;
             }
-        for (int v = 0; v < 2; v++) {
+        for (int v = 0; v < 3; v++) {
             const wb_gemm_bf16_route *rt = wb_kt()->bf16_route[v];
             if (!rt) continue;
             rt->gemm(Yref, ROWS, X, IN, NB, W, NULL, IN, 0, ROWS, 0);

@@ -218,6 +218,44 @@ static int dot_route_off(const float *Y, const float *Y0, const float *Yi, const
     return bad;
 }
 
+/* The outputs of a route that sums exact products in another order (AMX: the inputs split into
+ * three BF16 parts): within the dot-product tolerance of the double-precision sum, as portable's
+ * chain is, and the rows outside [r0, rows) untouched. */
+static int order_route_off(const float *Y, const float *Yi, const float *Wf, const float *X,
+                           const float *bb, int acc, int in, int rows, int nb, int r0) {
+    int bad = 0;
+    for (int j = 0; j < nb; j++)
+        for (int r = 0; r < rows; r++) {
+            const size_t k = (size_t)j * rows + r;
+            if (r < r0) {
+                bad += Y[k] != Yi[k];
+                continue;
+            }
+            double s = (acc ? Yi[k] : 0.0) + (bb ? bb[r] : 0.0), mag = fabs(s);
+            for (int i = 0; i < in; i++) {
+                const double t = (double)Wf[(size_t)r * in + i] * X[(size_t)j * in + i];
+                s += t, mag += fabs(t);
+            }
+            bad += !close_enough(Y[k], (float)s, mag, in);
+        }
+    return bad;
+}
+
+/* floats of P that every route of every level may take for nb rows of in values */
+static size_t xp_floats(int in, int nb) {
+    size_t row = (size_t)in;
+    const wb_isa old = wb_isa_limit(WB_ISA_COUNT - 1);
+    for (int lv = WB_ISA_PORTABLE; lv <= (int)wb_isa_best(); lv++) {
+        wb_isa_limit((wb_isa)lv);
+        for (int v = 0; v < 3; v++) {
+            const wb_gemm_bf16_route *rt = wb_kt()->bf16_route[v];
+            if (rt && rt->xrow(in) > row) row = rt->xrow(in);
+        }
+    }
+    wb_isa_limit(old);
+    return row * (size_t)nb;
+}
+
 /* The prompt GEMM (kernels_gemm.c) over F32 and BF16 weights: every level gives the portable
  * chain's bits (each output is one fused multiply-add chain in column order on every level),
  * which is within the dot-product tolerance of a double-precision sum; a row's outputs do not
@@ -225,16 +263,18 @@ static int dot_route_off(const float *Y, const float *Y0, const float *Yi, const
  * outside [r0, r1) are untouched. Shapes of real models (Qwen2.5-0.5B's 896 / 4864 widths,
  * TinyLM's 128 / 512, a K-blocked 4864 x 60) and awkward ones, every nb from 1 to 50.
  * BF16 runs each route of a level (kernels_gemm.c: widening + FMA everywhere, vdpbf16ps where
- * the CPU has AVX512_BF16, whichever the CPU's choice put in gemm_bf16): the widening route to
- * portable's bits, the vdpbf16ps one within dot_route_off's bounds, and each route's packed,
- * split and single-row calls to its own unpacked call's bits. */
+ * the CPU has AVX512_BF16, AMX tiles where it has AMX-BF16, whichever the CPU's choice put in
+ * gemm_bf16): the widening route to portable's bits, the vdpbf16ps one within dot_route_off's
+ * bounds, the AMX one within order_route_off's, and each route's packed, split and single-row
+ * calls to its own unpacked call's bits. */
 static void gemm_case(int in, int rows, int nb, int r0, int bf16, int *bad_out) {
     const size_t nw = (size_t)in * rows, ny = (size_t)rows * nb;
     float *Wf = malloc(sizeof(float) * nw), *X = malloc(sizeof(float) * (size_t)in * nb);
     uint16_t *Wh = malloc(2 * nw);
     float *b = malloc(sizeof(float) * rows), *Yi = malloc(sizeof(float) * ny);
     float *Y0 = malloc(sizeof(float) * ny), *Y1 = malloc(sizeof(float) * ny);
-    float *Y2 = malloc(sizeof(float) * ny), *P = malloc(sizeof(float) * (size_t)in * nb);
+    const size_t np = xp_floats(in, nb);
+    float *Y2 = malloc(sizeof(float) * ny), *P = malloc(sizeof(float) * np);
     for (size_t i = 0; i < nw; i++) {
         Wh[i] = to_bf16(frand());
         Wf[i] = bf16 ? from_bf16(Wh[i]) : frand();
@@ -268,11 +308,11 @@ static void gemm_case(int in, int rows, int nb, int r0, int bf16, int *bad_out) 
             /* inputs packed once (in two pieces, as two threads share them out), then read by
              * the packed call: the unpacked call's bits */
             wb_isa_limit((wb_isa)lv);
-            for (int v = 0; v < (bf16 ? 2 : 1); v++) {
+            for (int v = 0; v < (bf16 ? 3 : 1); v++) {
                 const wb_gemm_bf16_route *rt = bf16 ? wb_kt()->bf16_route[v] : NULL;
                 if (bf16 && !rt) continue;
                 const int nblk = (nb + wb_kt()->gemm_mr - 1) / wb_kt()->gemm_mr;
-                for (size_t i = 0; i < (size_t)in * nb; i++) P[i] = NAN;
+                for (size_t i = 0; i < np; i++) P[i] = NAN;
                 if (bf16) {
                     rt->xpack(P, X, in, nb, in, nblk / 2, nblk + 3, 1);
                     rt->xpack(P, X, in, nb, in, 0, nblk / 2, 1);
@@ -321,14 +361,15 @@ static void gemm_case(int in, int rows, int nb, int r0, int bf16, int *bad_out) 
         }
         for (int lv = WB_ISA_AVX2; lv <= (int)wb_isa_best(); lv++) {
             wb_isa_limit((wb_isa)lv);
-            for (int v = 0; v < (bf16 ? 2 : 1); v++) {
+            for (int v = 0; v < (bf16 ? 3 : 1); v++) {
                 const wb_gemm_bf16_route *rt = bf16 ? wb_kt()->bf16_route[v] : NULL;
                 if (bf16 && !rt) continue;
                 memcpy(Y1, Yi, sizeof(float) * ny);
                 if (bf16) rt->gemm(Y1, rows, X, in, nb, Wh, bb, in, r0, rows, acc);
                 else wb_kt()->gemm_f32(Y1, rows, X, in, nb, Wf, bb, in, r0, rows, acc);
                 if (!bf16 || rt->exact) moved += memcmp(Y1, Y0, sizeof(float) * ny) != 0;
-                else dot += dot_route_off(Y1, Y0, Yi, Wf, X, bb, acc, in, rows, nb, r0);
+                else if (rt->rounds) dot += dot_route_off(Y1, Y0, Yi, Wf, X, bb, acc, in, rows, nb, r0);
+                else dot += order_route_off(Y1, Yi, Wf, X, bb, acc, in, rows, nb, r0);
                 /* the rows from 1 on as a call of their own, and row nb - 1 alone */
                 if (nb > 1) {
                     memcpy(Y2, Yi, sizeof(float) * ny);
@@ -347,8 +388,8 @@ static void gemm_case(int in, int rows, int nb, int r0, int bf16, int *bad_out) 
         CHECK_MSG(!bad && !off && !moved && !alone && !packed && !dot,
                   "%s in=%d rows=%d nb=%d r0=%d acc=%d: %d off the double sum, %d outside the "
                   "range touched, %d levels not bit-equal to portable, %d split calls differ, %d "
-                  "packed-input or prepacked-weight calls differ, %d vdpbf16ps outputs outside "
-                  "their bounds",
+                  "packed-input or prepacked-weight calls differ, %d vdpbf16ps / AMX outputs "
+                  "outside their bounds",
                   bf16 ? "BF16" : "F32", in, rows, nb, r0, acc, bad, off, moved, alone, packed, dot);
         *bad_out += bad + off + moved + alone + packed + dot;
     }
@@ -364,7 +405,10 @@ static void prompt_gemm_matches_portable_bit_for_bit(void) {
         {1000, 47, 3, 9},   {17, 1, 14, 0},     {16, 31, 29, 0},   {24, 16, 6, 0},
         /* more than 4 row blocks without K blocks: AVX-512 BF16 panels widened in the pack
          * (up to 4, 56 rows, they stay BF16 pairs widened in the tiles) */
-        {896, 40, 130, 0},  {65, 33, 140, 1}};
+        {896, 40, 130, 0},  {65, 33, 140, 1},
+        /* AMX: K chunks with a short last one (1100 = 1024 + 76), and row ranges past one packed
+         * block of weights (2048 wide: 256 rows a block) */
+        {1100, 70, 20, 0},  {2048, 300, 37, 7}};
     int bad = 0;
     for (int bf16 = 0; bf16 < 2; bf16++) {
         for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
@@ -469,29 +513,31 @@ static void norms_softmax_gelu_swiglu_attention_match_portable(void) {
 }
 
 /* The BF16 prompt routes: the AVX-512 level has the vdpbf16ps one exactly when the CPU has
- * AVX512_BF16, gemm_bf16 is the route cpu.c chose (bf16_dot), and the vdpbf16ps route writes
- * only its rows and columns of a Y whose rows are longer than the matrix (ldy > rows: q/k/v
- * column ranges), with the bits it gives at ldy = rows. gemm_case runs the route on every other
- * shape whatever the choice. */
+ * AVX512_BF16 and the AMX one exactly when it has usable AMX-BF16, gemm_bf16 is the route cpu.c
+ * chose (bf16_amx, then bf16_dot), and each of those two routes writes only its rows and columns
+ * of a Y whose rows are longer than the matrix (ldy > rows: q/k/v column ranges), with the bits
+ * it gives at ldy = rows. gemm_case runs the routes on every other shape whatever the choice. */
 static void bf16_prompt_routes_follow_the_cpu(void) {
     const wb_cpu_features *f = wb_cpu();
     const wb_isa old = wb_isa_limit(WB_ISA_COUNT - 1);
     const wb_kernel_table *t = wb_kt();
-    const wb_gemm_bf16_route *d = t->bf16_route[1];
-    CHECK(t->bf16_route[0] != NULL && t->bf16_route[0]->exact);
+    const wb_gemm_bf16_route *d = t->bf16_route[1], *a = t->bf16_route[2];
+    CHECK(t->bf16_route[0] != NULL && t->bf16_route[0]->exact && !t->bf16_route[0]->rounds);
     CHECK((d != NULL) == (t->isa == WB_ISA_AVX512 && f->avx512bf16));
+    CHECK((a != NULL) == (t->isa == WB_ISA_AVX512 && f->amx_bf16));
     CHECK(!f->bf16_dot || f->avx512bf16);
     CHECK(!f->bf16_dot_faster || f->avx512bf16);
-    const wb_gemm_bf16_route *chosen = f->bf16_dot && d ? d : t->bf16_route[0];
+    CHECK(!f->bf16_amx || (f->amx_bf16 && !f->bf16_dot));
+    CHECK(!f->amx_bf16 || (f->amx && f->avx512bf16));
+    const wb_gemm_bf16_route *chosen = f->bf16_amx && a ? a : f->bf16_dot && d ? d : t->bf16_route[0];
+    CHECK(t->bf16_prompt == chosen);
     CHECK(t->gemm_bf16 == chosen->gemm && t->gemm_bf16_packed == chosen->gemm_packed &&
-          t->gemm_xpack == chosen->xpack);
+          t->gemm_xpack == chosen->xpack && t->gemm_xrow == chosen->xrow);
     CHECK(strstr(wb_kernels_describe(), chosen->name) != NULL);
-    if (!d) {
-        printf("     skip: vdpbf16ps route (the CPU has no AVX512_BF16 at the AVX-512 level)\n");
-        wb_isa_limit(old);
-        return;
-    }
-    CHECK(!d->exact);
+    if (d) CHECK(!d->exact && d->rounds);
+    if (a) CHECK(!a->exact && !a->rounds && a->xrow(131) >= 131);
+    if (!d) printf("     skip: vdpbf16ps route (the CPU has no AVX512_BF16 at the AVX-512 level)\n");
+    if (!a) printf("     skip: AMX route (no usable AMX-BF16 at the AVX-512 level)\n");
     enum { IN = 131, ROWS = 70, NB = 45, LDY = 83, R0 = 5 };
     uint16_t *W = malloc(2 * (size_t)IN * ROWS);
     float *X = malloc(sizeof(float) * IN * NB), *b = malloc(sizeof(float) * ROWS);
@@ -499,18 +545,22 @@ static void bf16_prompt_routes_follow_the_cpu(void) {
     for (size_t i = 0; i < (size_t)IN * ROWS; i++) W[i] = to_bf16(frand());
     fill(X, (size_t)IN * NB, 2.0f);
     fill(b, ROWS, 1.0f);
-    for (int acc = 0; acc < 2; acc++) {
-        fill(Ya, (size_t)ROWS * NB, 1.0f);
-        for (int j = 0; j < NB; j++)
-            for (int c = 0; c < LDY; c++) Yb[(size_t)j * LDY + c] = c < ROWS ? Ya[(size_t)j * ROWS + c] : -7.0f;
-        d->gemm(Ya, ROWS, X, IN, NB, W, b, IN, R0, ROWS, acc);
-        d->gemm(Yb, LDY, X, IN, NB, W, b, IN, R0, ROWS, acc);
-        int bad = 0;
-        for (int j = 0; j < NB; j++)
-            for (int c = 0; c < LDY; c++)
-                bad += c < ROWS ? memcmp(&Yb[(size_t)j * LDY + c], &Ya[(size_t)j * ROWS + c], 4) != 0
-                                : Yb[(size_t)j * LDY + c] != -7.0f;
-        CHECK_MSG(!bad, "acc=%d: %d outputs differ at ldy %d", acc, bad, (int)LDY);
+    for (int v = 1; v < 3; v++) {
+        const wb_gemm_bf16_route *rt = t->bf16_route[v];
+        if (!rt) continue;
+        for (int acc = 0; acc < 2; acc++) {
+            fill(Ya, (size_t)ROWS * NB, 1.0f);
+            for (int j = 0; j < NB; j++)
+                for (int c = 0; c < LDY; c++) Yb[(size_t)j * LDY + c] = c < ROWS ? Ya[(size_t)j * ROWS + c] : -7.0f;
+            rt->gemm(Ya, ROWS, X, IN, NB, W, b, IN, R0, ROWS, acc);
+            rt->gemm(Yb, LDY, X, IN, NB, W, b, IN, R0, ROWS, acc);
+            int bad = 0;
+            for (int j = 0; j < NB; j++)
+                for (int c = 0; c < LDY; c++)
+                    bad += c < ROWS ? memcmp(&Yb[(size_t)j * LDY + c], &Ya[(size_t)j * ROWS + c], 4) != 0
+                                    : Yb[(size_t)j * LDY + c] != -7.0f;
+            CHECK_MSG(!bad, "%s acc=%d: %d outputs differ at ldy %d", rt->name, acc, bad, (int)LDY);
+        }
     }
     free(W), free(X), free(b), free(Ya), free(Yb);
     wb_isa_limit(old);

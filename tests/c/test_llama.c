@@ -530,8 +530,8 @@ static void bf16_weights_stay_bf16_and_agree_with_f32(void) {
     const size_t NV = (size_t)n * o.V;
     float *a = malloc(NV * 4), *b = malloc(NV * 4), *c = malloc(NV * 4), *ref = malloc(NV * 4);
     ref_forward(&r, ids, n, ref);
-    /* the BF16 prompt route in use (cpu.h bf16_route): 1 rounds the activations */
-    const int dot = wb_kt()->gemm_bf16 != wb_kt()->bf16_route[0]->gemm;
+    /* the BF16 prompt route in use (cpu.h bf16_prompt): 1 rounds the activations */
+    const int dot = wb_kt()->bf16_prompt->rounds;
     float *refr = malloc(NV * 4);
     if (refr && dot) {
         ref_round_inputs = 1;
