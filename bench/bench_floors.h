@@ -77,8 +77,8 @@ __attribute__((target("avx512f,avx512vnni"), unused)) static double bench_int8_p
 
 /* GFLOP/s of 12 independent chains of 512-bit `vdpbf16ps` (16 lanes x a pair of BF16 products
  * and their adds: 64 FLOPs an instruction), iters rounds, on the calling thread: the compute floor
- * of the BF16 prompt GEMM's vdpbf16ps route (WB_BF16_DOT=1), twice the FMA's on a CPU that issues
- * both at one rate (Zen 5). asm operands keep the chains in registers, as above. */
+ * of the BF16 prompt GEMM's vdpbf16ps route, twice the FMA's on a CPU that issues both at one
+ * rate (Zen 4 and Zen 5, where the route is the default). asm operands keep the chains in registers, as above. */
 __attribute__((target("avx512f,avx512bf16"), unused)) static double bench_bf16dot_peak_512(long iters,
                                                                                   bench_clock_fn clk) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0,

@@ -40,7 +40,7 @@ typedef struct peak_arg {
     double gflops;
 } peak_arg;
 
-/* g_dot: this run's peak is vdpbf16ps's (BF16 weights, WB_BF16_DOT=1), or with 2 the AMX tiles'
+/* g_dot: this run's peak is vdpbf16ps's (BF16 weights on the vdpbf16ps route), or with 2 the AMX tiles'
  * over three (BF16 weights on the AMX route: three tile products per product) */
 static int g_have512, g_dot;
 static void *peak_thread(void *arg) {
@@ -143,7 +143,7 @@ int main(int argc, char **argv) {
     float *logits = malloc((size_t)V * sizeof *logits);
     g_have512 = __builtin_cpu_supports("avx512f");
     const int bf16_dot = wb_isa_current() == WB_ISA_AVX512 && wb_cpu()->bf16_amx ? 2
-                         : g_have512 && wb_cpu()->bf16_dot                   ? 1
+                         : wb_isa_current() == WB_ISA_AVX512 && wb_cpu()->bf16_dot ? 1
                                                                              : 0;
     char pre_rows[4][400];
     int n_pre = 0;
@@ -217,7 +217,7 @@ int main(int argc, char **argv) {
     }
     printf("\nPrefill against the FMA peak measured in each repeat right before it (%s FMAs, the "
            "same thread count; a BF16 row marked vdpbf16ps: that instruction's peak, the route "
-           "WB_BF16_DOT=1 runs; marked AMX: a third of the tdpbf16ps peak, the AMX route's three "
+           "of AMD Zen 4/5 (WB_BF16_DOT=1 elsewhere, =0 off); marked AMX: a third of the tdpbf16ps peak, the AMX route's three "
            "tile products per product; of peak = the prefill's FLOPs / its time / that peak, median of "
            "the repeats). FLOPs: %.1f G for 44 tokens, %.1f G for 268 (the last layer past k/v and the head for the last token only).\n\n",
            g_have512 ? "512-bit" : "256-bit", prefill_flops(PROMPT) / 1e9, prefill_flops(LONG) / 1e9);

@@ -242,7 +242,8 @@ int main(int argc, char **argv) {
 #define PREFILL_OPS(n) (2.0 * (n) * L * ((double)C * (NH * HD + 2 * NKV * HD) + (double)NH * HD * C + 3.0 * C * F) + 2.0 * V * C)
         printf("\nQwen2.5-0.5B-shaped model, 2 threads: prefill (ms, and its matrix products' Gop/s as a fraction "
                "of 2 cores' peak above: FMA for BF16, %s for the quantized), decode (ms/token over %d tokens after 44), bound = weight bytes / "
-               "2-thread read rate measured before each decode\nQ8_0 / Q4_0 matrices with rows a multiple of 16 kept in %s\n\n", int8_what, NTOK,
+               "2-thread read rate measured before each decode%s\nQ8_0 / Q4_0 matrices with rows a multiple of 16 kept in %s\n\n", int8_what, NTOK,
+               wb_kernels_bf16_input_bits() == 16 ? "; BF16 runs the vdpbf16ps route, twice the FMA's FLOPs an instruction, so its fraction of the FMA peak can pass 100% (bench_llama divides by that instruction's peak)" : "",
                wb_quant_tiles_native() ? "the 16-row tile layout (this level reads it natively)" : "the file layout");
         printf("| weights | weight GB | prefill 44 | of peak | prefill 268 | of peak | decode | read GB/s | bound | decode / bound |\n");
         printf("|---|---|---|---|---|---|---|---|---|---|\n");

@@ -4,10 +4,11 @@
  * needs the OS to save the ZMM state (XCR0 bits 5-7), and one probe gives kernels, sampler and
  * the BLAS diagnosis the same answer. The environment variable WB_KERNELS=portable|avx2|avx512
  * caps the level for a whole process (benchmarks report the AVX2-only figures with it).
- * WB_BF16_DOT=1 chooses the BF16 prompt GEMM's vdpbf16ps route (cpu.h bf16_dot); whether it is
- * the faster one goes by vendor and family, since what decides it is vdpbf16ps's issue rate
- * against the FMA's, which no feature bit reports. Where the CPU has AMX-BF16 and the OS grants
- * the tiles, the BF16 prompt GEMM runs on them (kernels_amx.c) unless WB_AMX=0 (or WB_BF16_DOT=1).
+ * The BF16 prompt GEMM's vdpbf16ps route (cpu.h bf16_dot) is the default where it is the faster
+ * one, which goes by vendor and family, since what decides it is vdpbf16ps's issue rate against
+ * the FMA's, which no feature bit reports; WB_BF16_DOT=0 / 1 overrides. Where the CPU has AMX-BF16
+ * and the OS grants the tiles, the BF16 prompt GEMM runs on them (kernels_amx.c) unless WB_AMX=0
+ * (or WB_BF16_DOT=1).
  */
 #include "cpu.h"
 #include "wb_base.h"
@@ -101,13 +102,15 @@ static wb_isa parse_isa(const char *s, wb_isa dflt) {
 }
 
 /* vdpbf16ps does 32 multiply-adds per instruction against the FMA's 16: measured on Zen 5
- * (family 0x1a) at the FMA's issue rate (2 per cycle), twice the FLOPs, while on Sapphire Rapids
- * it issues at half the FMA rate, no gain for the rounding of the activations
- * (docs/performance.md, Session 10). Chosen only by WB_BF16_DOT=1 (cpu.h). */
+ * (family 0x1a) and Zen 4 (0x19) at the FMA's issue rate, twice the FLOPs, while on Sapphire
+ * Rapids it issues at half the FMA rate, no gain for the rounding of the activations
+ * (docs/performance.md, Sessions 10 and 17). The default where it is faster; WB_BF16_DOT=0 or 1
+ * overrides (cpu.h). */
 static void choose_bf16_route(wb_cpu_features *f) {
     f->bf16_dot_faster = f->avx512bf16 && f->amd && f->family >= 0x19;
     const char *e = getenv("WB_BF16_DOT");
-    f->bf16_dot = e && e[0] == '1' && !e[1] && f->avx512bf16;
+    const int said = e && (e[0] == '0' || e[0] == '1') && !e[1];
+    f->bf16_dot = f->avx512bf16 && (said ? e[0] == '1' : f->bf16_dot_faster);
     const char *a = getenv("WB_AMX");
     f->bf16_amx = f->amx_bf16 && !f->bf16_dot && !(a && a[0] == '0' && !a[1]);
 }
@@ -181,10 +184,16 @@ const char *wb_kernels_describe(void) {
              f->avx512vnni ? " vnni" : "", f->avx512bf16 ? " bf16" : "",
              f->avx512fp16 ? " fp16" : "", f->amx_bf16 ? " amx-bf16" : f->amx ? " amx(unused)" : "", t->name_gemv,
              t->name_gemv_bf16, t->name_gemm, t->name_gemm_bf16_prompt,
-             t->isa == WB_ISA_AVX512 && f->bf16_dot_faster && !f->bf16_dot
-                 ? " (vdpbf16ps faster here: WB_BF16_DOT=1)" : "",
+             t->bf16_prompt && t->bf16_prompt->xround ? " (activations rounded to bf16, the gemv's too)"
+             : t->isa == WB_ISA_AVX512 && f->bf16_dot_faster && !f->bf16_dot
+                 ? " (vdpbf16ps faster here, off by WB_BF16_DOT=0)" : "",
              t->name_gemm_bf16, t->name_dot_q8, t->name_attention);
     return buf;
 }
 
 const char *wb_kernels_info(void) { return wb_kernels_describe(); }
+
+int wb_kernels_bf16_input_bits(void) {
+    const wb_gemm_bf16_route *r = wb_kt()->bf16_prompt;
+    return r && r->xround ? 16 : 32;
+}

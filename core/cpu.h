@@ -38,12 +38,13 @@ typedef struct wb_cpu_features {
     int amx_bf16;
     int amd;    /* vendor AuthenticAMD (OpenBLAS core names differ) */
     int family; /* CPUID display family (base + extended): 0x19 Zen 3/4, 0x1a Zen 5 */
-    /* The BF16 prompt GEMM's route at the AVX-512 level: 1 vdpbf16ps, 0 widening + FMA (the
-     * default). bf16_dot_faster: this CPU is one where vdpbf16ps is the faster route (AVX512_BF16
-     * on AMD family 0x19+, where it issues at the FMA rate and so does twice the FLOPs; not
-     * Intel, where it issues at half that rate). WB_BF16_DOT=1 chooses it (only with
-     * AVX512_BF16): not by default, since it rounds the activations and so breaks the promise
-     * that cached and uncached generation give the same tokens (docs/performance.md, Session 10) */
+    /* The BF16 prompt GEMM's route at the AVX-512 level: 1 vdpbf16ps, 0 widening + FMA.
+     * bf16_dot_faster: this CPU is one where vdpbf16ps is the faster route (AVX512_BF16 on AMD
+     * family 0x19+, where it issues at the FMA rate and so does twice the FLOPs; not Intel, where
+     * it issues at half that rate). bf16_dot is bf16_dot_faster unless WB_BF16_DOT says 1 or 0
+     * (1 only with AVX512_BF16). The route rounds the activations to BF16, and then so does the
+     * BF16 GEMV (wb_gemv_bf16_forward), so cached and uncached generation still multiply the
+     * same values (docs/performance.md, Sessions 10 and 17) */
     int bf16_dot, bf16_dot_faster;
     /* 1: the BF16 prompt GEMM runs on AMX tiles (kernels_amx.c), the default where amx_bf16;
      * WB_AMX=0 turns it off (to measure the AVX-512 routes on such a CPU) */
@@ -83,6 +84,10 @@ typedef struct wb_gemm_bf16_route {
                  const float *b, int in, int r0, int r1, int accumulate);
     void (*gemm_packed)(float *Y, size_t ldy, const float *P, int nb, const uint16_t *W,
                         const float *b, int in, int r0, int r1, int accumulate);
+    /* rounds 1: nb rows of X rounded to BF16 as the route rounds them (same instruction), stored
+     * as F32 rows of in values in D, so the BF16 GEMV can read the same activations
+     * (wb_gemv_bf16_forward); NULL where the route does not round */
+    void (*xround)(float *D, const float *X, size_t ldx, int nb, int in);
 } wb_gemm_bf16_route;
 
 typedef struct wb_kernel_table {
@@ -189,6 +194,10 @@ void wb_kernels_gemm_register(wb_kernel_table *t, wb_isa isa);
  * into another user of the same slot); slot 2: Q5_0 rows widened to Q8_0 for the AVX2 prompt
  * kernels, held while they run; slot 3: the Q4_1 / Q5_1 prompts' value chains (quant.c). */
 #define WB_KBUF_SLOTS 4
+
+/* x rounded to BF16 (kept as an F32) as vcvtne2ps2bf16 rounds it, the rounding of the routes
+ * whose `rounds` is 1: to nearest even, denormals read as zero, NaN quieted */
+float wb_bf16_round(float x);
 float *wb_kernel_buf(int slot, size_t n);
 
 /* The AMX route's parts (kernels_amx.c; kernels_gemm.c makes the route of them): packed rows of

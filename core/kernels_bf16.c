@@ -27,22 +27,43 @@ static inline float bf16f(uint16_t h) {
     return f;
 }
 
+/* x rounded to BF16 as vcvtne2ps2bf16 does (to nearest even; denormal inputs read as zero;
+ * NaN quieted), kept as an F32 */
+static float bf16_round(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) == 0) u &= 0x80000000u;
+    else if ((u & 0x7fffffffu) > 0x7f800000u) u |= 0x00400000u;
+    else u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
 /* ------------------------------------------------------------------------------- scalar */
 
-static void gemv_bf16_scalar(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
-                             const uint16_t *W, const float *b, int in, int r0, int r1,
-                             int accumulate) {
+/* round 1: over the inputs rounded to BF16 (wb_gemv_bf16_forward when its rounded copy cannot
+ * be had: the same products, not the kernels' order of sums) */
+static void gemv_bf16_chain(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
+                            const uint16_t *W, const float *b, int in, int r0, int r1,
+                            int accumulate, int round) {
     for (int t = 0; t < nb; t++) {
         const float *x = X + (size_t)t * ldx;
         float *y = Y + (size_t)t * ldy;
         for (int r = r0; r < r1; r++) {
             const uint16_t *w = W + (size_t)r * in;
             float s = 0.0f;
-            for (int i = 0; i < in; i++) s += bf16f(w[i]) * x[i];
+            for (int i = 0; i < in; i++) s += bf16f(w[i]) * (round ? bf16_round(x[i]) : x[i]);
             if (b) s += b[r];
             y[r] = accumulate ? y[r] + s : s;
         }
     }
+}
+
+static void gemv_bf16_scalar(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
+                             const uint16_t *W, const float *b, int in, int r0, int r1,
+                             int accumulate) {
+    gemv_bf16_chain(Y, ldy, X, ldx, nb, W, b, in, r0, r1, accumulate, 0);
 }
 
 /* --------------------------------------------------------------------------------- AVX2 */
@@ -753,10 +774,28 @@ void wb_kernels_bf16_register(wb_kernel_table *t, wb_isa isa) {
 
 /* ---------------------------------------------------------------------------- public */
 
+float wb_bf16_round(float x) { return bf16_round(x); }
+
+/* Where the BF16 prompt route rounds the activations to BF16 (vdpbf16ps), the GEMV (decode, and
+ * prompts under WB_PROMPT_ROWS rows) rounds them the same way first: every path then multiplies
+ * the same values, so cached and uncached generation differ only in the order of the FP32 sums,
+ * as on the routes that do not round (the promise of scripts/kv_cache.lua). The rounded copy is
+ * the calling thread's kernel buffer 2. */
 void wb_gemv_bf16_forward(float *Y, size_t ldy, const float *X, size_t ldx, int nb,
                           const uint16_t *W, const float *b, int in, int r0, int r1,
                           int accumulate) {
-    wb_kt()->gemv_bf16(Y, ldy, X, ldx, nb, W, b, in, r0, r1, accumulate);
+    const wb_kernel_table *t = wb_kt();
+    const wb_gemm_bf16_route *route = t->bf16_prompt;
+    if (route && route->xround && nb > 0 && r1 > r0) {
+        float *xr = wb_kernel_buf(2, (size_t)nb * (size_t)in);
+        if (!xr) {
+            gemv_bf16_chain(Y, ldy, X, ldx, nb, W, b, in, r0, r1, accumulate, 1);
+            return;
+        }
+        route->xround(xr, X, ldx, nb, in);
+        X = xr, ldx = (size_t)in;
+    }
+    t->gemv_bf16(Y, ldy, X, ldx, nb, W, b, in, r0, r1, accumulate);
 }
 
 void wb_bf16_to_f32_forward(float *dst, const uint16_t *src, size_t n) {

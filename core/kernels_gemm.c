@@ -39,9 +39,11 @@
  * around (the rows in the vector lanes, the inputs packed in 16-row blocks, the weights read in
  * place by broadcasts, gemm_short_512), since at 44 tokens a panel served only 4 row blocks.
  * Dispatch: cpu.c; the driver below is plain C over the level's pack and tile functions.
- * BF16 has a second route at AVX-512 with AVX512_BF16 (level512d, WB_BF16_DOT=1): the same driver
- * over the pair panels and inputs rounded to BF16 pairs, vdpbf16ps tiles; outside the chain above
- * (the activations rounded), one chain of pair products per output in column order all the same.
+ * BF16 has a second route at AVX-512 with AVX512_BF16 (level512d; the default on AMD Zen 4/5,
+ * where vdpbf16ps is the faster, else WB_BF16_DOT=1): the same driver over the pair panels and
+ * inputs rounded to BF16 pairs, vdpbf16ps tiles; outside the chain above (the activations
+ * rounded), one chain of pair products per output in column order all the same. With it the BF16
+ * GEMV rounds its inputs the same way (route512d.xround, kernels_bf16.c).
  * And a third where the CPU has AMX-BF16 (route512a, the default there; WB_AMX=0 turns it off):
  * core/kernels_amx.c's tiles, the inputs split into three BF16 parts so the products stay exact;
  * F32 weights keep this file's kernels on every route.
@@ -994,12 +996,32 @@ AVX512BF16 static void gemm_bf16_avx512d(float *Y, size_t ldy, const float *X, s
     gemm_drive(&level512d, Y, ldy, X, ldx, nb, W, 1, b, in, r0, r1, accumulate);
 }
 
+/* The rounding of xpackd_512 (vcvtne2ps2bf16) without the packing: for the GEMV, which then
+ * multiplies the same BF16 activations as the prompt tiles (route512d.xround). */
+AVX512BF16 static void xround_512d(float *D, const float *X, size_t ldx, int nb, int in) {
+    for (int t = 0; t < nb; t++) {
+        const float *x = X + (size_t)t * ldx;
+        float *d = D + (size_t)t * in;
+        for (int i = 0; i < in; i += 32) {
+            const int n = in - i < 32 ? in - i : 32;
+            const __mmask16 m0 = (__mmask16)(n >= 16 ? 0xffff : (1u << n) - 1);
+            const __mmask16 m1 = (__mmask16)(n >= 32 ? 0xffff : n > 16 ? (1u << (n - 16)) - 1 : 0);
+            const __m512 lo = _mm512_maskz_loadu_ps(m0, x + i), hi = _mm512_maskz_loadu_ps(m1, x + i + 16);
+            const __m512i r = (__m512i)_mm512_cvtne2ps_pbh(hi, lo); /* lo's 16 BF16, then hi's */
+            const __m512i wl = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(r)), 16);
+            const __m512i wh = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(r, 1)), 16);
+            _mm512_mask_storeu_ps(d + i, m0, _mm512_castsi512_ps(wl));
+            _mm512_mask_storeu_ps(d + i + 16, m1, _mm512_castsi512_ps(wh));
+        }
+    }
+}
+
 static const wb_gemm_bf16_route route512 = {"avx512 widened 14x32 fma", 1, 0, xrow_plain,
                                             gemm_xpack_avx512, gemm_bf16_avx512,
-                                            gemm_bf16_packed_avx512};
+                                            gemm_bf16_packed_avx512, NULL};
 static const wb_gemm_bf16_route route512d = {"avx512-bf16 dpbf16 tile 14x32", 0, 1, xrow_plain,
                                              gemm_xpack_avx512d, gemm_bf16_avx512d,
-                                             gemm_bf16_packed_avx512d};
+                                             gemm_bf16_packed_avx512d, xround_512d};
 
 /* The AMX route (kernels_amx.c): F32 weights keep the level's packing in the same rows (P's rows
  * are the AMX layout's size, which is larger); where the AMX buffers cannot be had, the
@@ -1025,7 +1047,7 @@ static void gemm_bf16_amx(float *Y, size_t ldy, const float *X, size_t ldx, int 
 }
 static const wb_gemm_bf16_route route512a = {"amx bf16 tiles 32x32, inputs as 3 bf16 parts", 0, 0,
                                              xrow_amx, gemm_xpack_amx, gemm_bf16_amx,
-                                             gemm_bf16_packed_amx};
+                                             gemm_bf16_packed_amx, NULL};
 
 /* ------------------------------------------------------------------------------ AVX2 */
 
@@ -1186,11 +1208,11 @@ AVX2 static void gemm_bf16_avx2(float *Y, size_t ldy, const float *X, size_t ldx
     gemm_drive(&level256, Y, ldy, X, ldx, nb, W, 1, b, in, r0, r1, accumulate);
 }
 static const wb_gemm_bf16_route route256 = {"avx2 widened 6x16 fma", 1, 0, xrow_plain, gemm_xpack_avx2,
-                                            gemm_bf16_avx2, gemm_bf16_packed_avx2};
+                                            gemm_bf16_avx2, gemm_bf16_packed_avx2, NULL};
 #endif
 
 static const wb_gemm_bf16_route route_portable = {"portable fused chain", 1, 0, xrow_plain, gemm_xpack_portable,
-                                                  gemm_bf16_portable, gemm_bf16_packed_portable};
+                                                  gemm_bf16_portable, gemm_bf16_packed_portable, NULL};
 
 /* The level's BF16 route as the table's gemm_bf16 / gemm_bf16_packed / gemm_xpack. */
 static void use_route(wb_kernel_table *t, const wb_gemm_bf16_route *r) {

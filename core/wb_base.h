@@ -70,6 +70,10 @@ const char *wb_blas_info(void);
 /* The kernels in use: dispatch level, CPU features, the variant each matrix kernel runs (cpu.c).
  * Static storage, per thread. */
 const char *wb_kernels_info(void);
+/* 16 where the kernels in use multiply BF16 weights by the activations rounded to BF16 (the
+ * vdpbf16ps route, the default on CPUs where it is the faster one: docs/performance.md), 32
+ * where they multiply the F32 activations (every other route). Per thread, as the level. */
+int wb_kernels_bf16_input_bits(void);
 
 /* When the linked OpenBLAS picked a kernel far below what this CPU can run (an old OpenBLAS on a
  * newer CPU), the OPENBLAS_CORETYPE value a host should set before re-executing itself;

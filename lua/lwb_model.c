@@ -159,6 +159,9 @@ static int model_info(lua_State *L) {
     lua_setfield(L, -2, "tensor_types");
     lua_pushstring(L, wb_kernels_info()); /* the dispatch level and kernel variants in use */
     lua_setfield(L, -2, "kernels");
+    /* 16: BF16 matrices multiply the activations rounded to BF16 (vdpbf16ps); 32: as F32 */
+    lua_pushinteger(L, wb_kernels_bf16_input_bits());
+    lua_setfield(L, -2, "bf16_input_bits");
     return 1;
 }
 

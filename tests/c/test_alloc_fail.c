@@ -23,6 +23,7 @@
 
 #include "check.h"
 #include "cpu.h"
+#include "llama_internal.h"
 #include "lwb.h"
 #include <lauxlib.h>
 #include <lualib.h>
@@ -896,6 +897,38 @@ static int bf16_prompt_gemm(void *ctx) {
     }
     return ok;
 }
+/* The BF16 GEMV where it rounds the activations as the route does (wb_gemv_bf16_forward): with
+ * its rounded copy (and the kernel's packed inputs) refused, each call in a fresh thread, the
+ * outputs are still the product of the rounded inputs: the same products in another order, so
+ * within the dot-product tolerance twice over of the call that had its buffers. */
+typedef struct gemv_case {
+    int rows, in, nb;
+    const uint16_t *W;
+    const float *X, *Yref, *mag;
+    int ok;
+} gemv_case;
+static void *gemv_thread(void *arg) {
+    gemv_case *g = arg;
+    const size_t ny = (size_t)g->rows * g->nb;
+    float *Y = __libc_malloc(sizeof(float) * ny);
+    g->ok = Y != NULL;
+    if (Y) {
+        wb_gemv_bf16_forward(Y, g->rows, g->X, g->in, g->nb, g->W, NULL, g->in, 0, g->rows, 0);
+        int bad = 0;
+        for (size_t k = 0; k < ny; k++)
+            bad += !(fabs((double)Y[k] - g->Yref[k]) <= 8e-6 * sqrt((double)g->in) * g->mag[k]);
+        CHECK_MSG(bad == 0, "BF16 GEMV, rounded inputs: %d of %zu outputs off the product", bad, ny);
+    }
+    __libc_free(Y);
+    return NULL;
+}
+static int bf16_gemv_rounded(void *ctx) {
+    pthread_t th;
+    if (pthread_create(&th, NULL, gemv_thread, ctx)) return 0;
+    pthread_join(th, NULL);
+    return ((gemv_case *)ctx)->ok;
+}
+
 static void bf16_prompt_gemm_fails_over(void) {
     enum { ROWS = 70, IN = 97, NB = 20 }; /* a row block past 64, an odd width, nb past a tile */
     uint16_t *W = __libc_malloc(2 * (size_t)ROWS * IN);
@@ -926,6 +959,14 @@ static void bf16_prompt_gemm_fails_over(void) {
                 }
                 mag[(size_t)j * ROWS + r] = (float)m;
             }
+        if (wb_kt()->bf16_prompt->xround) {
+            enum { GNB = 3 };
+            wb_gemv_bf16_forward(Yref, ROWS, X, IN, GNB, W, NULL, IN, 0, ROWS, 0);
+            gemv_case g = {ROWS, IN, GNB, W, X, Yref, mag, 0};
+            drive("BF16 GEMV over rounded inputs, buffers refused", bf16_gemv_rounded, &g, 100, 0);
+        } else {
+            printf("     skip: BF16 GEMV over rounded inputs (the route in use does not round)\n");
+        }
         for (int v = 0; v < 3; v++) {
             const wb_gemm_bf16_route *rt = wb_kt()->bf16_route[v];
             if (!rt) continue;

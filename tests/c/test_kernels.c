@@ -109,7 +109,16 @@ static void f32_gemv_and_batch_match_portable(void) {
     }
 }
 
-/* BF16: decode (nb = 1, the 4-stream kernels), prefill shapes (GEMM), tails everywhere. */
+/* 1 where the level now in use has a BF16 route that rounds the activations (vdpbf16ps), and so
+ * a BF16 GEMV that rounds them too (wb_gemv_bf16_forward) */
+static int level_rounds(void) { return wb_kt()->bf16_prompt && wb_kt()->bf16_prompt->xround; }
+
+static void round_all(float *d, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) d[i] = wb_bf16_round(x[i]);
+}
+
+/* BF16: decode (nb = 1, the 4-stream kernels), prefill shapes (GEMM), tails everywhere; a level
+ * whose route rounds the activations is compared with the portable GEMV over rounded inputs. */
 static void bf16_gemv_and_gemm_match_portable(void) {
     static const int shapes[][3] = {{896, 136, 1}, {896, 130, 1}, {896, 64, 44}, {100, 9, 7},
                                     {1040, 13, 6}, {2100, 21, 13}, {48, 6, 1}, {32, 5, 2}};
@@ -119,20 +128,22 @@ static void bf16_gemv_and_gemm_match_portable(void) {
         float *X = malloc(sizeof(float) * (size_t)in * nb), *b = malloc(sizeof(float) * rows);
         float *Y0 = malloc(sizeof(float) * (size_t)rows * nb), *Yi = malloc(sizeof(float) * (size_t)rows * nb);
         float *Y1 = malloc(sizeof(float) * (size_t)rows * nb);
+        float *Xr = malloc(sizeof(float) * (size_t)in * nb);
         for (size_t i = 0; i < (size_t)in * rows; i++) W[i] = to_bf16(frand());
         fill(X, (size_t)in * nb, 1.0f);
+        round_all(Xr, X, (size_t)in * nb);
         fill(b, rows, 1.0f);
         fill(Yi, (size_t)rows * nb, 1.0f);
         const int r0 = rows > 8 ? 1 : 0;
         for (int acc = 0; acc < 2; acc++) {
-            memcpy(Y0, Yi, sizeof(float) * (size_t)rows * nb);
-            wb_isa old = wb_isa_limit(WB_ISA_PORTABLE);
-            wb_gemv_bf16_forward(Y0, rows, X, in, nb, W, acc ? b : NULL, in, r0, rows, acc);
-            wb_isa_limit(old);
             FOR_EACH_LEVEL(lv) {
                 memcpy(Y1, Yi, sizeof(float) * (size_t)rows * nb);
                 wb_isa o = wb_isa_limit((wb_isa)lv);
+                const int rnd = level_rounds();
                 wb_gemv_bf16_forward(Y1, rows, X, in, nb, W, acc ? b : NULL, in, r0, rows, acc);
+                wb_isa_limit(WB_ISA_PORTABLE);
+                memcpy(Y0, Yi, sizeof(float) * (size_t)rows * nb);
+                wb_gemv_bf16_forward(Y0, rows, rnd ? Xr : X, in, nb, W, acc ? b : NULL, in, r0, rows, acc);
                 wb_isa_limit(o);
                 int bad = 0;
                 for (int j = 0; j < nb; j++)
@@ -151,8 +162,59 @@ static void bf16_gemv_and_gemm_match_portable(void) {
                           rows, nb, acc, bad);
             }
         }
-        free(W), free(X), free(b), free(Y0), free(Yi), free(Y1);
+        free(W), free(X), free(b), free(Y0), free(Yi), free(Y1), free(Xr);
     }
+}
+
+/* Where the chosen BF16 route rounds the activations (vdpbf16ps), the GEMV rounds them the same
+ * way: the route's xround gives wb_bf16_round's bits on values at every edge (ties both ways,
+ * denormals, the largest finite values, infinities, NaN; row tails, a stride past in), and
+ * wb_gemv_bf16_forward gives the level's kernel's bits over those rounded rows (over the raw
+ * rows where the route does not round). */
+static void bf16_gemv_rounds_where_the_route_does(void) {
+    const wb_isa old = wb_isa_limit(WB_ISA_COUNT - 1);
+    const wb_kernel_table *t = wb_kt();
+    for (int v = 0; v < 3; v++)
+        if (t->bf16_route[v]) CHECK((t->bf16_route[v]->xround != NULL) == t->bf16_route[v]->rounds);
+    const wb_gemm_bf16_route *d = t->bf16_route[1];
+    enum { IN = 37, NB = 5, LDX = 41, ROWS = 19 };
+    static const uint32_t edge[] = {0x3f808000u, 0x3f818000u, 0x3f808001u, 0x3f80ffffu, 0x00000001u,
+                                    0x807fffffu, 0x00800000u, 0x7f7fffffu, 0xff7f8000u, 0x7f7f7fffu,
+                                    0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0xffa00000u,
+                                    0x80000000u, 0x00000000u, 0x3effff80u};
+    float *X = malloc(sizeof(float) * LDX * NB), *D = malloc(sizeof(float) * IN * NB);
+    fill(X, (size_t)LDX * NB, 3.0f);
+    for (size_t i = 0; i < sizeof edge / sizeof *edge; i++) memcpy(&X[i * 7 % (LDX * NB)], &edge[i], 4);
+    if (d) {
+        d->xround(D, X, LDX, NB, IN);
+        int bad = 0;
+        for (int j = 0; j < NB; j++)
+            for (int i = 0; i < IN; i++) {
+                const float want = wb_bf16_round(X[(size_t)j * LDX + i]);
+                bad += memcmp(&want, &D[(size_t)j * IN + i], 4) != 0;
+            }
+        CHECK_MSG(!bad, "%s: %d values rounded otherwise than wb_bf16_round", d->name, bad);
+    } else {
+        printf("     skip: vdpbf16ps rounding (the CPU has no AVX512_BF16 at the AVX-512 level)\n");
+    }
+    /* the GEMV's inputs: finite values only, so a Y compares by its bits */
+    fill(X, (size_t)LDX * NB, 3.0f);
+    uint16_t *W = malloc(2 * (size_t)IN * ROWS);
+    for (size_t i = 0; i < (size_t)IN * ROWS; i++) W[i] = to_bf16(frand());
+    float *Y = malloc(sizeof(float) * ROWS * NB), *Yk = malloc(sizeof(float) * ROWS * NB);
+    for (int j = 0; j < NB; j++)
+        for (int i = 0; i < IN; i++)
+            D[(size_t)j * IN + i] = level_rounds() ? wb_bf16_round(X[(size_t)j * LDX + i]) : X[(size_t)j * LDX + i];
+    for (int nb = 1; nb <= NB; nb += NB - 1) {
+        wb_gemv_bf16_forward(Y, ROWS, X, LDX, nb, W, NULL, IN, 2, ROWS, 0);
+        t->gemv_bf16(Yk, ROWS, D, IN, nb, W, NULL, IN, 2, ROWS, 0);
+        int bad = 0;
+        for (int j = 0; j < nb; j++) bad += memcmp(Y + (size_t)j * ROWS + 2, Yk + (size_t)j * ROWS + 2, 4 * (ROWS - 2)) != 0;
+        CHECK_MSG(!bad, "nb=%d (%s): %d rows differ from the kernel over %s inputs", nb,
+                  t->bf16_prompt->name, bad, level_rounds() ? "rounded" : "raw");
+    }
+    free(X), free(D), free(W), free(Y), free(Yk);
+    wb_isa_limit(old);
 }
 
 /* A row of a batch or a prompt gets the bits it gets alone (batched decode's promise). The
@@ -528,6 +590,11 @@ static void bf16_prompt_routes_follow_the_cpu(void) {
     CHECK(!f->bf16_dot || f->avx512bf16);
     CHECK(!f->bf16_dot_faster || f->avx512bf16);
     CHECK(!f->bf16_amx || (f->amx_bf16 && !f->bf16_dot));
+    { /* vdpbf16ps is the default where it is the faster route; WB_BF16_DOT=0 / 1 overrides */
+        const char *e = getenv("WB_BF16_DOT");
+        const int said = e && (!strcmp(e, "0") || !strcmp(e, "1"));
+        CHECK(f->bf16_dot == (f->avx512bf16 && (said ? e[0] == '1' : f->bf16_dot_faster)));
+    }
     CHECK(!f->amx_bf16 || (f->amx && f->avx512bf16));
     const wb_gemm_bf16_route *chosen = f->bf16_amx && a ? a : f->bf16_dot && d ? d : t->bf16_route[0];
     CHECK(t->bf16_prompt == chosen);
@@ -570,6 +637,7 @@ int main(void) {
     RUN(the_probe_reports_a_consistent_level);
     RUN(f32_gemv_and_batch_match_portable);
     RUN(bf16_gemv_and_gemm_match_portable);
+    RUN(bf16_gemv_rounds_where_the_route_does);
     RUN(bf16_batch_rows_equal_alone);
     RUN(prompt_gemm_matches_portable_bit_for_bit);
     RUN(short_prompt_gemm_matches_portable_at_every_row_count);

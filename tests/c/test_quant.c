@@ -743,6 +743,9 @@ static void int8_extreme_values_through_every_batch_kernel(void) {
                                   : (frand() < 0 ? -1.0f : 1.0f);
         }
     CHECK(wb_quant_act_bytes(IN) <= sizeof xq);
+    /* wb_quant_dot at the best level, an FMA variant, whatever WB_KERNELS says (the portable dot
+     * rounds the products first) */
+    const wb_isa old_isa = wb_isa_limit(wb_isa_best());
     const wb_quant_kernels *v[8];
     const int nv = wb_quant_kernel_variants(v, 8);
     /* the file layout over 45 rows, then the tile layout of the first 32 (each range inside groups) */
@@ -798,6 +801,7 @@ static void int8_extreme_values_through_every_batch_kernel(void) {
                               wb_qtype_name(qt), wb_quant_kernels_name(v[k]), tiles ? " (tiles)" : "", r0, r1, nb, bad, alone);
                 }
     }
+    wb_isa_limit(old_isa);
 }
 
 int main(void) {

@@ -286,6 +286,15 @@ T.test("on a Qwen2-shaped model (GQA 4:2, RoPE) attention and keys match a Lua r
   local qm = wb.load(dir)
   local w = {}
   for name, e in pairs(wb.safetensors_read(dir .. "/model.safetensors")) do w[name] = e.vec:totable() end
+  -- where the kernels multiply BF16 matrices by BF16-rounded activations, so does the reference
+  local bits = qm:info().bf16_input_bits
+  T.check(bits == 16 or bits == 32, "bf16_input_bits " .. tostring(bits))
+  local function input(x)
+    if bits == 32 then return x end
+    local u = string.unpack("<I4", string.pack("<f", x))
+    if u & 0x7f800000 == 0 then u = u & 0x80000000 else u = u + 0x7fff + ((u >> 16) & 1) end
+    return string.unpack("<f", string.pack("<I4", u & 0xffff0000))
+  end
   local qids = { 5, 77, 300, 12, 639, 41, 8 }
   local n = #qids
   -- q, k per position: rmsnorm(x) * g, projections with bias, rotate-half RoPE at position t
@@ -293,7 +302,7 @@ T.test("on a Qwen2-shaped model (GQA 4:2, RoPE) attention and keys match a Lua r
     local y = {}
     for r = 1, rows do
       local s = b[r]
-      for i = 1, QC do s = s + W[(r - 1) * QC + i] * x[i] end
+      for i = 1, QC do s = s + W[(r - 1) * QC + i] * input(x[i]) end
       y[r] = s
     end
     return y
