@@ -363,6 +363,14 @@ for _, r in ipairs(rows) do
       r.mem_bytes / 1e6, r.file_bytes / 1e6), "note: "))
   end
 end
+for _, r in ipairs(rows) do
+  local ri = r.model:info()
+  if ri.bf16_input_bits == 16 and (ri.tensor_types.BF16 or 0) > 0 and ri.model_type ~= "gpt2" then
+    print(lesson.wrap(("%s: on this CPU the BF16 matrices multiply the activations rounded to "
+      .. "BF16 as well (the vdpbf16ps kernels, model:info().bf16_input_bits = 16), so this row "
+      .. "holds that rounding too, not only the weights'."):format(r.label), "note: "))
+  end
+end
 for _, s in ipairs(skipped) do print(lesson.wrap(s, "note: ")) end
 if not o.gguf then
   print(lesson.wrap(("To add the row most downloads are (llama.cpp's Q4_K_M of this model): write its "

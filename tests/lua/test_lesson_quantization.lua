@@ -209,6 +209,9 @@ T.test("quantization.lua: a llama model with a Q4_K / Q6_K file of the same weig
   local by = {}
   for _, r in ipairs(krec.rows) do by[r.key] = r end
   T.eq(krec.stored_type, "F32")
+  -- the BF16 row's note on the activations' rounding: printed exactly where the kernels round them
+  local bits = require("wb").load(kq .. "/kq-llama"):info().bf16_input_bits
+  T.eq(kout:find("on this CPU the BF16 matrices", 1, true) ~= nil, bits == 16)
   local g = by.gguf
   T.check(g, "a GGUF row")
   T.check(g.tensor_types:find("Q4_K", 1, true) and g.tensor_types:find("Q6_K", 1, true)
