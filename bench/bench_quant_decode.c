@@ -14,6 +14,9 @@
  * in wall time and once in thread CPU time (the slowest thread's, for the read and for the step:
  * robust to the descheduling of a shared machine, though not to others' memory traffic). Printed:
  * median [min - max] of ms per sweep and of the ratios, and the load average before and after.
+ * The tile-layout matrices are 64-byte aligned, as the model's stores are; the AVX-512 tile
+ * GEMV runs a second time with its software prefetch switched (cpu.h qgemv_prefetch) in the
+ * same repeats.
  *
  *   bench_quant_decode [repeats=7] [threads=2] [q8_0|q4_0|q5_0|iq4_nl|q4_1|q5_1|both|q4_k|q5_k|q6_k|k]
  *                      [variant-substring]
@@ -183,6 +186,7 @@ int main(int argc, char **argv) {
                NULL);
     int reps = argc > 1 ? atoi(argv[1]) : 7, nt = argc > 2 ? atoi(argv[2]) : 2;
     const char *which = argc > 3 ? argv[3] : "both", *only = argc > 4 ? argv[4] : NULL;
+    const int pf_default = wb_cpu()->qgemv_prefetch;
     if (reps < 3) reps = 3;
     if (reps > MAXR) reps = MAXR;
     if (nt < 1) nt = 1;
@@ -195,6 +199,10 @@ int main(int argc, char **argv) {
         if (!only || strstr(wb_quant_kernels_name(v[i]), only)) {
             use_tiles[nv] = 0, use[nv++] = v[i];
             if (wb_quant_kernels_tiles(v[i]) && nv < MAXV) use_tiles[nv] = 1, use[nv++] = v[i];
+            /* the AVX-512 tile GEMV once more with its software prefetch switched (cpu.h
+             * qgemv_prefetch), in the same repeats */
+            if (wb_quant_kernels_tiles(v[i]) && !strncmp(wb_quant_kernels_name(v[i]), "avx512", 6) && nv < MAXV)
+                use_tiles[nv] = 2, use[nv++] = v[i];
         }
     if (!nv) {
         fprintf(stderr, "bench_quant_decode: no kernel variant matches\n");
@@ -250,8 +258,10 @@ int main(int argc, char **argv) {
             for (int j = 0; j < nv; j++) {
                 const int vi = (j + (k < 0 ? 0 : k)) % nv;
                 if (use_tiles[vi] && !can_tile) continue;
-                g_job.k = use[vi], g_job.tiles = use_tiles[vi];
+                g_job.k = use[vi], g_job.tiles = use_tiles[vi] != 0;
+                const int pf = use_tiles[vi] == 2 ? wb_cpu_set_qgemv_prefetch(!pf_default) : -1;
                 const double t1 = run_sweep(nt), c1 = max_cpu(nt);
+                if (pf >= 0) wb_cpu_set_qgemv_prefetch(pf);
                 if (k < 0) continue;
                 ms[vi][k] = t1, cms[vi][k] = c1;
                 ratio[vi][k] = t1 / (bytes / (g * 1e6));
@@ -268,7 +278,7 @@ int main(int argc, char **argv) {
             const int h = reps / 2, e = reps - 1;
             printf("| %s | %s | %.0f | %s%s | %.2f [%.2f - %.2f] | %.1f [%.1f - %.1f] | %.2fx [%.2f - %.2f] | %.2f [%.2f - %.2f] | "
                    "%.1f [%.1f - %.1f] | %.2fx [%.2f - %.2f] |\n",
-                   wb_qtype_name(t), sh->name, bytes / 1e6, wb_quant_kernels_name(use[j]), use_tiles[j] ? " (tile layout)" : "", ms[j][h], ms[j][0], ms[j][e], bw[h],
+                   wb_qtype_name(t), sh->name, bytes / 1e6, wb_quant_kernels_name(use[j]), !use_tiles[j] ? "" : use_tiles[j] == 1 ? " (tile layout)" : pf_default ? " (tile layout, prefetch off)" : " (tile layout, WB_QPREFETCH=1)", ms[j][h], ms[j][0], ms[j][e], bw[h],
                    bw[0], bw[e], ratio[j][h], ratio[j][0], ratio[j][e], cms[j][h], cms[j][0], cms[j][e], cbw[h], cbw[0],
                    cbw[e], cratio[j][h], cratio[j][0], cratio[j][e]);
             fflush(stdout);

@@ -8,7 +8,8 @@
  * one, which goes by vendor and family, since what decides it is vdpbf16ps's issue rate against
  * the FMA's, which no feature bit reports; WB_BF16_DOT=0 / 1 overrides. Where the CPU has AMX-BF16
  * and the OS grants the tiles, the BF16 prompt GEMM runs on them (kernels_amx.c) unless WB_AMX=0
- * (or WB_BF16_DOT=1).
+ * (or WB_BF16_DOT=1). WB_QPREFETCH=1 turns on the software prefetch of the AVX-512 tile-layout
+ * decode GEMV (cpu.h qgemv_prefetch), off by default.
  */
 #include "cpu.h"
 #include "wb_base.h"
@@ -115,9 +116,16 @@ static void choose_bf16_route(wb_cpu_features *f) {
     f->bf16_amx = f->amx_bf16 && !f->bf16_dot && !(a && a[0] == '0' && !a[1]);
 }
 
+/* The stream prefetch of the AVX-512 tile-layout decode GEMV (cpu.h qgemv_prefetch). */
+static void choose_qgemv_prefetch(wb_cpu_features *f) {
+    const char *e = getenv("WB_QPREFETCH");
+    f->qgemv_prefetch = e && e[0] == '1' && !e[1];
+}
+
 static void init(void) {
     probe();
     choose_bf16_route(&g_cpu);
+    choose_qgemv_prefetch(&g_cpu);
     const wb_cpu_features *f = &g_cpu;
     if (f->avx2 && f->fma && f->f16c) g_best = WB_ISA_AVX2;
     if (g_best == WB_ISA_AVX2 && f->avx512f && f->avx512bw && f->avx512dq && f->avx512vl)
@@ -142,6 +150,13 @@ static void init(void) {
 const wb_cpu_features *wb_cpu(void) {
     pthread_once(&g_once, init);
     return &g_cpu;
+}
+
+int wb_cpu_set_qgemv_prefetch(int on) {
+    pthread_once(&g_once, init);
+    const int was = g_cpu.qgemv_prefetch;
+    g_cpu.qgemv_prefetch = on != 0;
+    return was;
 }
 
 wb_isa wb_isa_best(void) {

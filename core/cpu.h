@@ -49,10 +49,19 @@ typedef struct wb_cpu_features {
     /* 1: the BF16 prompt GEMM runs on AMX tiles (kernels_amx.c), the default where amx_bf16;
      * WB_AMX=0 turns it off (to measure the AVX-512 routes on such a CPU) */
     int bf16_amx;
+    /* 1: the AVX-512 decode GEMV over the Q8_0 / Q4_0 / Q5_0 tile layout prefetches the next
+     * 16-row group (15-82 KB ahead) as it goes; 0 (the default): it leaves its one linear stream
+     * to the hardware prefetchers, which on Zen 4 decoded the tiles 0-20% faster (Q8_0 0-15%,
+     * Q4_0 / Q5_0 7-10%) and every software distance from 1 block to a group ahead slower
+     * (docs/performance.md Session 18; not measured on Intel). WB_QPREFETCH=1 turns it on */
+    int qgemv_prefetch;
 } wb_cpu_features;
 
 /* What this CPU has (probed once, thread-safe). */
 const wb_cpu_features *wb_cpu(void);
+/* Sets qgemv_prefetch (above) for the process and returns the previous setting: for benchmarks
+ * comparing both in one run, not for use while other threads decode. */
+int wb_cpu_set_qgemv_prefetch(int on);
 /* The best level the CPU supports, and the level in use (best, capped by wb_isa_limit). */
 wb_isa wb_isa_best(void);
 wb_isa wb_isa_current(void);

@@ -1970,12 +1970,18 @@ INLINE_VNNI512 void gemm_tiles_t(const int q8, float *Y, size_t ldy, const uint8
 
 /* Decode from the tile layout: per block 8 (Q8_0) or 4 (Q4_0) register loads, vpdpbusd against
  * the input's dwords broadcast, the sums of the 16 rows in lanes; the block's 16 scales are one
- * load. Two integer chains per block (even and odd dwords), added: the same exact sum. */
+ * load. Two integer chains per block (even and odd dwords), added: the same exact sum. The
+ * weights are one linear stream per thread, left to the hardware prefetchers unless
+ * qgemv_prefetch (cpu.h) asks for the next group to be prefetched as the kernel goes: on Zen 4
+ * that prefetch was 0-20% slower, and with it a 64-byte aligned store 20% slower still than one
+ * 16 bytes off (docs/performance.md Session 18). */
 INLINE_VNNI512 void gemv_t_body(const int q8, float *Y, const uint8_t *act, const uint8_t *W,
                                 size_t rb, const float *bias, int in, int r0, int r1, int accumulate) {
     const qact a = act_view(act, in);
     const int nblk = in / 32, corr = q8 == 1 ? -128 : q8 == 2 ? -16 : -8;
-    const size_t gbytes = 16 * rb, end = (size_t)((r1 + 15) & ~15) * rb;
+    const size_t gbytes = 16 * rb;
+    /* with the prefetch off (cpu.h qgemv_prefetch), end 0 skips it */
+    const size_t end = wb_cpu()->qgemv_prefetch ? (size_t)((r1 + 15) & ~15) * rb : 0;
     for (int g = r0 & ~15; g < r1; g += 16) {
         const uint8_t *T = W + (size_t)(g / 16) * gbytes;
         const size_t pf = (size_t)(T - W) + gbytes; /* the next group, one block per block */
@@ -1984,8 +1990,7 @@ INLINE_VNNI512 void gemv_t_body(const int q8, float *Y, const uint8_t *act, cons
             const size_t pb = pf + (size_t)b * TB(q8);
             if (pb < end) {
                 const char *pp = (const char *)W + pb;
-                for (int l = 0; l < 5; l++) _mm_prefetch(pp + 64 * l, _MM_HINT_T0);
-                for (int l = 5; l < (TB(q8) + 63) / 64; l++) _mm_prefetch(pp + 64 * l, _MM_HINT_T0);
+                for (int l = 0; l < (TB(q8) + 63) / 64; l++) _mm_prefetch(pp + 64 * l, _MM_HINT_T0);
             }
             const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(T + TQ(q8))));
             const int8_t *x = a.q + 32 * b;
@@ -2640,7 +2645,7 @@ AVX2 static inline __attribute__((always_inline)) __m256i tile_isum8(const int t
 }
 /* The tile layout is one linear stream per thread, which the hardware prefetchers follow except
  * across 4 KB pages; a software prefetch TB_AHEAD blocks (1-2 KB) ahead carries it over them.
- * Prefetching the next group (16 rows on, as the AVX-512 kernel does; 15-82 KB ahead) decoded
+ * Prefetching the next group (16 rows on, as the AVX-512 kernel can; 15-82 KB ahead) decoded
  * Qwen2.5-0.5B's matrices 5-10% slower on Zen 3 at 2 threads, none at all 5-25% slower
  * (bench_quant_decode, docs/performance.md Session 13). */
 #define TB_AHEAD 4

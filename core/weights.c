@@ -322,7 +322,9 @@ static int keeps_bf16(const wb_want *t, const wb_tensor_view *v, int keep_bf16) 
 /* Matrices to Q8_0 / Q4_0 after loading (wb_weights_set_quant): each row quantized from its F32
  * or BF16 values into one block owned by the store; matrices with rows not a multiple of 32
  * stay as they are. (A tied head is a copy of the embedding's wb_mat made after loading, so it
- * shares the quantized rows.) */
+ * shares the quantized rows.) Each matrix starts on a cache line: the tile layout is then made
+ * in place, and the AVX-512 tile kernels read it in 64-byte registers; from malloc's 16-byte
+ * alignment every such load of a Q8_0 matrix straddled two lines (docs/performance.md Session 18). */
 static wb_status quantize_mats(const wb_want *wants, int n, int weights, wb_weight_store *out,
                                wb_err *err) {
     const wb_qtype qt = weights == WB_WEIGHTS_Q4_0 ? WB_QT_Q4_0 : WB_QT_Q8_0;
@@ -331,11 +333,11 @@ static wb_status quantize_mats(const wb_want *wants, int n, int weights, wb_weig
     for (int i = 0; i < n; i++) {
         const wb_mat *m = wants[i].mat;
         if (!m || m->cols % 32) continue;
-        total += wb_quant_row_bytes(qt, m->cols) * (size_t)m->rows;
+        total += (wb_quant_row_bytes(qt, m->cols) * (size_t)m->rows + 63) & ~(size_t)63;
         if ((size_t)m->cols > widest) widest = (size_t)m->cols;
     }
     if (!total) return WB_OK;
-    uint8_t *q = malloc(total);
+    uint8_t *q = aligned_alloc(64, total);
     float *row = malloc(widest * sizeof *row);
     if (!q || !row) {
         free(q), free(row);
@@ -354,7 +356,7 @@ static wb_status quantize_mats(const wb_want *wants, int n, int weights, wb_weig
             wb_quantize_row(qt, p + rb * (size_t)r, row, m->cols);
         }
         *m = (wb_mat){.w = p, .dtype = dt, .rows = m->rows, .cols = m->cols};
-        p += rb * (size_t)m->rows;
+        p += (rb * (size_t)m->rows + 63) & ~(size_t)63;
     }
     free(row);
     out->quant = q;

@@ -333,6 +333,9 @@ static wb_status plan_want(wb_gguf_src *s, const wb_want *w, int keep_bf16, plan
 }
 
 static size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }
+/* each matrix copied into gguf_rows starts on a cache line: the AVX-512 tile kernels read it in
+ * 64-byte registers (weights.c quantize_mats) */
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 /* GGUF row r of p goes to row dst_row(p, r) of the loaded tensor. */
 static int64_t dst_row(const wb_gguf_src *s, const plan *p, int64_t r) {
@@ -396,10 +399,10 @@ wb_status wb_gguf_src_load(wb_gguf_src *s, const wb_want *wants, int n, int keep
         if (pl[i].how == HOW_F32) floats += align16(ne);
         else if (pl[i].how == HOW_MAP) mapped++;
         else if (pl[i].how == HOW_CONVERT)
-            row_copy += wb_quant_row_bytes(wb_fallback_target(pl[i].t->type), pl[i].cols) *
-                        (size_t)pl[i].rows;
+            row_copy += align64(wb_quant_row_bytes(wb_fallback_target(pl[i].t->type),
+                                                   pl[i].cols) * (size_t)pl[i].rows);
         else if (pl[i].t->type == WB_GGML_BF16) bf16_copy += ne;
-        else row_copy += pl[i].t->bytes;
+        else row_copy += align64(pl[i].t->bytes);
     }
     for (int64_t i = 0; i < s->n; i++)
         if (!s->used[i]) {
@@ -410,7 +413,7 @@ wb_status wb_gguf_src_load(wb_gguf_src *s, const wb_want *wants, int n, int keep
         }
     out->block = aligned_alloc(64, (floats ? floats : 16) * sizeof(float));
     out->bf16_copy = bf16_copy ? malloc(bf16_copy * 2) : NULL;
-    out->gguf_rows = row_copy ? malloc(row_copy) : NULL;
+    out->gguf_rows = row_copy ? aligned_alloc(64, row_copy) : NULL;
     if (!out->block || (bf16_copy && !out->bf16_copy) || (row_copy && !out->gguf_rows)) {
         st = wb_err_set(err, WB_ERR_NOMEM, "%s: out of memory for %zu weights", s->path,
                         floats + bf16_copy);
@@ -435,7 +438,7 @@ wb_status wb_gguf_src_load(wb_gguf_src *s, const wb_want *wants, int n, int keep
             if ((st = convert_rows(s, p, rp, err))) goto done;
             data = rp;
             dt = to == WB_QT_Q6_K ? WB_MAT_Q6_K : to == WB_QT_IQ4_NL ? WB_MAT_IQ4_NL : WB_MAT_Q8_0;
-            rp += wb_quant_row_bytes(to, cols) * (size_t)rows;
+            rp += align64(wb_quant_row_bytes(to, cols) * (size_t)rows);
         } else if (p->how == HOW_F32) {
             if (w->d1) {
                 const size_t rb = row_bytes(p->t->type, cols);
@@ -474,7 +477,7 @@ wb_status wb_gguf_src_load(wb_gguf_src *s, const wb_want *wants, int n, int keep
                     memcpy(dst + rb * (size_t)dst_row(s, p, r), src + rb * (size_t)r, rb);
                 data = dst;
                 if (q < 0) cp += ne;
-                else rp += p->t->bytes;
+                else rp += align64(p->t->bytes);
             }
             if (q < 0 ? (bad = wb_weights_nonfinite_bf16(data, ne)) < ne
                       : (bad = first_bad_block(q, data, p->t->bytes / wb_qtype_block_bytes(

@@ -719,6 +719,9 @@ static void rt_rows_equal(const char *gpath, const char *rpath, int rweights, co
         CHECK(!strcmp(x->name, y->name));
         if (x->mat.w && y->mat.w) {
             CHECK(x->mat.rows == y->mat.rows && x->mat.cols == y->mat.cols);
+            /* tiled matrices start on a cache line, copied or converted ones included */
+            CHECK_MSG(!x->mat.tiles || ((uintptr_t)x->mat.w & 63) == 0, "%s: %s at %p", what, x->name, x->mat.w);
+            CHECK_MSG(!y->mat.tiles || ((uintptr_t)y->mat.w & 63) == 0, "%s: %s at %p", what, y->name, y->mat.w);
             float *u = malloc((size_t)x->mat.cols * 2 * sizeof *u), *v = u + x->mat.cols;
             for (int r = 0; r < x->mat.rows && !bad; r++) {
                 wb_mat_row(&x->mat, r, u);

@@ -1428,6 +1428,9 @@ static void tile_layout_models_give_the_file_layout_bits(void) {
             if (a->tiles) tiled++;
             else untiled++;
             CHECK(a->tiles == (a->rows % 16 == 0));
+            /* each matrix of the store starts on a cache line (weights.c quantize_mats), where
+             * the AVX-512 tiles' 64-byte loads then stay */
+            CHECK_MSG(!a->tiles || ((uintptr_t)a->w & 63) == 0, "matrix %d at %p", i, a->w);
             file_tiled += sf->loaded[i].mat.tiles;
         }
         CHECK_MSG(tiled >= 5 && untiled >= 2 && file_tiled == 0, "%s: %d tiled, %d untiled, %d tiled under the portable limit",
