@@ -3013,118 +3013,15 @@ INLINE_VNNI512 void gemv_body_q5(float *Y, const uint8_t *act, const uint8_t *W,
                       accumulate, &F);
 }
 
-/* Decode of the K types (one input): the pair loads and folds of gemv_group, per 32 values of
- * a super-block; the scales come from a few gathers per super-block (gathers of every weight
- * dword, the tile layout, cost more than the arithmetic at one input). */
-/* The next group's 16 rows (one linear run) are prefetched while this one is multiplied, its
- * share per super-block (16 bs bytes) spread over the super-block's steps: the AVX2 K decode read
- * from memory without it was latency-bound (2.6 GB/s on a Zen 3 thread); on AVX-512 machines
- * this prefetch has not been measured. */
-INLINE_VNNI512 void gemv_group_k(const wb_qtype t, float *Y, const qact *a, const uint8_t *W,
-                                 size_t rb, const float *bias, int nblk, int r, __mmask16 keep,
-                                 size_t end, int accumulate, const fold_idx *F) {
-    const __m512i offs = row_offsets16(rb);
-    const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
-    const uint8_t *base = W + (size_t)r * rb;
-    const size_t bs = t == WB_QT_Q4_K ? 144 : 210, pf = (size_t)(r + 16) * rb;
-    __m512 y = _mm512_setzero_ps();
-    kscales K;
-    for (int S = 0; S < nblk / 8; S++) {
-        const uint8_t *sb = base + (size_t)S * bs;
-        if (t == WB_QT_Q4_K) {
-            tile16 T;
-            tile_prep(WB_QT_Q4_K, &T, &K, offs, base, 8 * S); /* fills K (and one tile, unused) */
-            for (int c = 0; c < 4; c++) {
-                const int b0 = 8 * S + 2 * c;
-                const size_t pb = pf + (size_t)S * 16 * 144 + (size_t)c * 576; /* 9 lines a step */
-                if (pb < end)
-                    for (int l = 0; l < 9; l++) _mm_prefetch((const char *)W + pb + 64 * l, _MM_HINT_T0);
-                const __m512i x0 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(a->q + 32 * b0)));
-                const __m512i x1 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(a->q + 32 * b0 + 32)));
-                const uint8_t *q = sb + 16 + 32 * c;
-                __m512i P0[8], P1[8];
-#pragma GCC unroll 8
-                for (int p = 0; p < 8; p++, q += 2 * rb) {
-                    const __m512i wv = _mm512_inserti64x4(
-                        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)q)),
-                        _mm256_loadu_si256((const __m256i *)(q + rb)), 1);
-                    P0[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(wv, m4), x0);
-                    P1[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
-                                                _mm512_and_si512(_mm512_srli_epi16(wv, 4), m4), x1);
-                }
-                const __m512i i0 = fold16(P0, F), i1 = fold16(P1, F);
-                const __m512 d0 = _mm512_set1_ps(a->d[b0]), d1 = _mm512_set1_ps(a->d[b0 + 1]);
-                y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), _mm512_mul_ps(K.s0[2 * c], d0), y);
-                y = _mm512_fmadd_ps(_mm512_set1_ps((float)(-a->s[b0])), _mm512_mul_ps(K.s1[2 * c], d0), y);
-                y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), _mm512_mul_ps(K.s0[2 * c + 1], d1), y);
-                y = _mm512_fmadd_ps(_mm512_set1_ps((float)(-a->s[b0 + 1])), _mm512_mul_ps(K.s1[2 * c + 1], d1), y);
-            }
-        } else {
-            const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(gather32(offs, sb + 206), 16)));
-            for (int bb = 0; bb < 8; bb++) {
-                const int b = 8 * S + bb, h = bb / 4, part = bb % 4;
-                const size_t pb = pf + (size_t)S * 16 * 210 + (size_t)bb * 420; /* 7 lines a step */
-                if (pb < end)
-                    for (int l = 0; l < 7; l++) _mm_prefetch((const char *)W + pb + 64 * l, _MM_HINT_T0);
-                const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));
-                const __m256i lo16 = _mm256_blend_epi32(xv, _mm256_setzero_si256(), 0xf0);
-                const __m256i hi16 = _mm256_blend_epi32(xv, _mm256_setzero_si256(), 0x0f);
-                const __m512i xl = _mm512_broadcast_i64x4(lo16), xh = _mm512_broadcast_i64x4(hi16);
-                const __m512i init0 = _mm512_maskz_set1_epi32(0x0101, -32 * a->h[2 * b]);
-                const __m512i init1 = _mm512_maskz_set1_epi32(0x0101, -32 * a->h[2 * b + 1]);
-                const __m512i shl = _mm512_set1_epi16((short)(part >= 2 ? 4 : 0));
-                const __m512i shh = _mm512_set1_epi16((short)(2 * part));
-                const uint8_t *L = sb + 64 * h + 32 * (part & 1), *H = sb + 128 + 32 * h;
-                __m512i P0[8], P1[8];
-#pragma GCC unroll 8
-                for (int p = 0; p < 8; p++, L += 2 * rb, H += 2 * rb) {
-                    const __m512i lv = _mm512_inserti64x4(
-                        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)L)),
-                        _mm256_loadu_si256((const __m256i *)(L + rb)), 1);
-                    const __m512i hv = _mm512_inserti64x4(
-                        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)H)),
-                        _mm256_loadu_si256((const __m256i *)(H + rb)), 1);
-                    const __m512i q6 = _mm512_or_si512(
-                        _mm512_and_si512(_mm512_srlv_epi16(lv, shl), m4),
-                        _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hv, shh), m3), 4));
-                    P0[p] = _mm512_dpbusd_epi32(init0, q6, xl);
-                    P1[p] = _mm512_dpbusd_epi32(init1, q6, xh);
-                }
-                const __m512i i0 = fold16(P0, F), i1 = fold16(P1, F);
-                const __m512i sc = gather32(offs, sb + 192 + 2 * bb);
-                const __m512 s0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(sc, 24), 24)));
-                const __m512 s1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(sc, 16), 24)));
-                const __m512 dx = _mm512_set1_ps(a->d[b]);
-                y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), _mm512_mul_ps(s0, dx), y);
-                y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), _mm512_mul_ps(s1, dx), y);
-            }
-        }
-    }
-    group_store(Y, r, y, bias, keep, accumulate);
-}
-
-INLINE_VNNI512 void gemv_body_k(const wb_qtype t, float *Y, const uint8_t *act, const uint8_t *W,
-                                size_t rb, const float *bias, int in, int r0, int r1, int accumulate) {
-    const qact a = act_view(act, in);
-    const fold_idx F = make_fold(pos_q8);
-    int r = r0;
-    const size_t end = (size_t)r1 * rb;
-    for (; r + 16 <= r1; r += 16) gemv_group_k(t, Y, &a, W, rb, bias, in / 32, r, 0xffff, end, accumulate, &F);
-    if (r < r1)
-        gemv_group_k(t, Y, &a, W, rb, bias, in / 32, r1 - 16, (__mmask16)(0xffffu << (16 - (r1 - r))),
-                     end, accumulate, &F);
-}
-
 VNNI512 static void gemv_q_512(wb_qtype t, float *Y, const uint8_t *act, const uint8_t *W, size_t rb,
                                const float *bias, int in, int r0, int r1, int accumulate) {
     if (t == WB_QT_Q8_0) gemv_body(1, Y, act, W, rb, bias, in, r0, r1, accumulate);
     else if (t == WB_QT_Q4_0) gemv_body(0, Y, act, W, rb, bias, in, r0, r1, accumulate);
     else if (t == WB_QT_Q5_0) gemv_body_q5(Y, act, W, rb, bias, in, r0, r1, accumulate);
-    else if (t == WB_QT_IQ4_NL || t == WB_QT_Q5_K || t == WB_QT_Q4_1 || t == WB_QT_Q5_1)
-        gemv_avx2(t, Y, act, W, rb, bias, in, r0, r1, accumulate); /* the same FMA chain */
-    else if (r1 - r0 < 16) gemm_q_512(t, Y, 0, act, 0, 1, W, rb, bias, in, r0, r1, accumulate);
-    else if (t == WB_QT_Q4_K) gemv_body_k(WB_QT_Q4_K, Y, act, W, rb, bias, in, r0, r1, accumulate);
-    else gemv_body_k(WB_QT_Q6_K, Y, act, W, rb, bias, in, r0, r1, accumulate);
+    else /* the same FMA chain; for Q4_K / Q6_K faster on Zen 4 than a 16-row AVX-512 kernel with
+          * gathered scales, which read 1.45-1.5x of the bound at 2 threads against 1.04-1.06x, 2.1x
+          * against 1.2-1.4x at 1 thread (docs/performance.md Session 18) */
+        gemv_avx2(t, Y, act, W, rb, bias, in, r0, r1, accumulate);
 }
 #endif
 
