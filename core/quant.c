@@ -1354,6 +1354,19 @@ VNNI512 static inline __m256i vnni512_u8s8(__m256i u, __m256i s) {
 #define Q8_ISUM_vnni512(wv, xv, sx)                                                               \
     (hsum_i32(vnni512_u8s8(_mm256_xor_si256(wv, _mm256_set1_epi8((char)0x80)), xv)) - 128 * (sx))
 DEFINE_DOTS_256(vnni512, VNNI512, vnni512_u8s8)
+/* The AVX2 level's decode kernels once more with the EVEX vpdpbusd on ymm registers (AVX512_VNNI
+ * with VL: what AVX-VNNI's instruction is on CPUs without AVX-VNNI, Zen 4 say): the AVX-512
+ * variant's decode of the types it has no 16-row kernel for (the K types, IQ4_NL, Q4_1, Q5_1).
+ * The integer sums are exact either way, so the same bits as the maddubs kernels. */
+VNNI512 static inline __m256i nib2_vnni512(__m256i lo, __m256i xl, __m256i hi, __m256i xh) {
+    return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), lo, xl), hi, xh);
+}
+#define nib2w_vnni512 nib2_vnni512
+#define Q6HALF_vnni512(v, x, one) _mm256_dpbusd_epi32(_mm256_setzero_si256(), v, x)
+#define Q8MUL_vnni512(w, x) vnni512_u8s8(_mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)), x)
+#define VNNI512_UNUSED VNNI512 __attribute__((unused)) /* kgemm_vnni512: prompts run gemm_q_512 */
+DEFINE_KQUANT_256(vnni512, VNNI512_UNUSED, vnni512_u8s8)
+DEFINE_GEMV_256(vnni512, VNNI512, Q8MUL_vnni512, -128)
 
 /* ------------------------------------------------------------------- AVX-512 VNNI kernels
  *
@@ -3018,10 +3031,13 @@ VNNI512 static void gemv_q_512(wb_qtype t, float *Y, const uint8_t *act, const u
     if (t == WB_QT_Q8_0) gemv_body(1, Y, act, W, rb, bias, in, r0, r1, accumulate);
     else if (t == WB_QT_Q4_0) gemv_body(0, Y, act, W, rb, bias, in, r0, r1, accumulate);
     else if (t == WB_QT_Q5_0) gemv_body_q5(Y, act, W, rb, bias, in, r0, r1, accumulate);
-    else /* the same FMA chain; for Q4_K / Q6_K faster on Zen 4 than a 16-row AVX-512 kernel with
-          * gathered scales, which read 1.45-1.5x of the bound at 2 threads against 1.04-1.06x, 2.1x
-          * against 1.2-1.4x at 1 thread (docs/performance.md Session 18) */
+    else if (t == WB_QT_Q4_1) /* the same FMA chain; its vpdpbusd form measured 4-19% slower */
         gemv_avx2(t, Y, act, W, rb, bias, in, r0, r1, accumulate);
+    else /* the AVX2 level's kernels over EVEX vpdpbusd (the same FMA chain): on Zen 4 4-14%
+          * faster than over maddubs; for Q4_K / Q6_K faster than a 16-row AVX-512 kernel with
+          * gathered scales was, which read 1.45-1.5x of the bound at 2 threads against
+          * 1.04-1.06x (docs/performance.md Session 18) */
+        gemv_vnni512(t, Y, act, W, rb, bias, in, r0, r1, accumulate);
 }
 #endif
 
