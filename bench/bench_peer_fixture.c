@@ -4,9 +4,15 @@
 #include "bench_args.h"
 #include "bench_qwen2_fixture.h"
 
+#ifdef BENCH_QWEN2_WIDE
+#define FIXTURE_SHAPE "wide (hidden 1024, 28 layers, MLP 3072) Qwen2-layout"
+#else
+#define FIXTURE_SHAPE "Qwen2.5-0.5B-shaped"
+#endif
+
 int main(int argc, char **argv) {
-    bench_args(argc, argv, "DIR [TOKENIZER]\n  write the Qwen2.5-0.5B-shaped random BF16 checkpoint "
-               "of bench_llama to DIR (which must exist)", NULL);
+    bench_args(argc, argv, "DIR [TOKENIZER]\n  write the " FIXTURE_SHAPE " random BF16 checkpoint "
+               "of bench_llama's fixture to DIR (which must exist)", NULL);
     if (argc < 2) {
         fprintf(stderr, "usage: %s DIR [TOKENIZER]\n", argv[0]);
         return 2;

@@ -2,7 +2,10 @@
  * checkpoint (vocab 151936, hidden 896, 24 layers, 14 query and 2 key/value heads of 64, MLP 4864,
  * tied embeddings, q/k/v bias) with random BF16 weights, written to a directory by write_model.
  * Header-only: each benchmark is one executable. (bench_fixture.h is the TinyLM-sized GPT-2 one;
- * its enum of sizes differs, so the two cannot be included together.) */
+ * its enum of sizes differs, so the two cannot be included together.)
+ * With BENCH_QWEN2_WIDE defined first: hidden 1024, 28 layers, 16 query and 8 key/value heads of
+ * 64, MLP 3072 (Qwen3-0.6B's widths in the qwen2 layout): every row a multiple of 256 values, so a
+ * Q4_K_M of it is the K types a download of such a model holds (bench_peer_fixture_wide). */
 #ifndef WB_BENCH_QWEN2_FIXTURE_H
 #define WB_BENCH_QWEN2_FIXTURE_H
 
@@ -13,7 +16,11 @@
 #include "wb_model.h"
 
 
+#ifdef BENCH_QWEN2_WIDE
+enum { V = 151936, C = 1024, L = 28, NH = 16, NKV = 8, HD = 64, F = 3072, PROMPT = 44 };
+#else
 enum { V = 151936, C = 896, L = 24, NH = 14, NKV = 2, HD = 64, F = 4864, PROMPT = 44 };
+#endif
 
 static uint64_t rng = 88172645463325252ull;
 static inline uint32_t xr(void) {

@@ -6,12 +6,13 @@
 #   bench/peer/bench.sh [ROUNDS=5] [REPS=3]          (from the source root, after a Release build)
 #   LLAMA_CPP=/path/to/llama.cpp   source tree with build/bin/llama-bench (default /work/peer/llama.cpp)
 #   WB_BUILD=build                 the workbench build directory
-#   MODELS="qwen tinylm"           which models; TYPES="bf16 f32 q8_0 q4_0 q4_k_m"; THREADS="1 2"
+#   MODELS="qwen tinylm"           which models (also qwen1k); TYPES="bf16 f32 q8_0 q4_0 q4_k_m"; THREADS="1 2"
 #                                  (also q3_k_m, q2_k, iq4_xs, iq4_nl, q5_k_m: llama-quantize's)
 #   TABLE_ONLY=1                   print the table of the results already in $WORK, run nothing
 #
-# Models: bench_llama's Qwen2.5-0.5B-shaped random BF16 checkpoint (bench_peer_fixture writes it)
-# and TinyLM. The workbench loads the directory (bf16: as stored; f32: compute_f32; q8_0/q4_0:
+# Models: bench_llama's Qwen2.5-0.5B-shaped random BF16 checkpoint (qwen: bench_peer_fixture writes
+# it), the fixture's wide shape (qwen1k: hidden 1024, 28 layers, MLP 3072, whose Q4_K_M is Q4_K /
+# Q6_K as a download of a 256-multiple-wide model is: bench_peer_fixture_wide) and TinyLM. The workbench loads the directory (bf16: as stored; f32: compute_f32; q8_0/q4_0:
 # quantized at load); llama.cpp gets the GGUF the workbench writes of it in the same type
 # (model:save_gguf), so both run exactly the same weights; q4_k_m is llama.cpp's own llama-quantize
 # of the F32 GGUF, and both programs load that file (a Q4_K_M download's mix of types: at these
@@ -42,17 +43,18 @@ RES=$WORK/results.txt
 
 # the types llama-quantize makes from the F32 GGUF (both programs then load that file)
 llama_quantized() { [[ " q4_k_m q5_k_m q3_k_m q2_k iq4_xs iq4_nl " == *" $1 "* ]]; }
-model_dir() { [[ $1 == qwen ]] && echo "$WORK/qwen" || echo models/tinylm-base; }
-tests_of() { [[ $1 == qwen ]] && echo "44,268" || echo "44,96"; }
+model_dir() { [[ $1 == qwen* ]] && echo "$WORK/$1" || echo models/tinylm-base; }
+tests_of() { [[ $1 == qwen* ]] && echo "44,268" || echo "44,96"; }
+fixture_of() { [[ $1 == qwen1k ]] && echo bench_peer_fixture_wide || echo bench_peer_fixture; }
 
 if [[ -z ${TABLE_ONLY:-} ]]; then
 : > "$RES"
 # the weights, once: the checkpoint, then one GGUF per type written by the workbench
 for model in $MODELS; do
   dir=$(model_dir "$model")
-  if [[ $model == qwen && ! -f $dir/model.safetensors ]]; then
+  if [[ $model == qwen* && ! -f $dir/model.safetensors ]]; then
     mkdir -p "$dir"
-    "$WB_BUILD/bench/bench_peer_fixture" "$dir"
+    "$WB_BUILD/bench/$(fixture_of "$model")" "$dir"
   fi
   for t in $TYPES; do
     g=$WORK/$model-$t.gguf
