@@ -51,8 +51,8 @@ typedef struct wb_cpu_features {
     int bf16_amx;
     /* 1: the AVX-512 decode GEMV over the Q8_0 / Q4_0 / Q5_0 tile layout prefetches the next
      * 16-row group (15-82 KB ahead) as it goes; 0 (the default): it leaves its one linear stream
-     * to the hardware prefetchers, which on Zen 4 decoded the tiles 0-20% faster (Q8_0 0-15%,
-     * Q4_0 / Q5_0 7-10%) and every software distance from 1 block to a group ahead slower
+     * to the hardware prefetchers, which on Zen 4 decoded the aligned tiles faster (Q8_0 10-22%,
+     * Q4_0 / Q5_0 2-10%), and every software distance from 1 block to a group ahead slower
      * (docs/performance.md Session 18; not measured on Intel). WB_QPREFETCH=1 turns it on */
     int qgemv_prefetch;
 } wb_cpu_features;

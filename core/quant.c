@@ -1356,7 +1356,8 @@ VNNI512 static inline __m256i vnni512_u8s8(__m256i u, __m256i s) {
 DEFINE_DOTS_256(vnni512, VNNI512, vnni512_u8s8)
 /* The AVX2 level's decode kernels once more with the EVEX vpdpbusd on ymm registers (AVX512_VNNI
  * with VL: what AVX-VNNI's instruction is on CPUs without AVX-VNNI, Zen 4 say): the AVX-512
- * variant's decode of the types it has no 16-row kernel for (the K types, IQ4_NL, Q4_1, Q5_1).
+ * variant's decode of the types it has no 16-row kernel for (the K types, IQ4_NL, Q5_1; Q4_1
+ * keeps the maddubs kernel, gemv_q_512).
  * The integer sums are exact either way, so the same bits as the maddubs kernels. */
 VNNI512 static inline __m256i nib2_vnni512(__m256i lo, __m256i xl, __m256i hi, __m256i xh) {
     return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), lo, xl), hi, xh);
@@ -1985,9 +1986,9 @@ INLINE_VNNI512 void gemm_tiles_t(const int q8, float *Y, size_t ldy, const uint8
  * the input's dwords broadcast, the sums of the 16 rows in lanes; the block's 16 scales are one
  * load. Two integer chains per block (even and odd dwords), added: the same exact sum. The
  * weights are one linear stream per thread, left to the hardware prefetchers unless
- * qgemv_prefetch (cpu.h) asks for the next group to be prefetched as the kernel goes: on Zen 4
- * that prefetch was 0-20% slower, and with it a 64-byte aligned store 20% slower still than one
- * 16 bytes off (docs/performance.md Session 18). */
+ * qgemv_prefetch (cpu.h) asks for the next group to be prefetched as the kernel goes: on Zen 4,
+ * on the 64-byte aligned store, that prefetch made Q8_0 10-22% slower and Q4_0 / Q5_0 2-10%
+ * (docs/performance.md Session 18). */
 INLINE_VNNI512 void gemv_t_body(const int q8, float *Y, const uint8_t *act, const uint8_t *W,
                                 size_t rb, const float *bias, int in, int r0, int r1, int accumulate) {
     const qact a = act_view(act, in);
